@@ -1,0 +1,19 @@
+"""scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
+
+from . import exact, features, gp, kernels, linalg, metrics, optimize
+from .errors import (BoundaryWarning, InvalidModelFileError, NotPositiveDefiniteError,
+                     NumericalWarning)
+from .exact import ExactMarginalLikelihood, ExactPosterior
+from .gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
+from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
+from .optimize import learn_hyperparameters
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BasisStatistics", "BoundaryWarning", "Cauchy", "ExactMarginalLikelihood", "ExactPosterior",
+    "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
+    "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics", "__version__",
+    "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg", "metrics",
+    "optimize",
+]

@@ -1,0 +1,136 @@
+"""The feature-map protocol.
+
+A feature map turns inputs into Psi (n_samples x n_components) with
+k(x, x') ~ sum_l sign_l psi_l(x) psi_l(x'); the engine needs nothing else. Maps are frozen
+dataclasses whose fields are the theta-independent state (frequencies, nodes, landmarks), so
+tests can build one directly with chosen values; :meth:`FeatureMap.build` is the only place
+where randomness enters. Subclasses register themselves by name::
+
+    @dataclass(frozen=True, eq=False)
+    class RandomFourierFeatures(FourierFeatureMap, name="rff"): ...
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import numpy as np
+
+from .._validation import check_matrix
+from ..kernels import Kernel
+
+_REGISTRY: dict[str, type["FeatureMap"]] = {}
+
+
+def feature_dtype(X) -> np.dtype:
+    """float32 inputs give float32 features; everything else float64."""
+    dtype = getattr(X, "dtype", None)
+    return np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureMap(abc.ABC):
+    """A low-rank kernel approximation psi: R^d -> R^m.
+
+    Attributes
+    ----------
+    n_dims : int
+        Input dimension d the map was built for.
+    """
+
+    n_dims: int
+
+    name: ClassVar[str] = ""
+    #: One line for ``scalegp list``.
+    description: ClassVar[str] = ""
+    #: Paper reference for the README and ``scalegp list``.
+    reference: ClassVar[str] = ""
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            if name in _REGISTRY and _REGISTRY[name] is not cls:
+                raise ValueError(f"feature map name {name!r} is registered twice")
+            cls.name = name
+            _REGISTRY[name] = cls
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    @abc.abstractmethod
+    def build(cls, X, kernel: Kernel, n_components: int, rng: np.random.Generator,
+              **options) -> "FeatureMap":
+        """Draw or select everything that does not depend on the hyperparameters."""
+
+    @classmethod
+    def supports(cls, kernel: Kernel) -> bool:
+        """Whether the map is defined for this kernel (all four kernel families by default)."""
+        return True
+
+    # ----------------------------------------------------------------- evaluation
+    @property
+    @abc.abstractmethod
+    def n_components(self) -> int:
+        """m, the number of real columns of Psi."""
+
+    @property
+    def signs(self) -> np.ndarray | None:
+        """Sign vector S (entries +-1) with k ~ Psi diag(S) Psi^T, or None when all are +1."""
+        return None
+
+    @abc.abstractmethod
+    def features(self, X, kernel: Kernel) -> np.ndarray:
+        """Psi, shape (n_samples, n_components), in the dtype of X (float32 or float64)."""
+
+    def features_grad(self, X, kernel: Kernel) -> np.ndarray:
+        """dPsi / d theta_i for the kernel's log-parameters, shape (n_params, n_samples, m)."""
+        raise NotImplementedError(f"{type(self).__name__} has no analytic features_grad")
+
+    def check_input(self, X, kernel: Kernel) -> np.ndarray:
+        """Validate X against the map (dtype preserved for float32)."""
+        X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
+        kernel.check_n_dims(self.n_dims)
+        return X
+
+    def state(self) -> dict:
+        """The dataclass fields (theta-independent state), for model files."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+@dataclass(frozen=True, eq=False)
+class FixedBasisFeatureMap(FeatureMap):
+    """A map Psi = Phi diag(sqrt(w(theta))) whose basis Phi does not depend on theta.
+
+    The engine caches Phi^T Phi and Phi^T y once; every likelihood-and-gradient evaluation
+    then costs O(m^3), independent of n (GLF paper, Section 4.2, Proposition 6).
+    """
+
+    @abc.abstractmethod
+    def basis(self, X) -> np.ndarray:
+        """Phi, shape (n_samples, n_components), independent of the hyperparameters."""
+
+    @abc.abstractmethod
+    def weights(self, kernel: Kernel) -> np.ndarray:
+        """w(theta) >= 0, shape (n_components,)."""
+
+    @abc.abstractmethod
+    def log_weights_grad(self, kernel: Kernel) -> np.ndarray:
+        """d log w_l / d theta_i, shape (n_params, n_components); finite even where w underflows."""
+
+    def weights_grad(self, kernel: Kernel) -> np.ndarray:
+        """d w_l / d theta_i = w_l d log w_l / d theta_i, shape (n_params, n_components)."""
+        return self.weights(kernel) * self.log_weights_grad(kernel)
+
+    def features(self, X, kernel: Kernel) -> np.ndarray:
+        Phi = self.basis(X)
+        return Phi * np.sqrt(self.weights(kernel)).astype(Phi.dtype)
+
+    def features_grad(self, X, kernel: Kernel) -> np.ndarray:
+        Psi = self.features(X, kernel)
+        half_log_grad = 0.5 * self.log_weights_grad(kernel)
+        return Psi[None, :, :] * half_log_grad[:, None, :].astype(Psi.dtype)
+
+
+def registry() -> dict[str, type[FeatureMap]]:
+    return dict(_REGISTRY)

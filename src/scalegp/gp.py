@@ -1,0 +1,445 @@
+"""The streaming GP engine: statistics, log marginal likelihood and gradient, posterior.
+
+With features Psi (n x m), signs S (all +1 unless a quadrature rule has negative weights) and
+noise variance s2, the approximate covariance is K = Psi S Psi^T + s2 I. Everything below is
+expressed through the m x m matrix
+
+    M = s2 S + G,   G = Psi^T Psi,   b = Psi^T y,   beta = M^{-1} b,
+
+using the Woodbury identity K^{-1} = s2^{-1} (I - Psi M^{-1} Psi^T) and the determinant lemma
+det K = s2^{n-m} det(S) det(M) (spec A.6; DESIGN.md "The engine"). For S = I, M = L L^T and
+c = L^{-1} b, so the log marginal likelihood is
+
+    log p(y) = -1/2 [ (y^T y - |c|^2) / s2 + (n - m) log s2 + 2 sum_i log L_ii + n log 2 pi ].
+
+No function here builds an n x n matrix or imports a concrete feature map.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg.blas as blas
+
+from . import linalg
+from ._validation import check_dtype, check_matrix, check_positive_scalar, check_vector
+from .errors import NotPositiveDefiniteError
+from .features.base import FeatureMap, FixedBasisFeatureMap
+from .kernels import Kernel
+
+#: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
+CHUNK_BYTES = 32 * 2**20
+
+
+def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
+    """Rows per chunk so that one chunk of Psi takes about ``CHUNK_BYTES``."""
+    return max(256, CHUNK_BYTES // (itemsize * max(n_components, 1)))
+
+
+def _chunks(n_samples: int, chunk_size: int):
+    for start in range(0, n_samples, chunk_size):
+        yield start, min(start + chunk_size, n_samples)
+
+
+def _symmetric_rank_k_update(G_upper: np.ndarray, Psi: np.ndarray) -> np.ndarray:
+    """Return G_upper + upper(Psi^T Psi) by a BLAS symmetric rank-k update (half a GEMM).
+
+    Psi.T of a C-ordered Psi is Fortran-ordered, so syrk reads it without a copy.
+    """
+    syrk = blas.ssyrk if Psi.dtype == np.float32 else blas.dsyrk
+    return syrk(1.0, Psi.T, c=G_upper, beta=1.0, trans=0, lower=0, overwrite_c=1)
+
+
+def _symmetrize_upper(G_upper: np.ndarray) -> np.ndarray:
+    return np.triu(G_upper) + np.triu(G_upper, 1).T
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Sufficient statistics of a feature-space GP: sums over rows, so they stream and add.
+
+    Attributes
+    ----------
+    gram : (m, m) float64
+        G = Psi^T Psi.
+    projection : (m,) float64
+        b = Psi^T y.
+    y_norm2 : float
+        y^T y.
+    n_samples : int
+    """
+
+    gram: np.ndarray
+    projection: np.ndarray
+    y_norm2: float
+    n_samples: int
+
+    def __add__(self, other: "Statistics") -> "Statistics":
+        if self.gram.shape != other.gram.shape:
+            raise ValueError(
+                f"cannot add statistics of {self.gram.shape[0]} and {other.gram.shape[0]} "
+                "components"
+            )
+        return Statistics(self.gram + other.gram, self.projection + other.projection,
+                          self.y_norm2 + other.y_norm2, self.n_samples + other.n_samples)
+
+    @classmethod
+    def accumulate(cls, feature_map: FeatureMap, kernel: Kernel, X, y, *,
+                   chunk_size: int | None = None, dtype=None, progress=None) -> "Statistics":
+        """Psi^T Psi, Psi^T y, y^T y and n in one streaming pass over row chunks.
+
+        Memory is O(m^2 + chunk_size * m). Each chunk's Gram update is a symmetric rank-k
+        update in ``dtype`` (float64 default, float32 allowed); chunk results are summed in
+        float64. ``progress``, if given, is called as ``progress(rows_done)`` after each chunk.
+        """
+        return _accumulate(feature_map.features, feature_map.n_components,
+                           feature_map.check_input, kernel, X, y, chunk_size, dtype, progress)
+
+
+def _accumulate(feature_fn, n_components, check_input, kernel, X, y, chunk_size, dtype,
+                progress) -> Statistics:
+    dtype = check_dtype(dtype)
+    X = check_matrix(X, "X", dtype=dtype)
+    check_input(X[:1], kernel)
+    y = check_vector(y, "y", n_samples=X.shape[0])
+    m = n_components
+    chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
+    G_upper = np.zeros((m, m), dtype=np.float64, order="F")
+    b = np.zeros(m)
+    chunk_gram = np.zeros((m, m), dtype=dtype, order="F")
+    for start, stop in _chunks(X.shape[0], chunk_size):
+        Psi = feature_fn(X[start:stop], kernel)
+        if dtype == np.float64:
+            G_upper = _symmetric_rank_k_update(G_upper, Psi)
+        else:
+            chunk_gram[:] = 0.0
+            chunk_gram = _symmetric_rank_k_update(chunk_gram, Psi)
+            G_upper += chunk_gram
+        b += Psi.T @ y[start:stop].astype(dtype)
+        if progress is not None:
+            progress(stop)
+    return Statistics(_symmetrize_upper(G_upper), b, float(y @ y), X.shape[0])
+
+
+@dataclass(frozen=True)
+class BasisStatistics:
+    """Phi^T Phi, Phi^T y, y^T y, n of a fixed basis: computed once, reused for every theta.
+
+    For Psi = Phi diag(h), h = sqrt(w(theta)): G = diag(h) Phi^T Phi diag(h) and b = h * Phi^T y,
+    an O(m^2) rescaling with no pass over the data (GLF paper, Proposition 6).
+    """
+
+    statistics: Statistics
+
+    @classmethod
+    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y, *, chunk_size=None,
+                   dtype=None, progress=None) -> "BasisStatistics":
+        def basis(X_chunk, _kernel):
+            return feature_map.basis(X_chunk)
+
+        def check(X_chunk, _kernel):
+            return X_chunk
+        return cls(_accumulate(basis, feature_map.n_components, check, None, X, y,
+                               chunk_size, dtype, progress))
+
+    def at(self, feature_map: FixedBasisFeatureMap, kernel: Kernel) -> Statistics:
+        h = np.sqrt(feature_map.weights(kernel))
+        s = self.statistics
+        return Statistics(s.gram * np.outer(h, h), s.projection * h, s.y_norm2, s.n_samples)
+
+
+@dataclass(frozen=True)
+class FactorizedSystem:
+    """M = s2 S + G factorized, with beta = M^{-1} b.
+
+    For S = I (or None) the Cholesky factor is used (with adaptive jitter, recorded in
+    ``jitter``); for signed features a symmetric eigen-factorization, and K = Psi S Psi^T + s2 I
+    is positive definite exactly when M has as many negative eigenvalues as S has -1 entries
+    (Sylvester's law of inertia applied to the block matrix [[s2 I, Psi], [Psi^T, -S]]).
+    """
+
+    noise_variance: float
+    signs: np.ndarray | None
+    cholesky_factor: np.ndarray | None
+    indefinite: linalg.SymmetricFactorization | None
+    beta: np.ndarray
+    jitter: float
+
+    @classmethod
+    def factor(cls, statistics: Statistics, noise_variance: float,
+               signs: np.ndarray | None = None) -> "FactorizedSystem":
+        G = statistics.gram
+        m = G.shape[0]
+        if signs is None:
+            L, jitter = linalg.cholesky(G + noise_variance * np.eye(m),
+                                        name="Psi^T Psi + noise_variance I")
+            beta = linalg.cho_solve(L, statistics.projection)
+            return cls(noise_variance, None, L, None, beta, jitter)
+        signs = np.asarray(signs, dtype=float)
+        factorization = linalg.SymmetricFactorization.factor(
+            G + noise_variance * np.diag(signs), name="Psi^T Psi + noise_variance S")
+        expected = int(np.sum(signs < 0))
+        if factorization.n_negative != expected:
+            raise NotPositiveDefiniteError(
+                "the approximate covariance Psi S Psi^T + noise_variance I is not positive "
+                f"definite (M has {factorization.n_negative} negative eigenvalues, "
+                f"{expected} expected from the signs); the signed quadrature rule is too "
+                "inaccurate here: increase n_components or noise_variance"
+            )
+        beta = factorization.solve(statistics.projection)
+        return cls(noise_variance, signs, None, factorization, beta, 0.0)
+
+    @property
+    def n_components(self) -> int:
+        return self.beta.shape[0]
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        if self.indefinite is not None:
+            return self.indefinite.solve(B)
+        return linalg.cho_solve(self.cholesky_factor, B)
+
+    def logabsdet(self) -> float:
+        if self.indefinite is not None:
+            return self.indefinite.logabsdet()
+        return linalg.logdet_from_cholesky(self.cholesky_factor)
+
+    def inverse_diagonal(self) -> np.ndarray:
+        if self.indefinite is not None:
+            return self.indefinite.inverse_diagonal()
+        return linalg.inverse_diagonal_from_cholesky(self.cholesky_factor)
+
+    def quadratic_diagonal(self, Psi: np.ndarray) -> np.ndarray:
+        """diag(Psi M^{-1} Psi^T) row by row; for S = I this is |L^{-1} psi|^2."""
+        if self.indefinite is not None:
+            return self.indefinite.quadratic_diagonal(Psi)
+        V = linalg.solve_lower(self.cholesky_factor, Psi.T)
+        return np.einsum("ij,ij->j", V, V)
+
+    def signs_or_ones(self) -> np.ndarray:
+        return np.ones(self.n_components) if self.signs is None else self.signs
+
+
+def log_marginal_likelihood(statistics: Statistics, noise_variance: float,
+                            signs: np.ndarray | None = None) -> tuple[float, FactorizedSystem]:
+    """log p(y) = -1/2 [ (y^T y - b^T beta)/s2 + (n - m) log s2 + log|det M| + n log 2 pi ].
+
+    Returns the value and the factorized system (reused by the gradient and the posterior).
+    """
+    system = FactorizedSystem.factor(statistics, noise_variance, signs)
+    s2 = noise_variance + system.jitter
+    n, m = statistics.n_samples, system.n_components
+    quadratic = (statistics.y_norm2 - statistics.projection @ system.beta) / s2
+    value = -0.5 * (quadratic + (n - m) * math.log(s2) + system.logabsdet()
+                    + n * math.log(2 * math.pi))
+    return float(value), system
+
+
+def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
+    """d log p / d log s2 = s2 [ alpha^T alpha / 2 - tr(K^{-1}) / 2 ] (dK / d log s2 = s2 I), where
+
+    alpha^T alpha = s2^{-2} (y^T y - 2 b^T beta + beta^T G beta) and
+    tr(K^{-1}) = s2^{-1} (n - m + s2 tr(M^{-1} S)) (spec A.6, with signs).
+    """
+    s2 = system.noise_variance + system.jitter
+    beta = system.beta
+    alpha_norm2 = (statistics.y_norm2 - 2 * statistics.projection @ beta
+                   + beta @ (statistics.gram @ beta)) / s2**2
+    trace_inverse = (statistics.n_samples - system.n_components
+                     + s2 * np.sum(system.inverse_diagonal() * system.signs_or_ones())) / s2
+    return float(system.noise_variance * 0.5 * (alpha_norm2 - trace_inverse))
+
+
+def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
+                         log_weights_grad: np.ndarray) -> np.ndarray:
+    """Kernel-parameter gradient for Psi = Phi diag(sqrt(w)), with g_i = d log w / d theta_i.
+
+    Since dPsi_i = Psi diag(g_i / 2), the general formula
+    d log p / d theta_i = s2^{-1} beta^T (db_i - C_i^T beta) - tr(M^{-1} C_i), with
+    C_i = Psi^T dPsi_i = G diag(g_i/2) and db_i = (g_i/2) * b, needs only O(m^2 P):
+    tr(M^{-1} G diag(g/2)) = sum_l (1 - s2 (M^{-1})_ll S_l) g_l / 2 (spec A.6).
+    """
+    s2 = system.noise_variance + system.jitter
+    beta = system.beta
+    half = 0.5 * log_weights_grad
+    diag_MinvG = 1.0 - s2 * system.inverse_diagonal() * system.signs_or_ones()
+    G_beta = statistics.gram @ beta
+    data_term = half @ (beta * (statistics.projection - G_beta)) / s2
+    return data_term - half @ diag_MinvG
+
+
+def feature_gradient(feature_map: FeatureMap, kernel: Kernel, X, y, system: FactorizedSystem,
+                     *, chunk_size: int | None = None, dtype=None) -> np.ndarray:
+    """Kernel-parameter gradient for a map whose features depend on theta (second pass).
+
+    d log p / d theta_i = s2^{-1} (r_i - q_i) - t_i with, summed over row chunks,
+    r_i = (dPsi_i beta)^T y, q_i = (dPsi_i beta)^T (Psi beta), t_i = sum(W o dPsi_i),
+    W = Psi M^{-1}: O(n m^2 + n m P) per evaluation, and only 3 P scalars to reduce.
+    (Derivation: Psi^T K^{-1} = S M^{-1} Psi^T and Psi^T alpha = S beta.)
+    """
+    dtype = check_dtype(dtype)
+    X = check_matrix(X, "X", dtype=dtype)
+    y = check_vector(y, "y", n_samples=X.shape[0])
+    s2 = system.noise_variance + system.jitter
+    beta = system.beta
+    chunk_size = chunk_size or default_chunk_size(feature_map.n_components * (kernel.n_params + 2),
+                                                  dtype.itemsize)
+    r = np.zeros(kernel.n_params)
+    q = np.zeros(kernel.n_params)
+    t = np.zeros(kernel.n_params)
+    for start, stop in _chunks(X.shape[0], chunk_size):
+        Xc = X[start:stop]
+        Psi = feature_map.features(Xc, kernel).astype(np.float64)
+        dPsi = feature_map.features_grad(Xc, kernel).astype(np.float64)
+        W = system.solve(Psi.T).T
+        Psi_beta = Psi @ beta
+        dPsi_beta = dPsi @ beta                                # (P, rows)
+        r += dPsi_beta @ y[start:stop]
+        q += dPsi_beta @ Psi_beta
+        t += np.einsum("ij,pij->p", W, dPsi)
+    return (r - q) / s2 - t
+
+
+def lml_and_gradient(statistics: Statistics, noise_variance: float, signs, kernel_gradient_fn):
+    """Value and gradient [kernel theta..., log noise_variance] of log p(y).
+
+    ``kernel_gradient_fn(system)`` returns the kernel-parameter part.
+    """
+    value, system = log_marginal_likelihood(statistics, noise_variance, signs)
+    gradient = np.append(kernel_gradient_fn(system), noise_gradient(statistics, system))
+    return value, gradient
+
+
+class MarginalLikelihood:
+    """log p(y | theta) and its gradient as a function of all log-parameters.
+
+    theta = [kernel.theta..., log noise_variance]. For a :class:`FixedBasisFeatureMap` the
+    basis statistics are accumulated once in the constructor and each call costs O(m^3),
+    independent of n; otherwise each call makes two streaming passes over the data.
+    """
+
+    def __init__(self, feature_map: FeatureMap, kernel: Kernel, X, y, *,
+                 chunk_size: int | None = None, dtype=None, progress=None):
+        self.feature_map = feature_map
+        self.kernel = kernel
+        self.X = check_matrix(X, "X", dtype=check_dtype(dtype))
+        self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.chunk_size = chunk_size
+        self.dtype = dtype
+        self.progress = progress
+        self.n_evaluations = 0
+        self.basis_statistics = None
+        if isinstance(feature_map, FixedBasisFeatureMap):
+            self.basis_statistics = BasisStatistics.accumulate(
+                feature_map, self.X, self.y, chunk_size=chunk_size, dtype=dtype,
+                progress=progress)
+
+    def kernel_at(self, theta) -> tuple[Kernel, float]:
+        theta = np.asarray(theta, dtype=float)
+        return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
+
+    def statistics(self, kernel: Kernel) -> Statistics:
+        if self.basis_statistics is not None:
+            return self.basis_statistics.at(self.feature_map, kernel)
+        return Statistics.accumulate(self.feature_map, kernel, self.X, self.y,
+                                     chunk_size=self.chunk_size, dtype=self.dtype)
+
+    def value(self, theta) -> float:
+        kernel, noise_variance = self.kernel_at(theta)
+        return log_marginal_likelihood(self.statistics(kernel), noise_variance,
+                                       self.feature_map.signs)[0]
+
+    def __call__(self, theta) -> tuple[float, np.ndarray]:
+        """(log p(y), gradient with respect to theta)."""
+        self.n_evaluations += 1
+        kernel, noise_variance = self.kernel_at(theta)
+        statistics = self.statistics(kernel)
+        if self.basis_statistics is not None:
+            weight_grad = self.feature_map.log_weights_grad(kernel)
+
+            def kernel_gradient(system):
+                return fixed_basis_gradient(statistics, system, weight_grad)
+        else:
+            def kernel_gradient(system):
+                return feature_gradient(self.feature_map, kernel, self.X, self.y, system,
+                                        chunk_size=self.chunk_size, dtype=self.dtype)
+        return lml_and_gradient(statistics, noise_variance, self.feature_map.signs,
+                                kernel_gradient)
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """The frozen predictive distribution of a feature-space GP.
+
+    mean(x*) = psi*^T beta; latent variance s2 psi*^T M^{-1} psi* (= s2 |L^{-1} psi*|^2 for
+    S = I). ``include_noise`` adds s2; ``diag_correction`` adds the FITC-style term
+    k(x*, x*) - psi*^T S psi*, the prior variance the low-rank model misses.
+    """
+
+    feature_map: FeatureMap
+    kernel: Kernel
+    system: FactorizedSystem
+    log_marginal_likelihood: float
+    n_samples: int
+
+    @property
+    def noise_variance(self) -> float:
+        return self.system.noise_variance
+
+    @classmethod
+    def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y, *,
+            chunk_size: int | None = None, dtype=None, progress=None) -> "Posterior":
+        """Accumulate the statistics at fixed hyperparameters and condition on (X, y)."""
+        noise_variance = check_positive_scalar(noise_variance, "noise_variance")
+        statistics = Statistics.accumulate(feature_map, kernel, X, y, chunk_size=chunk_size,
+                                           dtype=dtype, progress=progress)
+        return cls.from_statistics(feature_map, kernel, noise_variance, statistics)
+
+    @classmethod
+    def from_statistics(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance: float,
+                        statistics: Statistics) -> "Posterior":
+        value, system = log_marginal_likelihood(statistics, noise_variance, feature_map.signs)
+        return cls(feature_map, kernel, system, value, statistics.n_samples)
+
+    def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
+                include_noise: bool = False, diag_correction: bool = False,
+                chunk_size: int | None = None):
+        """Predictive mean, and optionally the variance (n,) or covariance (n, n).
+
+        ``return_cov`` builds an n_test x n_test matrix: for small test sets only.
+        """
+        if return_var and return_cov:
+            raise ValueError("return_var and return_cov cannot both be True")
+        X = self.feature_map.check_input(X, self.kernel)
+        if return_cov:
+            Psi = self.feature_map.features(X, self.kernel).astype(np.float64)
+            cov = self.system.noise_variance * Psi @ self.system.solve(Psi.T)
+            cov = 0.5 * (cov + cov.T)
+            if diag_correction:
+                cov[np.diag_indices_from(cov)] += self._missing_prior_variance(X, Psi)
+            if include_noise:
+                cov[np.diag_indices_from(cov)] += self.system.noise_variance
+            return Psi @ self.system.beta, cov
+        chunk_size = chunk_size or default_chunk_size(self.feature_map.n_components)
+        mean = np.empty(X.shape[0])
+        var = np.empty(X.shape[0]) if return_var else None
+        for start, stop in _chunks(X.shape[0], chunk_size):
+            Psi = self.feature_map.features(X[start:stop], self.kernel).astype(np.float64)
+            mean[start:stop] = Psi @ self.system.beta
+            if return_var:
+                chunk_var = self.system.noise_variance * self.system.quadratic_diagonal(Psi)
+                if diag_correction:
+                    chunk_var += self._missing_prior_variance(X[start:stop], Psi)
+                var[start:stop] = chunk_var
+        if not return_var:
+            return mean
+        np.maximum(var, 0.0, out=var)
+        if include_noise:
+            var += self.system.noise_variance
+        return mean, var
+
+    def _missing_prior_variance(self, X, Psi) -> np.ndarray:
+        """k(x, x) - psi(x)^T S psi(x), floored at 0."""
+        approx = np.einsum("ij,ij,j->i", Psi, Psi, self.system.signs_or_ones())
+        return np.maximum(self.kernel.diag(X) - approx, 0.0)

@@ -1,0 +1,456 @@
+"""Stationary kernels: exact values, spectral densities, frequency samplers, log-parameters.
+
+Fourier convention (METHODS.md decision 1, spec A.2): ordinary frequency,
+
+    k(x, z) = int p(eta) cos(2 pi eta^T (x - z)) d eta,
+
+with the spectral density p scaled by the kernel variance s. The densities are those of
+spec A.3 (the GLF paper's Table 2). Monte-Carlo maps draw *standardized angular* frequencies
+omega from the unit-length-scale base distribution, so that
+
+    k(x, z) = s E[cos(omega^T (x - z) / l)],    eta = omega / (2 pi l).
+
+Hyperparameters are log-parameters in a fixed order: log length scales (one, or one per
+dimension for ARD), then log variance. Kernels are immutable; ``with_theta`` returns a copy.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import gammaln
+
+from ._validation import (
+    as_generator,
+    check_bounds,
+    check_matrix,
+    check_positive_int,
+    check_positive_scalar,
+    check_positive_vector,
+    check_within_bounds,
+)
+
+DEFAULT_LENGTH_SCALE_BOUNDS = (1e-5, 1e5)
+DEFAULT_VARIANCE_BOUNDS = (1e-5, 1e5)
+
+
+class Kernel(abc.ABC):
+    """A stationary kernel s * kappa(L^{-1} (x - z)), L = diag(length_scale).
+
+    Parameters
+    ----------
+    length_scale : float or array of shape (n_dims,)
+        One value (isotropic) or one per input dimension (ARD).
+    variance : float
+        The signal variance s = k(x, x).
+    length_scale_bounds, variance_bounds : (lower, upper) or "fixed"
+        The box Theta for hyperparameter learning (in the original, not log, scale).
+    """
+
+    name: ClassVar[str]
+    #: True when kappa is a product over dimensions (per-dimension spectral factors).
+    separable: ClassVar[bool] = False
+
+    def __init__(self, length_scale=1.0, variance=1.0,
+                 length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
+                 variance_bounds=DEFAULT_VARIANCE_BOUNDS):
+        self._length_scale = check_positive_vector(length_scale, "length_scale")
+        self._variance = check_positive_scalar(variance, "variance")
+        self._length_scale_bounds = check_bounds(length_scale_bounds, "length_scale_bounds")
+        self._variance_bounds = check_bounds(variance_bounds, "variance_bounds")
+        check_within_bounds(self._length_scale, self._length_scale_bounds, "length_scale")
+        check_within_bounds(self._variance, self._variance_bounds, "variance")
+
+    # ----------------------------------------------------------------- parameters
+    @property
+    def length_scale(self) -> np.ndarray:
+        return self._length_scale.copy()
+
+    @property
+    def variance(self) -> float:
+        return self._variance
+
+    @property
+    def length_scale_bounds(self):
+        return self._length_scale_bounds
+
+    @property
+    def variance_bounds(self):
+        return self._variance_bounds
+
+    @property
+    def anisotropic(self) -> bool:
+        return self._length_scale.size > 1
+
+    @property
+    def n_params(self) -> int:
+        return self._length_scale.size + 1
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Log-parameters: [log l_1, ..., log l_p, log s]."""
+        return np.log(np.append(self._length_scale, self._variance))
+
+    @property
+    def param_names(self) -> list[str]:
+        if self.anisotropic:
+            scales = [f"length_scale[{j}]" for j in range(self._length_scale.size)]
+        else:
+            scales = ["length_scale"]
+        return scales + ["variance"]
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """Log-space box, shape (n_params, 2); a "fixed" parameter has lower == upper."""
+        rows = []
+        for value in self._length_scale:
+            rows.append(_log_bounds(self._length_scale_bounds, value))
+        rows.append(_log_bounds(self._variance_bounds, self._variance))
+        return np.array(rows)
+
+    def with_theta(self, theta) -> "Kernel":
+        """A copy with log-parameters theta (bounds are kept; values are clipped into them)."""
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != (self.n_params,) or not np.all(np.isfinite(theta)):
+            raise ValueError(
+                f"theta must be a finite vector of length {self.n_params} "
+                f"({', '.join(self.param_names)}), got {theta!r}"
+            )
+        bounds = self.bounds
+        values = np.exp(np.clip(theta, bounds[:, 0], bounds[:, 1]))
+        return self._replace(length_scale=values[:-1], variance=values[-1])
+
+    def with_params(self, **changes) -> "Kernel":
+        """A copy with some constructor arguments replaced."""
+        return self._replace(**changes)
+
+    def _init_args(self) -> dict:
+        args = dict(length_scale=self._length_scale.copy(), variance=self._variance,
+                    length_scale_bounds=self._length_scale_bounds,
+                    variance_bounds=self._variance_bounds)
+        return args
+
+    def _replace(self, **changes) -> "Kernel":
+        args = self._init_args()
+        args.update(changes)
+        return type(self)(**args)
+
+    def get_params(self) -> dict:
+        """Constructor arguments (JSON-friendly: arrays as lists)."""
+        args = self._init_args()
+        args["length_scale"] = args["length_scale"].tolist()
+        return args
+
+    def check_n_dims(self, n_dims: int) -> None:
+        if self.anisotropic and self._length_scale.size != n_dims:
+            raise ValueError(
+                f"length_scale has {self._length_scale.size} entries (ARD) but X has {n_dims} "
+                "column(s); give one length scale per input dimension or a scalar"
+            )
+
+    def __eq__(self, other) -> bool:
+        return (type(self) is type(other)
+                and self.get_params() == other.get_params())
+
+    def __hash__(self):
+        return hash((type(self).__name__, tuple(self.theta)))
+
+    def __repr__(self) -> str:
+        scale = (np.array2string(self._length_scale, precision=4) if self.anisotropic
+                 else f"{self._length_scale[0]:.4g}")
+        extra = self._repr_extra()
+        return f"{type(self).__name__}({extra}length_scale={scale}, variance={self._variance:.4g})"
+
+    def _repr_extra(self) -> str:
+        return ""
+
+    # ----------------------------------------------------------------- exact kernel
+    def _scaled_differences(self, X, Y):
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        scale = self._length_scale
+        return (X[:, None, :] - Y[None, :, :]) / scale
+
+    def __call__(self, X, Y=None) -> np.ndarray:
+        """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X."""
+        return self._variance * self._correlation(self._scaled_differences(X, Y))
+
+    def diag(self, X) -> np.ndarray:
+        """k(x, x) for each row of X: the variance s for a stationary kernel."""
+        X = check_matrix(X, "X")
+        return np.full(X.shape[0], self._variance)
+
+    def gradient(self, X) -> np.ndarray:
+        """dK/d theta_i for the log-parameters, shape (n_params, n, n) (small n only)."""
+        U = self._scaled_differences(X, None)
+        K = self._variance * self._correlation(U)
+        scale_grads = self._variance * self._correlation_grad_log_scale(U)   # (n, n, d)
+        if self.anisotropic:
+            grads = list(np.moveaxis(scale_grads, -1, 0))
+        else:
+            grads = [scale_grads.sum(axis=-1)]
+        grads.append(K)
+        return np.stack(grads)
+
+    @abc.abstractmethod
+    def _correlation(self, U: np.ndarray) -> np.ndarray:
+        """kappa of the scaled differences U = (x - z) / l, shape (..., d) -> (...)."""
+
+    @abc.abstractmethod
+    def _correlation_grad_log_scale(self, U: np.ndarray) -> np.ndarray:
+        """d kappa / d log l_j for each dimension j, shape (..., d)."""
+
+    # ----------------------------------------------------------------- spectral side
+    def _check_frequencies(self, eta) -> np.ndarray:
+        eta = np.asarray(eta, dtype=float)
+        if eta.ndim != 2:
+            raise ValueError(f"eta must be a 2-D array (n_frequencies, n_dims), got {eta.shape}")
+        self.check_n_dims(eta.shape[1])
+        return eta
+
+    def spectral_density(self, eta) -> np.ndarray:
+        """p(eta) under the ordinary-frequency convention, including the variance s."""
+        return np.exp(self.log_spectral_density(eta))
+
+    def log_spectral_density(self, eta) -> np.ndarray:
+        """log p(eta), shape (n_frequencies,)."""
+        eta = self._check_frequencies(eta)
+        scale = np.broadcast_to(self._length_scale, (eta.shape[1],))
+        return np.log(self._variance) + self._log_base_density(eta * scale) + np.log(scale).sum()
+
+    def log_spectral_density_grad(self, eta) -> np.ndarray:
+        """d log p(eta) / d theta_i for the log-parameters, shape (n_frequencies, n_params).
+
+        Differentiating log p instead of p keeps the gradient finite when p underflows.
+        The variance column is 1 (spec A.3); a length-scale column is
+        1 + d log p0(v) / d log v_j at v = l * eta (chain rule through v_j = l_j eta_j).
+        """
+        eta = self._check_frequencies(eta)
+        scale = np.broadcast_to(self._length_scale, (eta.shape[1],))
+        per_dim = 1.0 + self._log_base_density_grad_log(eta * scale)         # (m, d)
+        if not self.anisotropic:
+            per_dim = per_dim.sum(axis=1, keepdims=True)
+        return np.hstack([per_dim, np.ones((eta.shape[0], 1))])
+
+    @abc.abstractmethod
+    def _log_base_density(self, V: np.ndarray) -> np.ndarray:
+        """log p0(v) of the unit-scale, unit-variance kernel (ordinary frequency)."""
+
+    @abc.abstractmethod
+    def _log_base_density_grad_log(self, V: np.ndarray) -> np.ndarray:
+        """v_j d log p0(v) / d v_j, shape (m, d)."""
+
+    def sample_standard_frequencies(self, n_samples: int, n_dims: int, rng=None) -> np.ndarray:
+        """Draw standardized angular frequencies omega, shape (n_samples, n_dims).
+
+        With unit length scale and variance, E[cos(omega^T delta)] = kappa(delta); the
+        frequencies for length scales l are omega / l (phase omega^T (x / l)).
+        """
+        n_samples = check_positive_int(n_samples, "n_samples")
+        n_dims = check_positive_int(n_dims, "n_dims")
+        self.check_n_dims(n_dims)
+        return self._sample_base(as_generator(rng), n_samples, n_dims)
+
+    @abc.abstractmethod
+    def _sample_base(self, rng: np.random.Generator, n_samples: int, n_dims: int) -> np.ndarray:
+        """Sampler of omega = 2 pi v with v ~ p0."""
+
+
+def _log_bounds(bounds, value):
+    if bounds == "fixed":
+        return (np.log(value), np.log(value))
+    return (np.log(bounds[0]), np.log(bounds[1]))
+
+
+class Gaussian(Kernel):
+    """Gaussian (squared-exponential) kernel s exp(-1/2 sum_j (x_j - z_j)^2 / l_j^2).
+
+    Spectral density (spec A.3): p(eta) = s prod_j sqrt(2 pi) l_j exp(-2 pi^2 l_j^2 eta_j^2);
+    standardized angular frequencies omega ~ N(0, I).
+    """
+
+    name = "gaussian"
+    separable = True
+
+    def _correlation(self, U):
+        return np.exp(-0.5 * np.einsum("...j,...j->...", U, U))
+
+    def _correlation_grad_log_scale(self, U):
+        return self._correlation(U)[..., None] * U**2
+
+    def _log_base_density(self, V):
+        d = V.shape[1]
+        return 0.5 * d * np.log(2 * np.pi) - 2 * np.pi**2 * np.einsum("ij,ij->i", V, V)
+
+    def _log_base_density_grad_log(self, V):
+        return -4 * np.pi**2 * V**2
+
+    def _sample_base(self, rng, n_samples, n_dims):
+        return rng.standard_normal((n_samples, n_dims))
+
+
+class Matern(Kernel):
+    """Matern kernel, nu in {1/2, 3/2, 5/2}, with r = ||L^{-1}(x - z)||.
+
+    nu = 1/2: s exp(-r); 3/2: s (1 + sqrt3 r) exp(-sqrt3 r);
+    5/2: s (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r).
+    Spectral density (spec A.3, R&W eq. 4.15 times s):
+    p(eta) = s Gamma(nu + d/2) / Gamma(nu) (2 pi / nu)^{d/2} prod_j l_j
+             (1 + (2 pi^2 / nu) sum_j l_j^2 eta_j^2)^{-(nu + d/2)};
+    standardized angular frequencies omega follow a multivariate Student t with 2 nu dof.
+    """
+
+    name = "matern"
+    SUPPORTED_NU = (0.5, 1.5, 2.5)
+
+    def __init__(self, nu=2.5, length_scale=1.0, variance=1.0,
+                 length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
+                 variance_bounds=DEFAULT_VARIANCE_BOUNDS):
+        try:
+            nu_value = float(nu)
+        except (TypeError, ValueError):
+            nu_value = None
+        if nu_value not in self.SUPPORTED_NU:
+            raise ValueError(f"nu must be one of 0.5, 1.5, 2.5, got {nu!r}")
+        self.nu = nu_value
+        super().__init__(length_scale, variance, length_scale_bounds, variance_bounds)
+
+    def _init_args(self):
+        return dict(nu=self.nu, **super()._init_args())
+
+    def _repr_extra(self):
+        return f"nu={self.nu}, "
+
+    def _correlation(self, U):
+        r = np.sqrt(np.einsum("...j,...j->...", U, U))
+        if self.nu == 0.5:
+            return np.exp(-r)
+        if self.nu == 1.5:
+            a = np.sqrt(3.0) * r
+            return (1 + a) * np.exp(-a)
+        a = np.sqrt(5.0) * r
+        return (1 + a + a**2 / 3) * np.exp(-a)
+
+    def _correlation_grad_log_scale(self, U):
+        # d kappa / d log l_j = -kappa'(r) u_j^2 / r  (since dr / d log l_j = -u_j^2 / r);
+        # kappa'(r)/r is finite at r = 0 for nu = 3/2, 5/2 and is handled by a mask for 1/2.
+        r = np.sqrt(np.einsum("...j,...j->...", U, U))
+        if self.nu == 0.5:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                factor = np.where(r > 0, np.exp(-r) / np.where(r > 0, r, 1.0), 0.0)
+        elif self.nu == 1.5:
+            factor = 3.0 * np.exp(-np.sqrt(3.0) * r)
+        else:
+            a = np.sqrt(5.0) * r
+            factor = (5.0 / 3.0) * (1 + a) * np.exp(-a)
+        return factor[..., None] * U**2
+
+    def _log_base_density(self, V):
+        d = V.shape[1]
+        alpha = self.nu + 0.5 * d
+        u = (2 * np.pi**2 / self.nu) * np.einsum("ij,ij->i", V, V)
+        return (gammaln(alpha) - gammaln(self.nu) + 0.5 * d * np.log(2 * np.pi / self.nu)
+                - alpha * np.log1p(u))
+
+    def _log_base_density_grad_log(self, V):
+        alpha = self.nu + 0.5 * V.shape[1]
+        u_j = (2 * np.pi**2 / self.nu) * V**2
+        return -2 * alpha * u_j / (1 + u_j.sum(axis=1, keepdims=True))
+
+    def _sample_base(self, rng, n_samples, n_dims):
+        normal_rng, chi2_rng = rng.spawn(2)
+        g = normal_rng.standard_normal((n_samples, n_dims))
+        w = chi2_rng.chisquare(2 * self.nu, size=(n_samples, 1))
+        return g / np.sqrt(w / (2 * self.nu))
+
+
+class Cauchy(Kernel):
+    """Product Cauchy kernel s prod_j 1 / (1 + (x_j - z_j)^2 / l_j^2).
+
+    Spectral density (spec A.3): p(eta) = s prod_j pi l_j exp(-2 pi l_j |eta_j|);
+    standardized angular frequencies are Laplace(0, 1) per dimension.
+    """
+
+    name = "cauchy"
+    separable = True
+
+    def _correlation(self, U):
+        return np.prod(1.0 / (1.0 + U**2), axis=-1)
+
+    def _correlation_grad_log_scale(self, U):
+        return self._correlation(U)[..., None] * (2 * U**2 / (1 + U**2))
+
+    def _log_base_density(self, V):
+        return V.shape[1] * np.log(np.pi) - 2 * np.pi * np.abs(V).sum(axis=1)
+
+    def _log_base_density_grad_log(self, V):
+        return -2 * np.pi * np.abs(V)
+
+    def _sample_base(self, rng, n_samples, n_dims):
+        return rng.laplace(0.0, 1.0, size=(n_samples, n_dims))
+
+
+class Laplacian(Kernel):
+    """Laplacian (product exponential) kernel s exp(-sum_j |x_j - z_j| / l_j).
+
+    Spectral density (spec A.3): p(eta) = s prod_j 2 l_j / (1 + 4 pi^2 l_j^2 eta_j^2);
+    standardized angular frequencies are standard Cauchy per dimension.
+    """
+
+    name = "laplacian"
+    separable = True
+
+    def _correlation(self, U):
+        return np.exp(-np.abs(U).sum(axis=-1))
+
+    def _correlation_grad_log_scale(self, U):
+        return self._correlation(U)[..., None] * np.abs(U)
+
+    def _log_base_density(self, V):
+        return V.shape[1] * np.log(2.0) - np.log1p(4 * np.pi**2 * V**2).sum(axis=1)
+
+    def _log_base_density_grad_log(self, V):
+        a = 4 * np.pi**2 * V**2
+        return -2 * a / (1 + a)
+
+    def _sample_base(self, rng, n_samples, n_dims):
+        return rng.standard_cauchy((n_samples, n_dims))
+
+
+KERNEL_NAMES = {
+    "gaussian": (Gaussian, {}),
+    "rbf": (Gaussian, {}),
+    "matern12": (Matern, {"nu": 0.5}),
+    "matern32": (Matern, {"nu": 1.5}),
+    "matern52": (Matern, {"nu": 2.5}),
+    "cauchy": (Cauchy, {}),
+    "laplacian": (Laplacian, {}),
+}
+
+
+def get(name, **params) -> Kernel:
+    """A kernel from a name ("gaussian", "rbf", "matern12", "matern32", "matern52",
+    "cauchy", "laplacian") or a Kernel instance (returned as is)."""
+    if isinstance(name, Kernel):
+        return name
+    if not isinstance(name, str) or name.lower() not in KERNEL_NAMES:
+        raise ValueError(
+            f"kernel must be a Kernel or one of {sorted(KERNEL_NAMES)}, got {name!r}"
+        )
+    cls, fixed = KERNEL_NAMES[name.lower()]
+    return cls(**fixed, **params)
+
+
+def from_params(class_name: str, params: dict) -> Kernel:
+    """Rebuild a kernel from its class name and ``get_params()`` (used by model files)."""
+    classes = {cls.__name__: cls for cls in (Gaussian, Matern, Cauchy, Laplacian)}
+    if class_name not in classes:
+        raise ValueError(f"kernel class must be one of {sorted(classes)}, got {class_name!r}")
+    params = dict(params)
+    for key in ("length_scale_bounds", "variance_bounds"):
+        if key in params and not isinstance(params[key], str):
+            params[key] = tuple(params[key])
+    return classes[class_name](**params)

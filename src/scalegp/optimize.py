@@ -1,0 +1,122 @@
+"""Hyperparameter learning: L-BFGS-B on log-parameters inside their box.
+
+The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
+:class:`~scalegp.gp.MarginalLikelihood` or the exact reference); parameters whose lower and
+upper bounds coincide are held fixed. Restarts are drawn uniformly in the box from an
+explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+
+from ._validation import as_generator, check_positive_int
+from .errors import BoundaryWarning
+
+#: An optimum closer than this (in log units) to a bound counts as "on the bound".
+BOUNDARY_TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class OptimizationResult:
+    """Best log-parameters found, their log marginal likelihood and bookkeeping."""
+
+    theta: np.ndarray
+    log_marginal_likelihood: float
+    n_evaluations: int
+    n_starts: int
+    converged: bool
+    message: str
+
+
+def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=None,
+                        names=None, max_iter: int = 500) -> OptimizationResult:
+    """Maximize ``objective(theta) -> (value, gradient)`` by L-BFGS-B from theta0 and restarts.
+
+    Parameters
+    ----------
+    objective : callable
+        Returns the log marginal likelihood and its gradient at theta.
+    theta0 : array (P,)
+        Starting log-parameters (inside ``bounds``).
+    bounds : array (P, 2)
+        Log-space box; rows with lower == upper are fixed.
+    n_restarts : int
+        Extra starts drawn uniformly in the box from ``rng``.
+    names : list of str, optional
+        Parameter names for the boundary warning.
+    """
+    theta0 = np.asarray(theta0, dtype=float)
+    bounds = np.asarray(bounds, dtype=float)
+    if bounds.shape != (theta0.size, 2) or np.any(bounds[:, 0] > bounds[:, 1]):
+        raise ValueError(f"bounds must have shape ({theta0.size}, 2) with lower <= upper")
+    n_restarts = check_positive_int(n_restarts, "n_restarts", minimum=0)
+    names = names or [f"theta[{i}]" for i in range(theta0.size)]
+    free = bounds[:, 0] < bounds[:, 1]
+    if not np.any(free):
+        value, _ = objective(theta0)
+        return OptimizationResult(theta0, float(value), 1, 0, True, "all parameters fixed")
+
+    def negative(free_theta):
+        theta = theta0.copy()
+        theta[free] = free_theta
+        value, gradient = objective(theta)
+        if not np.isfinite(value):
+            return np.inf, np.zeros(free_theta.size)
+        return -value, -np.asarray(gradient)[free]
+
+    starts = [np.clip(theta0, bounds[:, 0], bounds[:, 1])[free]]
+    generator = as_generator(rng)
+    for _ in range(n_restarts):
+        starts.append(generator.uniform(bounds[free, 0], bounds[free, 1]))
+
+    best = None
+    n_evaluations = 0
+    for start in starts:
+        result = scipy.optimize.minimize(negative, start, jac=True, method="L-BFGS-B",
+                                         bounds=bounds[free], options={"maxiter": max_iter})
+        n_evaluations += result.nfev
+        if best is None or result.fun < best.fun:
+            best = result
+    theta = theta0.copy()
+    theta[free] = best.x
+    _warn_on_bounds(theta, bounds, free, names)
+    return OptimizationResult(theta, float(-best.fun), n_evaluations, len(starts),
+                              bool(best.success), str(best.message))
+
+
+def _warn_on_bounds(theta, bounds, free, names) -> None:
+    for i in np.flatnonzero(free):
+        for side, limit in (("lower", bounds[i, 0]), ("upper", bounds[i, 1])):
+            if abs(theta[i] - limit) <= BOUNDARY_TOLERANCE:
+                warnings.warn(
+                    f"the optimum of {names[i]} = {np.exp(theta[i]):.4g} sits on its {side} "
+                    f"bound {np.exp(limit):.4g}; consider widening the bounds",
+                    BoundaryWarning, stacklevel=3,
+                )
+
+
+def noise_log_bounds(noise_variance: float, noise_variance_bounds) -> tuple[float, float]:
+    """Log-space bounds of the noise variance ("fixed" pins it)."""
+    if noise_variance_bounds == "fixed":
+        return (np.log(noise_variance),) * 2
+    return (np.log(noise_variance_bounds[0]), np.log(noise_variance_bounds[1]))
+
+
+def learn_hyperparameters(objective, kernel, noise_variance: float, noise_variance_bounds, *,
+                          n_restarts: int = 0, rng=None):
+    """Maximize the likelihood over [kernel.theta..., log noise_variance] inside the box.
+
+    ``objective`` takes that vector (e.g. :class:`scalegp.gp.MarginalLikelihood`,
+    :class:`scalegp.exact.ExactMarginalLikelihood`). Returns the learned kernel, the learned
+    noise variance and the :class:`OptimizationResult`.
+    """
+    theta0 = np.append(kernel.theta, np.log(noise_variance))
+    bounds = np.vstack([kernel.bounds, noise_log_bounds(noise_variance, noise_variance_bounds)])
+    result = maximize_likelihood(objective, theta0, bounds, n_restarts=n_restarts, rng=rng,
+                                 names=kernel.param_names + ["noise_variance"])
+    return kernel.with_theta(result.theta[:-1]), float(np.exp(result.theta[-1])), result
