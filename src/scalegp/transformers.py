@@ -1,0 +1,169 @@
+"""Every registered feature map as a scikit-learn transformer.
+
+:class:`FeatureMapTransformer` turns inputs X (n_samples, n_dims) into the features Psi
+(n_samples, n_components) of a low-rank kernel approximation, k(x, x') ~ psi(x)^T S psi(x'),
+so that any linear scikit-learn model on Psi is an approximate kernel method
+(Rahimi & Recht 2007), e.g. ``make_pipeline(FeatureMapTransformer(), RidgeClassifier())``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
+
+from . import features, kernels
+from ._validation import as_generator, check_matrix
+
+__all__ = ["FeatureMapTransformer"]
+
+
+def _build_feature_map(approximation, X, kernel, n_components, approximation_options, rng):
+    """Validate the approximation settings and build the map (shared with the estimators).
+
+    Parameters
+    ----------
+    approximation : str
+        A name from :func:`scalegp.features.names`.
+    X : ndarray (n_samples, n_dims)
+        Validated training inputs (data-dependent maps select landmarks from them).
+    kernel : Kernel
+        The kernel, with the hyperparameters the map is built for.
+    n_components : int
+        m, the number of columns of Psi.
+    approximation_options : dict or None
+        Keyword arguments of the map's ``build``.
+    rng : numpy.random.Generator
+        The only source of randomness of the map.
+    """
+    map_class = features.get(approximation)
+    if not map_class.supports(kernel):
+        raise ValueError(
+            f"approximation {approximation!r} does not support the kernel {kernel!r}; "
+            "choose another kernel or approximation (see scalegp.features.describe())"
+        )
+    if approximation_options is None:
+        options = {}
+    elif isinstance(approximation_options, Mapping):
+        options = dict(approximation_options)
+    else:
+        raise TypeError(
+            "approximation_options must be a dict of keyword arguments for the "
+            f"{approximation!r} map, or None; got {type(approximation_options).__name__}"
+        )
+    return map_class.build(X, kernel, n_components, rng, **options)
+
+
+class FeatureMapTransformer(TransformerMixin, BaseEstimator):
+    """Features Psi of a low-rank kernel approximation, as a scikit-learn transformer.
+
+    Parameters
+    ----------
+    approximation : str, default="rff"
+        The feature map, one of :func:`scalegp.features.names`.
+    n_components : int, default=100
+        m, the number of output columns.
+    kernel : str or Kernel, default="gaussian"
+        A :class:`scalegp.kernels.Kernel` or a name accepted by :func:`scalegp.kernels.get`;
+        the map is built for its current hyperparameters (they are not learned here).
+    approximation_options : dict, optional
+        Extra keyword arguments of the map's ``build`` (see the map's documentation).
+    random_state : None, int, numpy.random.Generator, default=None
+        Seed of the map's randomness. The same value builds the same map as
+        ``LowRankGPRegressor(random_state=...)`` with the same settings.
+
+    Attributes
+    ----------
+    feature_map_ : scalegp.features.FeatureMap
+        The built map.
+    kernel_ : Kernel
+        The kernel the features are computed with.
+    signs_ : ndarray of shape (n_components,)
+        The signs S (+1 or -1) with k(X, X') ~ Psi diag(S) Psi'^T. All +1 unless the map is a
+        quadrature rule with negative weights; then Psi Psi^T is *not* the kernel
+        approximation, and a model that needs it must use ``Psi * signs_`` on one side.
+    n_features_in_ : int
+        Number of input dimensions seen in ``fit``.
+    feature_names_in_ : ndarray of str
+        Input column names, when ``fit`` received a DataFrame with string column names.
+
+    Notes
+    -----
+    ``transform`` returns float32 features for float32 inputs and float64 otherwise.
+    """
+
+    def __init__(self, approximation="rff", n_components=100, kernel="gaussian",
+                 approximation_options=None, random_state=None):
+        self.approximation = approximation
+        self.n_components = n_components
+        self.kernel = kernel
+        self.approximation_options = approximation_options
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Build the feature map for the inputs X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_dims)
+        y : ignored
+
+        Returns
+        -------
+        self : FeatureMapTransformer
+        """
+        X = validate_data(self, X, dtype=(np.float64, np.float32), ensure_all_finite=False)
+        X = check_matrix(X, "X")
+        kernel = kernels.get(self.kernel)
+        kernel.check_n_dims(X.shape[1])
+        # The first spawned child, as in LowRankGPRegressor, so both build the same map.
+        (map_rng,) = as_generator(self.random_state).spawn(1)
+        feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
+                                         self.approximation_options, map_rng)
+        self.feature_map_ = feature_map
+        self.kernel_ = kernel
+        signs = feature_map.signs
+        self.signs_ = np.ones(feature_map.n_components) if signs is None else np.array(signs)
+        return self
+
+    def transform(self, X):
+        """Psi, the features of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_dims)
+
+        Returns
+        -------
+        Psi : ndarray of shape (n_samples, n_components)
+            float32 for float32 X, float64 otherwise.
+        """
+        check_is_fitted(self, "feature_map_")
+        X = validate_data(self, X, dtype=(np.float64, np.float32), ensure_all_finite=False,
+                          reset=False)
+        return self.feature_map_.features(X, self.kernel_)
+
+    def get_feature_names_out(self, input_features=None):
+        """Output column names: the approximation name and the column index ("rff0", ...).
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Only checked against the input names seen in ``fit``.
+
+        Returns
+        -------
+        names : ndarray of str, shape (n_components,)
+        """
+        check_is_fitted(self, "feature_map_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        prefix = self.feature_map_.name.replace("-", "_")
+        return np.asarray([f"{prefix}{i}" for i in range(self.feature_map_.n_components)],
+                          dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
