@@ -7,6 +7,9 @@ from .exact import ExactMarginalLikelihood, ExactPosterior
 from .gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from .optimize import learn_hyperparameters
+from .estimator import ExactGPRegressor, LowRankGPRegressor
+from .io import load, save
+from .transformers import FeatureMapTransformer
 
 __version__ = "0.1.0"
 
@@ -16,4 +19,5 @@ __all__ = [
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics", "__version__",
     "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg", "metrics",
     "optimize",
+    "ExactGPRegressor", "FeatureMapTransformer", "LowRankGPRegressor", "load", "save",
 ]

@@ -102,10 +102,7 @@ def _make_estimator(args, n_dims: int):
 
 def _fit(args, estimator, X, y):
     with _progress(args, len(y), "accumulating") as progress:
-        if progress is not None and hasattr(estimator, "approximation"):
-            estimator.fit(X, y, progress=progress)
-        else:
-            estimator.fit(X, y)
+        estimator.fit(X, y, progress=progress)
     return estimator
 
 

@@ -34,13 +34,16 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
     """
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, X, y):
+    def fit(self, X, y, progress=None):
         """Learn the hyperparameters (if ``optimize``) and condition on (X, y).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_dims)
         y : array-like of shape (n_samples,)
+        progress : callable, optional
+            ``progress(rows_done)``, called after each chunk of a streaming pass over the
+            data (the command line draws a progress bar with it).
 
         Returns
         -------
@@ -69,9 +72,10 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         result = None
         if self.optimize:
             kernel, noise_variance, result = learn_hyperparameters(
-                self._objective(state, kernel, X, y_fit), kernel, noise_variance, noise_bounds,
+                self._objective(state, kernel, X, y_fit, progress), kernel, noise_variance,
+                noise_bounds,
                 n_restarts=n_restarts, rng=restart_rng)
-        posterior = self._condition(state, kernel, noise_variance, X, y_fit)
+        posterior = self._condition(state, kernel, noise_variance, X, y_fit, progress)
         self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
                          y_train_std=y_std, training_data=(X, y_fit))
         return self
@@ -101,8 +105,9 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         return_cov : bool, default=False
             Also return the predictive covariance, shape (n_test, n_test) (small n_test).
         include_noise : bool, default=False
-            Add ``noise_variance_`` (std and cov are of the latent function by default, as
-            in scikit-learn; with noise they are those of a new observation).
+            Add the noise variance, ``noise_variance_ * y_train_std_**2`` in target units
+            (std and cov are of the latent function by default, as in scikit-learn; with
+            the noise they are those of a new observation).
 
         Returns
         -------
@@ -263,11 +268,13 @@ class LowRankGPRegressor(_GPRegressor):
         return _build_feature_map(self.approximation, X, kernel, self.n_components,
                                   self.approximation_options, rng)
 
-    def _objective(self, feature_map, kernel, X, y):
-        return gp.MarginalLikelihood(feature_map, kernel, X, y, dtype=self._dtype)
+    def _objective(self, feature_map, kernel, X, y, progress=None):
+        return gp.MarginalLikelihood(feature_map, kernel, X, y, dtype=self._dtype,
+                                     progress=progress)
 
-    def _condition(self, feature_map, kernel, noise_variance, X, y):
-        return gp.Posterior.fit(feature_map, kernel, noise_variance, X, y, dtype=self._dtype)
+    def _condition(self, feature_map, kernel, noise_variance, X, y, progress=None):
+        return gp.Posterior.fit(feature_map, kernel, noise_variance, X, y, dtype=self._dtype,
+                                progress=progress)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -304,13 +311,12 @@ class ExactGPRegressor(_GPRegressor):
         self.random_state = random_state
 
     def _prepare(self, X, kernel, rng):
-        exact.check_size(X.shape[0])
         return None
 
-    def _objective(self, _state, kernel, X, y):
+    def _objective(self, _state, kernel, X, y, _progress=None):
         return exact.ExactMarginalLikelihood(kernel, X, y)
 
-    def _condition(self, _state, kernel, noise_variance, X, y):
+    def _condition(self, _state, kernel, noise_variance, X, y, _progress=None):
         return exact.ExactPosterior.fit(kernel, noise_variance, X, y)
 
     def _fitted_state(self):

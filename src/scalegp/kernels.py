@@ -143,6 +143,13 @@ class Kernel(abc.ABC):
         args["length_scale"] = args["length_scale"].tolist()
         return args
 
+    def set_params(self, **params):
+        """Kernels are immutable: scikit-learn's nested ``kernel__*`` parameters cannot be set."""
+        raise TypeError(
+            "kernels are immutable; replace the whole kernel, e.g. "
+            "estimator.set_params(kernel=kernel.with_params(length_scale=...))"
+        )
+
     def check_n_dims(self, n_dims: int) -> None:
         if self.anisotropic and self._length_scale.size != n_dims:
             raise ValueError(
