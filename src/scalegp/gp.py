@@ -30,7 +30,11 @@ from .features.base import FeatureMap, FixedBasisFeatureMap
 from .kernels import Kernel
 
 #: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
-CHUNK_BYTES = 32 * 2**20
+#: 8 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
+#: mmap threshold (32 MiB), so their memory is reused from the heap instead of being mapped and
+#: page-faulted anew for every chunk, and keeps Psi in cache between the syrk and the Psi^T y
+#: pass; syrk is as fast on these chunks as on one long one (benchmarks/bench_accumulate.py).
+CHUNK_BYTES = 8 * 2**20
 
 
 def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
@@ -43,13 +47,19 @@ def _chunks(n_samples: int, chunk_size: int):
         yield start, min(start + chunk_size, n_samples)
 
 
-def _symmetric_rank_k_update(G_upper: np.ndarray, Psi: np.ndarray) -> np.ndarray:
-    """Return G_upper + upper(Psi^T Psi) by a BLAS symmetric rank-k update (half a GEMM).
+def _symmetric_rank_k_update(G_upper: np.ndarray, Psi: np.ndarray,
+                             beta: float = 1.0) -> np.ndarray:
+    """Return beta G_upper + upper(Psi^T Psi) by a BLAS symmetric rank-k update (half a GEMM).
 
-    Psi.T of a C-ordered Psi is Fortran-ordered, so syrk reads it without a copy.
+    Only the upper triangle is written. The update is in place when G_upper is Fortran-ordered
+    of Psi's dtype. syrk reads a Fortran-ordered operand without a copy: Psi.T for a C-ordered
+    Psi (what feature maps return, trans=0: Psi.T Psi.T^T), else Psi itself (trans=1: Psi^T Psi).
     """
     syrk = blas.ssyrk if Psi.dtype == np.float32 else blas.dsyrk
-    return syrk(1.0, Psi.T, c=G_upper, beta=1.0, trans=0, lower=0, overwrite_c=1)
+    if Psi.T.flags.f_contiguous:
+        return syrk(1.0, Psi.T, c=G_upper, beta=beta, trans=0, lower=0, overwrite_c=1)
+    return syrk(1.0, np.asfortranarray(Psi), c=G_upper, beta=beta, trans=1, lower=0,
+                overwrite_c=1)
 
 
 def _symmetrize_upper(G_upper: np.ndarray) -> np.ndarray:
@@ -110,14 +120,15 @@ def _accumulate(feature_fn, n_components, check_input, kernel, X, y, chunk_size,
     b = np.zeros(m)
     chunk_gram = np.zeros((m, m), dtype=dtype, order="F")
     for start, stop in _chunks(X.shape[0], chunk_size):
-        Psi = feature_fn(X[start:stop], kernel)
+        Psi = np.asarray(feature_fn(X[start:stop], kernel), dtype=dtype)
         if dtype == np.float64:
             G_upper = _symmetric_rank_k_update(G_upper, Psi)
         else:
-            chunk_gram[:] = 0.0
-            chunk_gram = _symmetric_rank_k_update(chunk_gram, Psi)
+            # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
+            chunk_gram = _symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
             G_upper += chunk_gram
-        b += Psi.T @ y[start:stop].astype(dtype)
+        b += Psi.T @ y[start:stop].astype(dtype, copy=False)
+        del Psi  # before the next chunk's features, which then reuse its memory
         if progress is not None:
             progress(stop)
     return Statistics(_symmetrize_upper(G_upper), b, float(y @ y), X.shape[0])
