@@ -19,7 +19,7 @@ FIGURE_PIXELS = (1500, 500)
 N_TEST = 5000
 
 
-def run_demo(*, subsample: int = 20000, n_components: int = 512, approximation: str = "rff",
+def run_demo(*, subsample: int = 20000, n_components: int = 1024, approximation: str = "glf",
              out="scalegp-demo.png", seed: int = 0, log=print) -> dict:
     """Fit, evaluate and draw; returns the metrics and timings that were printed."""
     from . import kernels
@@ -33,7 +33,7 @@ def run_demo(*, subsample: int = 20000, n_components: int = 512, approximation: 
     train, test = rows[N_TEST:N_TEST + subsample], rows[:N_TEST]
     y_km = relief.y / 1000.0
     kernel = kernels.Matern(nu=2.5, length_scale=[1.0, 1.0], length_scale_bounds=(0.05, 20.0),
-                            variance_bounds=(1e-2, 1e2))
+                            variance_bounds=(1e-2, 1e3))
     model = LowRankGPRegressor(approximation=approximation, n_components=n_components,
                                kernel=kernel, noise_variance=0.05,
                                noise_variance_bounds=(1e-4, 10.0), normalize_y=True,
