@@ -8,6 +8,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
+from scalegp.errors import NotPositiveDefiniteError
 from scalegp.gp import MarginalLikelihood, Posterior, Statistics
 
 from .conftest import all_kernels, kernel_id
@@ -33,7 +34,7 @@ def dense_reference(Psi, signs, dPsi, y, noise):
     S = np.ones(Psi.shape[1]) if signs is None else signs
     K = (Psi * S) @ Psi.T + noise * np.eye(len(y))
     sign, logdet = np.linalg.slogdet(K)
-    assert sign > 0
+    assert sign > 0 and np.linalg.eigvalsh(K).min() > 0
     alpha = np.linalg.solve(K, y)
     value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
     K_inv = np.linalg.inv(K)    # the dense reference of a test, small n
@@ -51,14 +52,23 @@ def test_engine_equals_dense_gp(name, kernel, regression_data):
     fmap = build(name, kernel, X)
     Psi = fmap.features(X, kernel)
     dPsi = fmap.features_grad(X, kernel)
-    value_ref, grad_ref, K = dense_reference(Psi, fmap.signs, dPsi, y, NOISE)
+    noise = NOISE
+    if fmap.signs is not None:
+        # A signed rule can make Psi S Psi^T + s2 I indefinite at this tiny budget: then the
+        # engine must refuse clearly; the equality is checked at the first s2 where K is PD.
+        S = fmap.signs
+        while np.linalg.eigvalsh((Psi * S) @ Psi.T + noise * np.eye(len(y))).min() <= 0:
+            with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
+                Posterior.fit(fmap, kernel, noise, X, y)
+            noise *= 4.0
+    value_ref, grad_ref, K = dense_reference(Psi, fmap.signs, dPsi, y, noise)
 
     likelihood = MarginalLikelihood(fmap, kernel, X, y)
-    value, grad = likelihood(np.append(kernel.theta, np.log(NOISE)))
+    value, grad = likelihood(np.append(kernel.theta, np.log(noise)))
     assert value == pytest.approx(value_ref, rel=1e-10)
     np.testing.assert_allclose(grad, grad_ref, rtol=1e-8, atol=1e-9 * np.abs(grad_ref).max())
 
-    posterior = Posterior.fit(fmap, kernel, NOISE, X, y)
+    posterior = Posterior.fit(fmap, kernel, noise, X, y)
     assert posterior.log_marginal_likelihood == pytest.approx(value_ref, rel=1e-10)
     Xs = np.random.default_rng(1).uniform(-2, 2, size=(15, 2))
     Psi_s = fmap.features(Xs, kernel)
@@ -72,7 +82,7 @@ def test_engine_equals_dense_gp(name, kernel, regression_data):
     mean_cov, cov = posterior.predict(Xs, return_cov=True)
     np.testing.assert_allclose(cov, cov_ref, rtol=1e-8, atol=1e-10)
     _, var_noisy = posterior.predict(Xs, return_var=True, include_noise=True)
-    np.testing.assert_allclose(var_noisy, var + NOISE, rtol=1e-12)
+    np.testing.assert_allclose(var_noisy, var + noise, rtol=1e-12)
     _, var_fitc = posterior.predict(Xs, return_var=True, diag_correction=True)
     missing = kernel.diag(Xs) - np.einsum("ij,ij,j->i", Psi_s, Psi_s, S)
     np.testing.assert_allclose(var_fitc, var + np.maximum(missing, 0), rtol=1e-10, atol=1e-12)

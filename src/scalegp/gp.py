@@ -30,11 +30,12 @@ from .features.base import FeatureMap, FixedBasisFeatureMap
 from .kernels import Kernel
 
 #: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
-#: 8 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
+#: 16 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
 #: mmap threshold (32 MiB), so their memory is reused from the heap instead of being mapped and
-#: page-faulted anew for every chunk, and keeps Psi in cache between the syrk and the Psi^T y
-#: pass; syrk is as fast on these chunks as on one long one (benchmarks/bench_accumulate.py).
-CHUNK_BYTES = 8 * 2**20
+#: page-faulted anew for every chunk (at 32 MiB that cost ~15 % of the RFF feature time), while
+#: a chunk stays long enough (>= 2048 rows up to m = 1024) for the per-chunk O(m^2) work to be
+#: small next to the syrk (benchmarks/bench_accumulate.py).
+CHUNK_BYTES = 16 * 2**20
 
 
 def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
