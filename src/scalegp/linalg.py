@@ -42,8 +42,11 @@ def initial_jitter(A: np.ndarray) -> float:
     return 1e-2 * np.sqrt(np.finfo(A.dtype).eps) * mean_diag
 
 
-def cholesky(A, *, name: str = "matrix") -> tuple[np.ndarray, float]:
+def cholesky(A, *, name: str = "matrix", allow_jitter: bool = True) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor L of A = L L^T, adding jitter to the diagonal when needed.
+
+    With ``allow_jitter=False`` a failed factorization raises at once (for matrices whose
+    definiteness is the question, e.g. the covariances compared by a KL divergence).
 
     Returns
     -------
@@ -65,7 +68,9 @@ def cholesky(A, *, name: str = "matrix") -> tuple[np.ndarray, float]:
     try:
         return scipy.linalg.cholesky(A, lower=True, check_finite=False), 0.0
     except np.linalg.LinAlgError:
-        pass
+        if not allow_jitter:
+            raise NotPositiveDefiniteError(
+                f"{name} is not positive definite (Cholesky failed; no jitter added)") from None
     jitter = initial_jitter(A)
     identity = np.eye(A.shape[0], dtype=A.dtype)
     for _ in range(MAX_JITTER_TRIES):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.linalg
 import scipy.stats
 
+from scalegp import linalg
 from scalegp._validation import as_generator, check_matrix, check_positive_int, check_vector
 from scalegp.errors import NotPositiveDefiniteError
 
@@ -94,13 +94,13 @@ def _as_rng(rng) -> np.random.Generator:
 
 
 def _cholesky_lower(S: np.ndarray, name: str) -> np.ndarray:
-    # small dense test-set covariances: plain Cholesky, no jitter
+    # small dense test-set covariances: no jitter, definiteness is part of the question
     try:
-        return scipy.linalg.cholesky(S, lower=True, check_finite=False)
-    except np.linalg.LinAlgError as error:
+        return linalg.cholesky(S, name=name, allow_jitter=False)[0]
+    except NotPositiveDefiniteError:
         raise NotPositiveDefiniteError(
             f"{name} must be symmetric positive definite, got a matrix whose Cholesky "
-            f"factorization failed ({error}); no jitter is added here, regularize the "
+            "factorization failed; no jitter is added here, regularize the "
             "covariance before calling if it is only numerically singular"
         ) from None
 
@@ -511,8 +511,8 @@ def kl_divergence(mean_p, cov_p, mean_q, cov_q) -> float:
 
     L_p = _cholesky_lower(cov_p, "cov_p")
     L_q = _cholesky_lower(cov_q, "cov_q")
-    A = scipy.linalg.solve_triangular(L_q, L_p, lower=True, check_finite=False)
-    b = scipy.linalg.solve_triangular(L_q, mean_q - mean_p, lower=True, check_finite=False)
+    A = linalg.solve_lower(L_q, L_p)
+    b = linalg.solve_lower(L_q, mean_q - mean_p)
     trace_term = float(np.sum(A * A))
     mahalanobis = float(b @ b)
     logdet_q = 2.0 * float(np.sum(np.log(np.diag(L_q))))
