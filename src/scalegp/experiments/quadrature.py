@@ -348,7 +348,8 @@ def failure_lines(failures, dataset: str) -> list[str]:
     lines = []
     for (name, method), reasons in sorted(failures.items()):
         if name == dataset:
-            lines.append(f"- {method}: " + "; ".join(sorted(reasons)[:3]))
+            more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
+            lines.append(f"- {method}: " + "; ".join(sorted(reasons)[:3]) + more)
     return ["", "Not run:", *lines] if lines else []
 
 
