@@ -136,7 +136,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
-        "scalegp": getattr(scalegp, "__version__", "?"),
+        "scalegp": f"{getattr(scalegp, '__version__', '?')} from {Path(scalegp.__file__).parent}",
         "blas": blas_info(),
         "env": {name: os.environ.get(name, "(unset)")
                 for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS",
@@ -233,7 +233,8 @@ def bench_accumulate(m: int, dtype, n_samples: int, repeats: int, peak: GemmPeak
     Xd = X.astype(dtype)                      # what accumulate works on for this dtype
     chunk_size = gp.default_chunk_size(m, dtype.itemsize)
 
-    log(f"  m={m} {dtype.name} N={n_samples}: computing Psi ({n_samples * m * dtype.itemsize / 2**30:.1f} GiB)")
+    gib = n_samples * m * dtype.itemsize / 2**30
+    log(f"  m={m} {dtype.name} N={n_samples}: computing Psi ({gib:.1f} GiB)")
     Psi = fill_features(rff, kernel, Xd, dtype, chunk_size)
     stored = StoredRows(n_dims=1, Psi=Psi)
     X_index = np.arange(n_samples, dtype=np.float64)[:, None]
@@ -348,7 +349,8 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
     lines = [f"# `Statistics.accumulate` vs GEMM{' (quick run)' if quick else ''}", ""]
     lines += ["## Machine", "",
               f"- CPU: {machine['cpu']}, {machine['cores']} cores",
-              f"- Python {machine['python']}, numpy {machine['numpy']}, scipy {machine['scipy']}"]
+              f"- Python {machine['python']}, numpy {machine['numpy']}, scipy {machine['scipy']}, "
+              f"scalegp {machine['scalegp']}"]
     for info in machine["blas"]:
         lines.append(f"- BLAS: {fmt_blas(info)}")
     lines.append("- environment: " + ", ".join(f"{k}={v}" for k, v in machine["env"].items()))
@@ -380,7 +382,8 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
         br, bs = rate(row, "bare")
         gr, gs = rate(row, "gram")
         lines.append(f"| {row['m']} | {row['dtype']} | {row['n_samples']:.0e} | "
-                     f"{row['chunk_size']} | {row['bare']:.2f} | {br} | {bs} | {row['gram']:.2f} | "
+                     f"{row['chunk_size']} | {row['bare']:.2f} | {br} | {bs} | "
+                     f"{row['gram']:.2f} | "
                      f"{gr} | {gs} | {row['diff_gram']:.1e} |")
 
     lines += ["", "## Full accumulate with RFF features (Gaussian kernel, d = 2)", "",
@@ -392,7 +395,8 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
               "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         rr, rs = rate(row, "rff")
-        lines.append(f"| {row['m']} | {row['dtype']} | {row['n_samples']:.0e} | {row['rff']:.2f} | "
+        lines.append(f"| {row['m']} | {row['dtype']} | {row['n_samples']:.0e} | "
+                     f"{row['rff']:.2f} | "
                      f"{rr} | {rs} | {row['features']:.2f} | "
                      f"{100 * row['features'] / row['rff']:.0f} % | "
                      f"{100 * row['gram'] / row['rff']:.0f} % | {row['diff_rff']:.1e} |")
@@ -401,7 +405,8 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
              for row in rows if row["n_samples"] != row["n_requested"]]
     lines += [""] + [f"Note: {note}." for note in notes] + ([""] if notes else [])
     lines += ["Medians of the repetitions (s): " + "; ".join(
-        f"m={row['m']} {row['dtype']}: " + ", ".join(f"{k} {v:.2f}" for k, v in row["median"].items())
+        f"m={row['m']} {row['dtype']}: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in row["median"].items())
         for row in rows), ""]
 
     r, t = memory["rss"], memory["tracemalloc"]

@@ -203,8 +203,11 @@ def blas_lines() -> list[str]:
 def report(args, scaling, learning, targets, load_before, load_after) -> str:
     ratio = max(r["evaluation_seconds"] for r in scaling) / min(
         r["evaluation_seconds"] for r in scaling)
-    lines = ["# GLF benchmark", "",
-             f"Command: `{' '.join(shlex.quote(a) for a in ['.venv/bin/python', *sys.argv])}`",
+    settings = [f"{name}={os.environ[name]}" for name in ("OPENBLAS_NUM_THREADS",
+                                                          "OMP_NUM_THREADS")
+                if name in os.environ]
+    command = " ".join([*settings, *(shlex.quote(a) for a in [".venv/bin/python", *sys.argv])])
+    lines = ["# GLF benchmark", "", f"Command: `{command}`",
              "", f"Machine: {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs; load average before {load_before:.2f}, after "
              f"{load_after:.2f}; numpy {np.__version__}; "
