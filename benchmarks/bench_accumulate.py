@@ -121,6 +121,21 @@ def loadavg() -> str:
         return "n/a"
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds all processes have been busy since boot (/proc/stat), or None."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def blas_info() -> list[dict]:
     try:
         from threadpoolctl import threadpool_info
@@ -355,6 +370,10 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
         lines.append(f"- BLAS: {fmt_blas(info)}")
     lines.append("- environment: " + ", ".join(f"{k}={v}" for k, v in machine["env"].items()))
     lines.append(f"- load average (1, 5, 15 min) before: {load[0]}; after: {load[1]}")
+    if machine.get("others_share") is not None:
+        lines.append(f"- other processes used {100 * machine['others_share']:.0f} % of the "
+                     "machine's CPU time during the run (/proc/stat busy time minus this "
+                     "benchmark's; near 0 for trustworthy wall times)")
     lines.append(f"- clock: {machine['clock']}")
     lines += ["", f"Command: `{command}` ({total_seconds / 60:.1f} min)", ""]
 
@@ -475,6 +494,7 @@ def main(argv=None) -> int:
 
     t_start = time.perf_counter()
     load_before = loadavg()
+    busy_start, own_start = machine_busy_seconds(), own_cpu_seconds()
     machine = machine_info()
     # first, while this process is small (a child's ru_maxrss starts at the parent's RSS)
     log(f"streamed fit memory (N={fit_samples}, m=256)")
@@ -497,6 +517,10 @@ def main(argv=None) -> int:
             rows.append(bench_accumulate(m, dtype, n_samples, repeats, peak, rng, log))
     if limits is not None:
         limits.restore_original_limits()
+    if busy_start is not None:
+        others = (machine_busy_seconds() - busy_start) - (own_cpu_seconds() - own_start)
+        capacity = (time.perf_counter() - t_start) * (os.cpu_count() or 1)
+        machine["others_share"] = max(others, 0.0) / capacity
     text = report(machine, peak, rows, memory, command, quick, (load_before, loadavg()),
                   time.perf_counter() - t_start)
     print(text)

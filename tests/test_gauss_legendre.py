@@ -508,12 +508,14 @@ def compare_with_exact(kernel, n_samples, n_dims, seed, ratio):
 
 def assert_close_to_exact(gaps):
     """Test RMSE within 1 %, log p(y) at the optimum within 1e-3 relative, and the learned
-    hyperparameters within 5 % of the exact GP's; where the exact likelihood is flat along a
-    ridge (Matern in 2-D: length scale against variance), within 5 % or costing the exact
-    likelihood less than 0.5 nat (well inside a likelihood-ratio confidence region)."""
+    hyperparameters within 5 % of the exact GP's (the issue's criterion, not relaxed).
+
+    Measured: 2-D Matern misses the 5 % on the variance for some seeds (up to 30 %) while
+    costing the exact likelihood only 0.05-0.09 nat (a flat length-scale/variance ridge);
+    that open point is in issue 4's note, and ``exact_loss`` is kept in the printed gaps."""
     assert gaps["rmse"] < 0.01, gaps
     assert gaps["lml"] < 1e-3, gaps
-    assert gaps["hyperparameters"] < 0.05 or gaps["exact_loss"] < 0.5, gaps
+    assert gaps["hyperparameters"] < 0.05, gaps
 
 
 def test_glf_learning_matches_the_exact_gp():
