@@ -17,6 +17,7 @@ No function here builds an n x n matrix or imports a concrete feature map.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -217,7 +218,9 @@ class FactorizedSystem:
             return self.indefinite.logabsdet()
         return linalg.logdet_from_cholesky(self.cholesky_factor)
 
+    @functools.cached_property
     def inverse_diagonal(self) -> np.ndarray:
+        """diag(M^{-1}), computed once per factorization (both gradients need it)."""
         if self.indefinite is not None:
             return self.indefinite.inverse_diagonal()
         return linalg.inverse_diagonal_from_cholesky(self.cholesky_factor)
@@ -259,7 +262,7 @@ def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
     alpha_norm2 = (statistics.y_norm2 - 2 * statistics.projection @ beta
                    + beta @ (statistics.gram @ beta)) / s2**2
     trace_inverse = (statistics.n_samples - system.n_components
-                     + s2 * np.sum(system.inverse_diagonal() * system.signs_or_ones())) / s2
+                     + s2 * np.sum(system.inverse_diagonal * system.signs_or_ones())) / s2
     return float(system.noise_variance * 0.5 * (alpha_norm2 - trace_inverse))
 
 
@@ -275,7 +278,7 @@ def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
     s2 = system.noise_variance + system.jitter
     beta = system.beta
     half = 0.5 * log_weights_grad
-    diag_MinvG = 1.0 - s2 * system.inverse_diagonal() * system.signs_or_ones()
+    diag_MinvG = 1.0 - s2 * system.inverse_diagonal * system.signs_or_ones()
     G_beta = statistics.gram @ beta
     data_term = half @ (beta * (statistics.projection - G_beta)) / s2
     return data_term - half @ diag_MinvG

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 
 from .errors import NotPositiveDefiniteError, NumericalWarning
 
@@ -108,8 +109,12 @@ def logdet_from_cholesky(L: np.ndarray) -> float:
 
 
 def inverse_diagonal_from_cholesky(L: np.ndarray) -> np.ndarray:
-    """diag((L L^T)^{-1}): squared column norms of L^{-1} (one triangular solve)."""
-    L_inv = solve_lower(L, np.eye(L.shape[0], dtype=L.dtype))
+    """diag((L L^T)^{-1}): squared column norms of L^{-1} (LAPACK triangular inverse, ?trtri)."""
+    (trtri,) = scipy.linalg.lapack.get_lapack_funcs(("trtri",), (L,))
+    L_inv, info = trtri(L, lower=1)
+    if info != 0:
+        raise NotPositiveDefiniteError(f"triangular factor is singular (trtri info {info})")
+    L_inv = np.tril(L_inv)  # trtri leaves the strictly upper triangle of its input untouched
     return np.einsum("ij,ij->j", L_inv, L_inv)
 
 
