@@ -15,17 +15,15 @@ from scalegp.experiments.glf import synthetic_data
 from scalegp.features.gauss_legendre import (
     GaussLegendreFeatures,
     HyperparameterBox,
-    QRBasisStatistics,
-    QRMarginalLikelihood,
     SemigroupGaussLegendreFeatures,
     gauss_legendre,
-    marginal_likelihood,
     symmetric_rule,
     theoretical_node_counts,
     truncation_half_widths,
     truncation_radius,
 )
 from scalegp.kernels import ReciprocalSemigroup
+from scalegp.qr import QRBasisStatistics, QRMarginalLikelihood, marginal_likelihood
 
 
 def build(X, kernel, **options):
@@ -408,6 +406,76 @@ def test_qr_gradient_matches_finite_differences(data_2d):
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)
 
 
+def test_qr_posterior_equals_normal_equations_posterior(data_2d):
+    X, y = data_2d
+    kernel = boxed(sg.Matern(nu=1.5, length_scale=[0.3, 0.5]), 0.1, 1.0)
+    fmap = build(X, kernel, n_nodes=(9, 8), solver="qr")
+    X_test = np.random.default_rng(8).uniform(0, 1, size=(30, 2))
+    qr_posterior = QRMarginalLikelihood(fmap, kernel, X, y).posterior(kernel, 0.03)
+    normal = gp.Posterior.fit(fmap, kernel, 0.03, X, y)
+    assert qr_posterior.log_marginal_likelihood == pytest.approx(
+        normal.log_marginal_likelihood, rel=1e-11)
+    for got, expected in zip(qr_posterior.predict(X_test, return_var=True),
+                             normal.predict(X_test, return_var=True)):
+        np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-12)
+
+
+def test_qr_refuses_float32_and_theta_dependent_maps(data_2d):
+    X, y = data_2d
+    kernel = boxed(sg.Gaussian(length_scale=0.4))
+    with pytest.raises(ValueError, match="solver='qr' computes in float64"):
+        QRMarginalLikelihood(build(X, kernel, n_nodes=6), kernel, X, y, dtype="float32")
+    rff = sg.features.get("rff").build(X, kernel, 16, np.random.default_rng(0))
+    with pytest.raises(TypeError, match="QR variant needs a fixed-basis feature map"):
+        QRMarginalLikelihood(rff, kernel, X, y)
+    assert isinstance(marginal_likelihood(rff, kernel, X, y), gp.MarginalLikelihood)
+
+
+def test_estimator_learns_through_the_qr_solver_and_passes_the_data_once(data_2d):
+    X, y = data_2d
+    kernel = boxed(sg.Gaussian(length_scale=0.4), 0.1, 1.0)
+    fits = {}
+    for solver in ("cholesky", "qr"):
+        rows_seen = []
+        model = sg.LowRankGPRegressor(
+            "glf", kernel=kernel, noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0),
+            approximation_options={"n_nodes": (10, 10), "solver": solver})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model.fit(X, y, progress=rows_seen.append)
+        assert rows_seen[-1] == X.shape[0] and rows_seen.count(X.shape[0]) == 1
+        fits[solver] = model
+    cholesky, qr = fits["cholesky"], fits["qr"]
+    assert qr.log_marginal_likelihood_value_ == pytest.approx(
+        cholesky.log_marginal_likelihood_value_, rel=1e-7)
+    np.testing.assert_allclose(qr.kernel_.theta, cholesky.kernel_.theta, atol=1e-4)
+    np.testing.assert_allclose(qr.predict(X[:20]), cholesky.predict(X[:20]), atol=1e-4)
+
+
+def test_estimator_gives_the_map_its_noise_bound_targets_and_starting_noise(data_2d):
+    X, y = data_2d
+    kernel = boxed(sg.Gaussian(length_scale=0.4), 0.1, 1.0)
+    model = sg.LowRankGPRegressor("glf", n_components=400, kernel=kernel,
+                                  noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0),
+                                  optimize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model.fit(X, y)
+        direct = build(X, kernel, n_components=400, noise_variance_lower=1e-3)
+        default = build(X, kernel, n_components=400)
+    np.testing.assert_array_equal(model.feature_map_.half_width, direct.half_width)
+    np.testing.assert_array_equal(model.feature_map_.truncation_bound, direct.truncation_bound)
+    # the bound matters: lambda_min = 1e-6 (the map's own default) truncates further out
+    assert np.all(default.truncation_bound > direct.truncation_bound)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)      # 80 samples: stops at the budget
+        auto = sg.LowRankGPRegressor(
+            "glf", n_components=400, kernel=kernel, noise_variance=0.05,
+            noise_variance_bounds=(1e-3, 1.0), optimize=False,
+            approximation_options={"n_nodes": "auto"}).fit(X, y)
+    assert auto.feature_map_.selection.startswith("auto")
+    assert "noise variance 0.05" in auto.feature_map_.selection
+
 # ----------------------------------------------------------------------------- semigroup kernel
 def test_reciprocal_semigroup_kernel_values_laplace_form_and_gradient():
     kernel = ReciprocalSemigroup(length_scale=[0.7, 1.3], variance=2.0)
@@ -467,6 +535,33 @@ def test_semigroup_map_build_weights_and_engine():
     assert value == pytest.approx(exact.log_marginal_likelihood(kernel, 1e-3, X, y), rel=1e-5)
     with pytest.raises(ValueError, match="X must be non-negative for glf-semigroup"):
         fmap.basis(-X)
+
+
+def test_semigroup_kernel_by_name_in_the_estimator_with_a_model_file(tmp_path):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(0, 2, size=(80, 2))
+    y = 1.0 / (1.0 + X.sum(axis=1)) + 0.01 * rng.standard_normal(80)
+    kernel = sg.kernels.get("reciprocal_semigroup", length_scale=1.0,
+                            length_scale_bounds=(0.5, 2.0), variance_bounds=(0.5, 2.0))
+    assert isinstance(kernel, ReciprocalSemigroup) and not kernel.shift_invariant
+    # the Fourier maps refuse a kernel that is not shift-invariant, with the reason
+    assert not sg.features.get("rff").supports(kernel)
+    with pytest.raises(ValueError, match="'rff' does not support the kernel"):
+        sg.LowRankGPRegressor("rff", kernel=kernel).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = sg.LowRankGPRegressor("glf-semigroup", n_components=400, kernel=kernel,
+                                      noise_variance=1e-3,
+                                      noise_variance_bounds=(1e-4, 1e-1)).fit(X, y)
+    # the noise bound reached the map: its truncation box is that of lambda_min = 1e-4
+    direct = SemigroupGaussLegendreFeatures.build(X, kernel, 400, None,
+                                                  noise_variance_lower=1e-4)
+    np.testing.assert_array_equal(model.feature_map_.truncation_bound, direct.truncation_bound)
+    assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 0.02
+    sg.save(model, tmp_path / "semigroup.npz")
+    loaded = sg.load(tmp_path / "semigroup.npz")
+    assert isinstance(loaded.kernel_, ReciprocalSemigroup)
+    np.testing.assert_array_equal(loaded.predict(X[:10]), model.predict(X[:10]))
 
 
 # ----------------------------------------------------------------------------- against exact GP

@@ -153,6 +153,8 @@ def test_largest_rule_within_the_budget(name, options, n_components, expected):
     ("dfs", {}, 5, r"n_components must be at least 6 for dfs \(degree=3"),
     ("dfs", {"degree": 5}, 9, r"n_components must be at least 10 for dfs \(degree=5"),
     ("sfs", {}, 7, r"n_components must be at least 8 for sfs \(n_frequencies=1"),
+    ("sfs", {"sampling": "qmc"}, 7, r"n_components must be at least 8 for sfs \(n_freq"),
+    ("sfs", {"sampling": "ssr"}, 13, r"n_components must be at least 14 for sfs with ssr"),
 ])
 def test_too_small_budget_names_the_minimum(name, options, n_components, message):
     X = np.random.default_rng(0).uniform(size=(10, 2))
@@ -165,6 +167,8 @@ def test_too_small_budget_names_the_minimum(name, options, n_components, message
     ("dfs", {"degree": 4}, ValueError, r"degree must be one of \(3, 5\) or None, got 4"),
     ("dfs", {"lambda_": -1.0}, ValueError, r"lambda_ must be"),
     ("sfs", {"lambda_": 0.0}, ValueError, r"lambda_ must be"),
+    ("sfs", {"sampling": "sobol"}, ValueError,
+     r"sampling must be one of \('mc', 'qmc', 'ssr'\), got 'sobol'"),
     ("sgq", {"level": 0}, ValueError, r"level must be an integer >= 1, got 0"),
     ("sgq", {"level": 150}, ValueError, r"level must be at most 149, got 150"),
     ("gq", {"subsample": "yes"}, TypeError, r"subsample must be True or False, got 'yes'"),
@@ -260,6 +264,31 @@ def test_sfs_variance_below_rff_where_condition_18_holds_and_bounded_elsewhere(s
     gap = 1 - fully_symmetric.third_degree_value(Z)
     assert np.all(gap[~holds] <= 1)          # the paper's bound needs 1 - Q <= 1 (spec B.11.7)
     assert np.all(empirical[~holds] - rff[~holds] <= 2 / (D * d) + 4 * stderr[~holds])
+
+
+def test_sfs_with_qmc_points_is_unbiased(sfs_replicates):
+    """Remark 3: scrambled Sobol points are each N(0, I), so the control-variate estimate stays
+    unbiased (4 empirical standard errors; no closed-form variance for QMC)."""
+    Z, exact, D, _ = sfs_replicates
+    X = np.vstack([np.zeros(4), Z])
+    samples = replicate("sfs", sg.Gaussian(length_scale=1.0), X, 2 * D + 2 * 4 + 2,
+                        sampling="qmc")
+    stderr = samples.std(axis=0, ddof=1) / np.sqrt(N_SEEDS)
+    assert np.all(np.abs(samples.mean(axis=0) - exact) <= 4 * stderr)
+
+
+def test_sfs_with_ssr_nodes_is_ssr_itself(small_data):
+    """An SR rule integrates |omega|^2 exactly, so S = d and the control variate vanishes."""
+    kernel = sg.Gaussian(length_scale=[0.8, 1.0, 1.2], variance=1.3)
+    sfs = features.get("sfs").build(small_data, kernel, 60, np.random.default_rng(3),
+                                    sampling="ssr")
+    n_sr_frequencies = sfs.omega.shape[0] - 1 - 3         # minus the origin and lambda e_j
+    ssr = features.get("ssr").build(small_data, kernel, 2 * n_sr_frequencies,
+                                    np.random.default_rng(3))
+    np.testing.assert_array_equal(sfs.omega[:n_sr_frequencies], ssr.omega)
+    assert np.all(np.abs(sfs.frequency_weights[n_sr_frequencies:]) <= 1e-14)   # c = 0
+    np.testing.assert_allclose(approximate_kernel(sfs, kernel, small_data),
+                               approximate_kernel(ssr, kernel, small_data), atol=1e-12)
 
 
 def test_sfs_theory_on_a_grid():

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import exact, gp, kernels
+from . import exact, kernels, qr
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
@@ -29,8 +29,8 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
     """fit / predict / sample_y shared by the two regressors.
 
     A subclass supplies ``_prepare`` (theta-independent state, e.g. the feature map),
-    ``_objective`` (theta -> (log p(y), gradient)), ``_condition`` (the posterior) and
-    ``_prediction_input`` (the dtype predictions are computed in).
+    ``_objective`` (theta -> (log p(y), gradient), with ``posterior(kernel, noise_variance)``
+    to condition) and ``_prediction_input`` (the dtype predictions are computed in).
     """
 
     # ----------------------------------------------------------------- fitting
@@ -68,14 +68,19 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         y_fit = (y - y_mean) / y_std
 
         build_rng, restart_rng = as_generator(self.random_state).spawn(2)
-        state = self._prepare(X, kernel, build_rng)
+        noise_lower = noise_variance if noise_bounds == "fixed" else noise_bounds[0]
+        state = self._prepare(X, kernel, build_rng,
+                              {"y": y_fit, "noise_variance": noise_variance,
+                               "noise_variance_lower": noise_lower})
+        # One objective serves learning and conditioning, so a fixed-basis map (GLF) makes
+        # a single pass over the data.
+        objective = self._objective(state, kernel, X, y_fit, progress)
         result = None
         if self.optimize:
             kernel, noise_variance, result = learn_hyperparameters(
-                self._objective(state, kernel, X, y_fit, progress), kernel, noise_variance,
-                noise_bounds,
+                objective, kernel, noise_variance, noise_bounds,
                 n_restarts=n_restarts, rng=restart_rng)
-        posterior = self._condition(state, kernel, noise_variance, X, y_fit, progress)
+        posterior = objective.posterior(kernel, noise_variance)
         self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
                          y_train_std=y_std, training_data=(X, y_fit))
         return self
@@ -263,18 +268,15 @@ class LowRankGPRegressor(_GPRegressor):
         self.dtype = dtype
         self.random_state = random_state
 
-    def _prepare(self, X, kernel, rng):
+    def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
         return _build_feature_map(self.approximation, X, kernel, self.n_components,
-                                  self.approximation_options, rng)
+                                  self.approximation_options, rng, fit_context)
 
     def _objective(self, feature_map, kernel, X, y, progress=None):
-        return gp.MarginalLikelihood(feature_map, kernel, X, y, dtype=self._dtype,
-                                     progress=progress)
-
-    def _condition(self, feature_map, kernel, noise_variance, X, y, progress=None):
-        return gp.Posterior.fit(feature_map, kernel, noise_variance, X, y, dtype=self._dtype,
-                                progress=progress)
+        # the map's solver picks the objective: normal equations, or QR for solver="qr"
+        return qr.marginal_likelihood(feature_map, kernel, X, y, dtype=self._dtype,
+                                      progress=progress)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -310,14 +312,11 @@ class ExactGPRegressor(_GPRegressor):
         self.normalize_y = normalize_y
         self.random_state = random_state
 
-    def _prepare(self, X, kernel, rng):
+    def _prepare(self, X, kernel, rng, fit_context):
         return None
 
     def _objective(self, _state, kernel, X, y, _progress=None):
         return exact.ExactMarginalLikelihood(kernel, X, y)
-
-    def _condition(self, _state, kernel, noise_variance, X, y, _progress=None):
-        return exact.ExactPosterior.fit(kernel, noise_variance, X, y)
 
     def _fitted_state(self):
         return None

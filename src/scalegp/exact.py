@@ -125,3 +125,7 @@ class ExactMarginalLikelihood:
         kernel = self.kernel.with_theta(theta[:-1])
         return log_marginal_likelihood(kernel, float(np.exp(theta[-1])), self.X, self.y,
                                        eval_gradient=True)
+
+    def posterior(self, kernel: Kernel, noise_variance: float) -> "ExactPosterior":
+        """The exact posterior at (kernel, noise_variance)."""
+        return ExactPosterior.fit(kernel, noise_variance, self.X, self.y)

@@ -382,6 +382,17 @@ class MarginalLikelihood:
         return lml_and_gradient(statistics, noise_variance, self.feature_map.signs,
                                 kernel_gradient)
 
+    def posterior(self, kernel: Kernel, noise_variance: float) -> "Posterior":
+        """The posterior at (kernel, noise_variance): from the cached basis statistics for a
+        fixed-basis map (no pass over the data), otherwise from one streaming pass."""
+        if self.basis_statistics is not None:
+            statistics = self.basis_statistics.at(self.feature_map, kernel)
+        else:
+            statistics = Statistics.accumulate(self.feature_map, kernel, self.X, self.y,
+                                               chunk_size=self.chunk_size, dtype=self.dtype,
+                                               progress=self.progress)
+        return Posterior.from_statistics(self.feature_map, kernel, noise_variance, statistics)
+
 
 @dataclass(frozen=True)
 class Posterior:

@@ -52,6 +52,8 @@ class Kernel(abc.ABC):
     name: ClassVar[str]
     #: True when kappa is a product over dimensions (per-dimension spectral factors).
     separable: ClassVar[bool] = False
+    #: True when k depends on x - z only (Bochner: Fourier feature maps apply).
+    shift_invariant: ClassVar[bool] = True
 
     def __init__(self, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -427,42 +429,6 @@ class Laplacian(Kernel):
         return rng.standard_cauchy((n_samples, n_dims))
 
 
-KERNEL_NAMES = {
-    "gaussian": (Gaussian, {}),
-    "rbf": (Gaussian, {}),
-    "matern12": (Matern, {"nu": 0.5}),
-    "matern32": (Matern, {"nu": 1.5}),
-    "matern52": (Matern, {"nu": 2.5}),
-    "cauchy": (Cauchy, {}),
-    "laplacian": (Laplacian, {}),
-}
-
-
-def get(name, **params) -> Kernel:
-    """A kernel from a name ("gaussian", "rbf", "matern12", "matern32", "matern52",
-    "cauchy", "laplacian") or a Kernel instance (returned as is)."""
-    if isinstance(name, Kernel):
-        return name
-    if not isinstance(name, str) or name.lower() not in KERNEL_NAMES:
-        raise ValueError(
-            f"kernel must be a Kernel or one of {sorted(KERNEL_NAMES)}, got {name!r}"
-        )
-    cls, fixed = KERNEL_NAMES[name.lower()]
-    return cls(**fixed, **params)
-
-
-def from_params(class_name: str, params: dict) -> Kernel:
-    """Rebuild a kernel from its class name and ``get_params()`` (used by model files)."""
-    classes = {cls.__name__: cls for cls in (Gaussian, Matern, Cauchy, Laplacian)}
-    if class_name not in classes:
-        raise ValueError(f"kernel class must be one of {sorted(classes)}, got {class_name!r}")
-    params = dict(params)
-    for key in ("length_scale_bounds", "variance_bounds"):
-        if key in params and not isinstance(params[key], str):
-            params[key] = tuple(params[key])
-    return classes[class_name](**params)
-
-
 class ReciprocalSemigroup(Kernel):
     """Reciprocal semigroup kernel on non-negative inputs, s prod_j c_j / (x_j + z_j + c_j).
 
@@ -481,6 +447,7 @@ class ReciprocalSemigroup(Kernel):
 
     name = "reciprocal_semigroup"
     separable = True
+    shift_invariant = False
 
     @property
     def c(self) -> np.ndarray:
@@ -528,3 +495,41 @@ def _non_negative(X, name: str, n_dims: int | None = None) -> np.ndarray:
             f"{float(X.min())!r}"
         )
     return X
+
+
+KERNEL_NAMES = {
+    "gaussian": (Gaussian, {}),
+    "rbf": (Gaussian, {}),
+    "matern12": (Matern, {"nu": 0.5}),
+    "matern32": (Matern, {"nu": 1.5}),
+    "matern52": (Matern, {"nu": 2.5}),
+    "cauchy": (Cauchy, {}),
+    "laplacian": (Laplacian, {}),
+    "reciprocal_semigroup": (ReciprocalSemigroup, {}),
+}
+
+
+def get(name, **params) -> Kernel:
+    """A kernel from a name ("gaussian", "rbf", "matern12", "matern32", "matern52",
+    "cauchy", "laplacian", "reciprocal_semigroup") or a Kernel instance (returned as is)."""
+    if isinstance(name, Kernel):
+        return name
+    if not isinstance(name, str) or name.lower() not in KERNEL_NAMES:
+        raise ValueError(
+            f"kernel must be a Kernel or one of {sorted(KERNEL_NAMES)}, got {name!r}"
+        )
+    cls, fixed = KERNEL_NAMES[name.lower()]
+    return cls(**fixed, **params)
+
+
+def from_params(class_name: str, params: dict) -> Kernel:
+    """Rebuild a kernel from its class name and ``get_params()`` (used by model files)."""
+    classes = {cls.__name__: cls for cls in (Gaussian, Matern, Cauchy, Laplacian,
+                                                   ReciprocalSemigroup)}
+    if class_name not in classes:
+        raise ValueError(f"kernel class must be one of {sorted(classes)}, got {class_name!r}")
+    params = dict(params)
+    for key in ("length_scale_bounds", "variance_bounds"):
+        if key in params and not isinstance(params[key], str):
+            params[key] = tuple(params[key])
+    return classes[class_name](**params)

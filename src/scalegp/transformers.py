@@ -20,7 +20,8 @@ from ._validation import as_generator, check_matrix
 __all__ = ["FeatureMapTransformer"]
 
 
-def _build_feature_map(approximation, X, kernel, n_components, approximation_options, rng):
+def _build_feature_map(approximation, X, kernel, n_components, approximation_options, rng,
+                       fit_context=None):
     """Validate the approximation settings and build the map (shared with the estimators).
 
     Parameters
@@ -37,6 +38,10 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
         Keyword arguments of the map's ``build``.
     rng : numpy.random.Generator
         The only source of randomness of the map.
+    fit_context : dict, optional
+        What the estimator knows at fit time (``y``, ``noise_variance``,
+        ``noise_variance_lower``); the entries named in the map's ``fit_context`` fill the
+        options the user did not give.
     """
     map_class = features.get(approximation)
     if not map_class.supports(kernel):
@@ -53,6 +58,9 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
             "approximation_options must be a dict of keyword arguments for the "
             f"{approximation!r} map, or None; got {type(approximation_options).__name__}"
         )
+    for key in map_class.fit_context:
+        if fit_context is not None and key not in options:
+            options[key] = fit_context[key]
     return map_class.build(X, kernel, n_components, rng, **options)
 
 

@@ -84,7 +84,8 @@ class Method:
 
 #: Variants of this family's maps besides their defaults.
 EXTRA_VARIANTS = (Method("gq (subsampled)", "gq", (("subsample", True),)),
-                  Method("sgq (largest level)", "sgq", (("level", None),)))
+                  Method("sgq (largest level)", "sgq", (("level", None),)),
+                  Method("sfs (qmc points)", "sfs", (("sampling", "qmc"),)))
 
 
 def gaussian_methods() -> list[Method]:

@@ -47,6 +47,10 @@ class FeatureMap(abc.ABC):
     description: ClassVar[str] = ""
     #: Paper reference for the README and ``scalegp list``.
     reference: ClassVar[str] = ""
+    #: Options of :meth:`build` that :class:`scalegp.LowRankGPRegressor` fills from its fit
+    #: call unless the user gave them: "y" (the training targets, normalized if asked),
+    #: "noise_variance" (the starting value) and "noise_variance_lower" (the box's lower end).
+    fit_context: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -65,8 +69,9 @@ class FeatureMap(abc.ABC):
 
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
-        """Whether the map is defined for this kernel (all four kernel families by default)."""
-        return True
+        """Whether the map is defined for this kernel (every shift-invariant kernel by default:
+        Fourier maps need Bochner's theorem)."""
+        return kernel.shift_invariant
 
     # ----------------------------------------------------------------- evaluation
     @property

@@ -15,18 +15,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from .. import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_scalar
 from ..kernels import Gaussian, Kernel
 from ._fourier import FourierFeatureMap
 from .gaussian_quadrature import largest_fitting, require_gaussian, rule_columns
+from .qmc import scrambled_points
 from .random_fourier import data_centre
+from .spherical_radial import rules_within, spherical_radial_rule
 
 #: D-FS generator lambda_1 (Genz-Keister; the 3-point Gauss-Hermite node; spec B.2, [DD]).
 DEFAULT_LAMBDA = float(np.sqrt(3.0))
 
 DEGREES = (3, 5)
+#: Point sets the S-FS control variate can correct (Remark 3).
+SAMPLINGS = ("mc", "qmc", "ssr")
 
 
 def _check_lambda(lambda_) -> float:
@@ -132,9 +137,9 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
     smaller than RFF's exactly when 1 - Q < |z|^2 exp(-|z|^2/2) (condition 18). The map has
     D frequencies omega_i ~ N(0, I) with weight 1/D (the cos/sin form, which Theorem 2
     needs), the origin with signed weight -c d, and lambda e_j with signed weight c:
-    2D + 2d + 2 real columns, D = (n_components - 2d - 2) // 2 >= 1. The frequencies are
-    drawn by the kernel's sampler, so S-FS and ``rff`` built from equal generators share
-    omega_i (a paired comparison). The estimate is unbiased but not positive semidefinite:
+    2D + 2d + 2 real columns, D = (n_components - 2d - 2) // 2 >= 1. With ``sampling="mc"``
+    the frequencies are drawn by the kernel's sampler, so S-FS and ``rff`` built from equal
+    generators share omega_i (a paired comparison). The estimate is unbiased but not positive semidefinite:
     for small D or widely spread inputs K~ + s2 I can be indefinite, and the engine then
     raises NotPositiveDefiniteError. Gaussian kernel only.
     """
@@ -149,7 +154,7 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *,
-              lambda_: float = DEFAULT_LAMBDA):
+              lambda_: float = DEFAULT_LAMBDA, sampling: str = "mc"):
         """Draw D frequencies and form the control-variate weights.
 
         Parameters
@@ -162,36 +167,67 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
             Source of the D frequencies.
         lambda_ : float, default sqrt(3)
             The D-FS generator of the control variate.
+        sampling : {"mc", "qmc", "ssr"}, default "mc"
+            The points the control variate corrects (Remark 3, Section VI-C; spec B.6
+            item 5): i.i.d. N(0, I) ("mc"), scrambled Sobol points through the normal
+            inverse CDF ("qmc"; each point still N(0, I), so the estimate stays unbiased),
+            or the nodes and weights of averaged spherical-radial rules ("ssr"). S is the
+            rule-weighted mean of |omega|^2; an SR rule integrates |omega|^2 exactly, so with
+            "ssr" S = d, c = 0 and S-FS is SSR itself (the correction columns are zero):
+            randomizing the weights adds nothing to a rule already exact to degree 3.
         """
         X = check_matrix(X, "X")
         require_gaussian("sfs", kernel)
         n_components = check_positive_int(n_components, "n_components")
         lambda_ = _check_lambda(lambda_)
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
         n_dims = X.shape[1]
-        n_draws = (n_components - 2 * n_dims - 2) // 2          # 2D + 2d + 2 <= budget
-        if n_draws < 1:
-            raise ValueError(
-                f"n_components must be at least {2 * n_dims + 4} for sfs (n_frequencies=1, "
-                f"the smallest rule, has {2 * n_dims + 4} real features), got {n_components}"
-            )
-        omega = kernel.sample_standard_frequencies(n_draws, n_dims, as_generator(rng))
-        frequencies, weights = control_variate_rule(omega, lambda_)
+        correction_columns = 2 * n_dims + 2
+        rng = as_generator(rng)
+        if sampling == "ssr":
+            if n_components < correction_columns + 2 * (n_dims + 2):
+                raise ValueError(
+                    f"n_components must be at least {4 * n_dims + 6} for sfs with ssr "
+                    f"sampling (one SR rule, 2 (d + 2) real columns, and the correction, "
+                    f"2d + 2), got {n_components}"
+                )
+            n_rules = rules_within(n_components - correction_columns, n_dims)
+            omega, base_weights = spherical_radial_rule(kernel, n_rules, n_dims, rng)
+        else:
+            n_draws = (n_components - correction_columns) // 2       # 2D + 2d + 2 <= budget
+            if n_draws < 1:
+                raise ValueError(
+                    f"n_components must be at least {2 * n_dims + 4} for sfs "
+                    f"(n_frequencies=1, the smallest rule, has {2 * n_dims + 4} real "
+                    f"features), got {n_components}"
+                )
+            if sampling == "mc":
+                omega = kernel.sample_standard_frequencies(n_draws, n_dims, rng)
+            else:
+                omega = stats.norm.ppf(scrambled_points(n_draws, n_dims, "sobol", rng))
+            base_weights = np.full(n_draws, 1.0 / n_draws)
+        frequencies, weights = control_variate_rule(omega, lambda_, base_weights)
         weights, signs = quadrature.signed_weights(weights)
         return cls(n_dims=n_dims, omega=frequencies, frequency_weights=weights,
                    offset=data_centre(X), frequency_signs=signs)
 
 
-def control_variate_rule(omega: np.ndarray, lambda_: float) -> tuple[np.ndarray, np.ndarray]:
+def control_variate_rule(omega: np.ndarray, lambda_: float,
+                         base_weights: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
     """Frequencies and signed weights of the S-FS kernel estimate (spec B.6, real form).
 
     R(z) = sum_l w_l cos(gamma_l^T z) with gamma = (omega_1..omega_D, 0, lambda e_1..e_d)
-    and w = (1/D, ..., 1/D, -c d, c, ..., c), c = (d - S) / (d lambda^2).
+    and w = (v_1, ..., v_D, -c d, c, ..., c), c = (d - S) / (d lambda^2),
+    S = sum_i v_i |omega_i|^2, where v are the base weights (default 1/D each; they sum to 1).
     """
     n_draws, n_dims = omega.shape
-    c = (n_dims - np.mean(np.einsum("ij,ij->i", omega, omega))) / (n_dims * lambda_**2)
+    if base_weights is None:
+        base_weights = np.full(n_draws, 1.0 / n_draws)
+    c = (n_dims - base_weights @ np.einsum("ij,ij->i", omega, omega)) / (n_dims * lambda_**2)
     frequencies = np.vstack([omega, np.zeros((1, n_dims)), lambda_ * np.eye(n_dims)])
-    weights = np.concatenate([np.full(n_draws, 1.0 / n_draws), [-c * n_dims],
-                              np.full(n_dims, c)])
+    weights = np.concatenate([base_weights, [-c * n_dims], np.full(n_dims, c)])
     return frequencies, weights
 
 

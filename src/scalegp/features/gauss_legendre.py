@@ -17,9 +17,9 @@ hyperparameters theta; they enter through the diagonal weights w(theta) = W p_th
 evaluation costs O(s^3) (the engine's :class:`~scalegp.gp.BasisStatistics` path).
 
 This module holds the 1-D rules, the truncation rule (Proposition 7, spec A.8), the node-count
-bound (Theorems 10-12, spec A.9), the feature map ``"glf"``, the QR-based likelihood of
-Appendix A.2 (spec A.7) and the map ``"glf-semigroup"`` of the reciprocal semigroup kernel
-(Section 6.3, spec A.11).
+bound (Theorems 10-12, spec A.9), the feature map ``"glf"`` and the map ``"glf-semigroup"`` of
+the reciprocal semigroup kernel (Section 6.3, spec A.11). The QR-based likelihood of
+Appendix A.2 (spec A.7) is in :mod:`scalegp.qr`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from scipy.special import betaincinv, erfcinv, gammaln, roots_legendre
 
 from .. import gp
@@ -445,7 +444,8 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         The spectral-equivalence target the two quantities above were computed for.
     solver : {"cholesky", "qr"}
         Normal equations (the engine's default path) or the QR variant of Appendix A.2
-        (:class:`QRMarginalLikelihood`; select with :func:`marginal_likelihood`).
+        (:class:`scalegp.qr.QRMarginalLikelihood`); :func:`scalegp.qr.marginal_likelihood`
+        and the estimator choose the objective by this field.
     selection : str
         How the node counts were chosen (for :meth:`report`).
 
@@ -486,6 +486,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     description = ("Gauss-Legendre features: truncated tensor Gauss-Legendre rule, basis "
                    "independent of the hyperparameters (O(s^3) learning steps)")
     reference = "Fink Shustin & Avron, JMLR 2022"
+    fit_context = ("y", "noise_variance", "noise_variance_lower")
 
     def __post_init__(self):
         d = check_positive_int(self.n_dims, "n_dims")
@@ -853,123 +854,6 @@ def _likelihoods_and_means(fmap, kernels, noise_variance, X, y):
     return out
 
 
-# --------------------------------------------------------------------------- QR variant (App. A.2)
-@dataclass(frozen=True)
-class QRBasisStatistics:
-    """The R-factor of [Phi | y] by a streaming TSQR (Appendix A.2, spec A.7).
-
-    With [Phi | y] = Q [[R_V, t_y], [0, rho]], R_V^T R_V = Phi^T Phi and R_V^T t_y = Phi^T y
-    without forming Phi^T Phi, whose condition number is that of Phi squared. Chunk by chunk,
-    the R-factor of [R_previous; chunk] is the R-factor of all rows so far.
-
-    Attributes
-    ----------
-    factor : (s, s)
-        R_V, upper triangular (zero rows where n < s).
-    projection : (s,)
-        t_y = Q_V^T y.
-    y_norm2 : float
-    n_samples : int
-    """
-
-    factor: np.ndarray
-    projection: np.ndarray
-    y_norm2: float
-    n_samples: int
-
-    @classmethod
-    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y, *,
-                   chunk_size: int | None = None) -> "QRBasisStatistics":
-        X = check_matrix(X, "X", n_dims=feature_map.n_dims)
-        y = check_vector(y, "y", n_samples=X.shape[0])
-        s = feature_map.n_components
-        chunk_size = chunk_size or gp.default_chunk_size(s + 1)
-        R = np.zeros((0, s + 1))
-        for start in range(0, X.shape[0], chunk_size):
-            stop = min(start + chunk_size, X.shape[0])
-            block = np.hstack([feature_map.basis(X[start:stop]), y[start:stop, None]])
-            R = scipy.linalg.qr(np.vstack([R, block]), mode="r", check_finite=False)[0]
-            R = R[:min(R.shape[0], s + 1)]
-        R = np.vstack([R, np.zeros((s + 1 - R.shape[0], s + 1))])
-        return cls(np.triu(R[:s, :s]), R[:s, s].copy(), float(y @ y), X.shape[0])
-
-
-class QRMarginalLikelihood:
-    """log p(y | theta) and its gradient through the QR variant (Appendix A.2, spec A.7).
-
-    Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the thin QR of the (2s x s)
-    matrix [B; sqrt(s2) I] = [Q_1; Q_2] R gives R^T R = A = s2 I + diag(h) Phi^T Phi diag(h),
-    and with u = Q_1^T t_y:
-
-        c = A^{-1} b~ = R^{-1} u,   y^T K^{-1} y = (|y|^2 - |u|^2) / s2,
-        log det K = (n - s) log s2 + 2 sum_i log |R_ii|,   diag(A^{-1}) = row norms^2 of R^{-1},
-
-    so that (spec A.6)
-
-        d log p / d theta_i = 1/2 sum_l g_il [c_l^2 - (1 - s2 (A^{-1})_ll)],
-        d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B c|^2) / s2^2
-                                     - (n - s + s2 tr A^{-1}) / s2],
-
-    g_il = d log w_l / d theta_i. Same interface as :class:`scalegp.gp.MarginalLikelihood`:
-    theta = [kernel.theta..., log noise_variance]. Each call costs O(s^3).
-    """
-
-    def __init__(self, feature_map: FixedBasisFeatureMap, kernel: Kernel, X, y, *,
-                 chunk_size: int | None = None):
-        self.feature_map = feature_map
-        self.kernel = kernel
-        self.statistics = QRBasisStatistics.accumulate(feature_map, X, y,
-                                                       chunk_size=chunk_size)
-        self.n_evaluations = 0
-
-    def kernel_at(self, theta) -> tuple[Kernel, float]:
-        theta = np.asarray(theta, dtype=float)
-        return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
-
-    def _factor(self, kernel: Kernel, noise_variance: float):
-        stats = self.statistics
-        s = stats.projection.size
-        B = stats.factor * np.sqrt(self.feature_map.weights(kernel))
-        Q, R = scipy.linalg.qr(np.vstack([B, math.sqrt(noise_variance) * np.eye(s)]),
-                               mode="economic", check_finite=False)
-        u = Q[:s].T @ stats.projection
-        value = -0.5 * ((stats.y_norm2 - u @ u) / noise_variance
-                        + (stats.n_samples - s) * math.log(noise_variance)
-                        + 2 * np.sum(np.log(np.abs(np.diag(R))))
-                        + stats.n_samples * math.log(2 * math.pi))
-        return float(value), B, R, u
-
-    def value(self, theta) -> float:
-        kernel, noise_variance = self.kernel_at(theta)
-        return self._factor(kernel, noise_variance)[0]
-
-    def __call__(self, theta) -> tuple[float, np.ndarray]:
-        """(log p(y), gradient with respect to theta)."""
-        self.n_evaluations += 1
-        kernel, s2 = self.kernel_at(theta)
-        value, B, R, u = self._factor(kernel, s2)
-        stats = self.statistics
-        c = scipy.linalg.solve_triangular(R, u, check_finite=False)
-        R_inv = scipy.linalg.solve_triangular(R, np.eye(R.shape[0]), check_finite=False)
-        inverse_diagonal = np.einsum("ij,ij->i", R_inv, R_inv)
-        kernel_grad = 0.5 * self.feature_map.log_weights_grad(kernel) @ (
-            c**2 - (1.0 - s2 * inverse_diagonal))
-        Bc = B @ c
-        alpha_norm2 = (stats.y_norm2 - 2 * u @ u + Bc @ Bc) / s2**2
-        trace_inverse = (stats.n_samples - c.size + s2 * inverse_diagonal.sum()) / s2
-        return value, np.append(kernel_grad, 0.5 * s2 * (alpha_norm2 - trace_inverse))
-
-
-def marginal_likelihood(feature_map: GaussLegendreFeatures, kernel: Kernel, X, y, **options):
-    """The objective of hyperparameter learning for the map's ``solver``: the engine's
-    :class:`scalegp.gp.MarginalLikelihood` (normal equations) or :class:`QRMarginalLikelihood`.
-    ``options`` go to the chosen class (``chunk_size``; the engine also takes ``dtype``,
-    ``progress``)."""
-    if feature_map.solver == "qr":
-        return QRMarginalLikelihood(feature_map, kernel, X, y, **options)
-    return gp.MarginalLikelihood(feature_map, kernel, X, y, **options)
-
-
 # --------------------------------------------------------------------------- semigroup kernels
 @dataclass(frozen=True, eq=False)
 class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup"):
@@ -1009,6 +893,7 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
     description = ("Gauss-Legendre features of the reciprocal semigroup kernel (non-negative "
                    "inputs): Laplace-transform nodes on [0, Q]")
     reference = "Fink Shustin & Avron, JMLR 2022, Section 6.3"
+    fit_context = ("noise_variance_lower",)
 
     def __post_init__(self):
         d = check_positive_int(self.n_dims, "n_dims")

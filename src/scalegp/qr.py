@@ -1,0 +1,175 @@
+"""The QR variant of the fixed-basis engine (GLF paper, Appendix A.2; spec A.7).
+
+The engine's default path forms Phi^T Phi, whose condition number is that of Phi squared. For
+a :class:`~scalegp.features.base.FixedBasisFeatureMap` (Psi = Phi diag(sqrt(w(theta)))) this
+module keeps only the R-factor of [Phi | y], accumulated by a streaming TSQR, and computes the
+log marginal likelihood, its gradient and the posterior from QR factorizations of a (2s x s)
+matrix per theta. It is selected by a map whose ``solver`` field is ``"qr"`` (Gauss-Legendre
+features): :func:`marginal_likelihood` returns the objective for the map's solver.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from . import gp
+from ._validation import check_dtype, check_matrix, check_vector
+from .features.base import FeatureMap, FixedBasisFeatureMap
+from .kernels import Kernel
+
+__all__ = ["QRBasisStatistics", "QRMarginalLikelihood", "marginal_likelihood"]
+
+
+@dataclass(frozen=True)
+class QRBasisStatistics:
+    """The R-factor of [Phi | y] by a streaming TSQR (Appendix A.2, spec A.7).
+
+    With [Phi | y] = Q [[R_V, t_y], [0, rho]], R_V^T R_V = Phi^T Phi and R_V^T t_y = Phi^T y
+    without forming Phi^T Phi. Chunk by chunk, the R-factor of [R_previous; chunk] is the
+    R-factor of all rows so far.
+
+    Attributes
+    ----------
+    factor : (s, s)
+        R_V, upper triangular (zero rows where n < s).
+    projection : (s,)
+        t_y = Q_V^T y.
+    y_norm2 : float
+    n_samples : int
+    """
+
+    factor: np.ndarray
+    projection: np.ndarray
+    y_norm2: float
+    n_samples: int
+
+    @classmethod
+    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y, *,
+                   chunk_size: int | None = None, progress=None) -> "QRBasisStatistics":
+        """One streaming pass; ``progress(rows_done)`` is called after each chunk."""
+        X = check_matrix(X, "X", n_dims=feature_map.n_dims)
+        y = check_vector(y, "y", n_samples=X.shape[0])
+        s = feature_map.n_components
+        chunk_size = chunk_size or gp.default_chunk_size(s + 1)
+        R = np.zeros((0, s + 1))
+        for start in range(0, X.shape[0], chunk_size):
+            stop = min(start + chunk_size, X.shape[0])
+            block = np.hstack([feature_map.basis(X[start:stop]), y[start:stop, None]])
+            R = scipy.linalg.qr(np.vstack([R, block]), mode="r", check_finite=False)[0]
+            R = R[:min(R.shape[0], s + 1)]
+            if progress is not None:
+                progress(stop)
+        R = np.vstack([R, np.zeros((s + 1 - R.shape[0], s + 1))])
+        return cls(np.triu(R[:s, :s]), R[:s, s].copy(), float(y @ y), X.shape[0])
+
+
+@dataclass(frozen=True)
+class _QRFactorization:
+    """Per theta: B = R_V diag(h), [B; sqrt(s2) I] = Q R (thin), u = Q_1^T t_y."""
+
+    value: float
+    B: np.ndarray
+    R: np.ndarray
+    u: np.ndarray
+
+
+class QRMarginalLikelihood:
+    """log p(y | theta) and its gradient through the QR variant (Appendix A.2, spec A.7).
+
+    Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the thin QR of the (2s x s)
+    matrix [B; sqrt(s2) I] = [Q_1; Q_2] R gives R^T R = M = s2 I + diag(h) Phi^T Phi diag(h),
+    and with u = Q_1^T t_y:
+
+        beta = M^{-1} b = R^{-1} u,   y^T K^{-1} y = (|y|^2 - |u|^2) / s2,
+        log det K = (n - s) log s2 + 2 sum_i log |R_ii|,   diag(M^{-1}) = row norms^2 of R^{-1},
+
+    so that (spec A.6)
+
+        d log p / d theta_i = 1/2 sum_l g_il [beta_l^2 - (1 - s2 (M^{-1})_ll)],
+        d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B beta|^2) / s2^2
+                                     - (n - s + s2 tr M^{-1}) / s2],
+
+    g_il = d log w_l / d theta_i. Same interface as :class:`scalegp.gp.MarginalLikelihood`:
+    theta = [kernel.theta..., log noise_variance]. Each call costs O(s^3). Computes in
+    float64 (the variant exists for accuracy).
+    """
+
+    def __init__(self, feature_map: FixedBasisFeatureMap, kernel: Kernel, X, y, *,
+                 chunk_size: int | None = None, dtype=None, progress=None):
+        if not isinstance(feature_map, FixedBasisFeatureMap):
+            raise TypeError("the QR variant needs a fixed-basis feature map (Psi = Phi "
+                            f"diag(sqrt(w))), got {type(feature_map).__name__}")
+        if check_dtype(dtype) != np.float64:
+            raise ValueError("solver='qr' computes in float64 (it exists for accuracy); "
+                             "use dtype='float64' or the default solver 'cholesky'")
+        self.feature_map = feature_map
+        self.kernel = kernel
+        self.statistics = QRBasisStatistics.accumulate(feature_map, X, y,
+                                                       chunk_size=chunk_size,
+                                                       progress=progress)
+        self.n_evaluations = 0
+
+    def kernel_at(self, theta) -> tuple[Kernel, float]:
+        theta = np.asarray(theta, dtype=float)
+        return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
+
+    def _factor(self, kernel: Kernel, noise_variance: float) -> _QRFactorization:
+        stats = self.statistics
+        s = stats.projection.size
+        B = stats.factor * np.sqrt(self.feature_map.weights(kernel))
+        Q, R = scipy.linalg.qr(np.vstack([B, math.sqrt(noise_variance) * np.eye(s)]),
+                               mode="economic", check_finite=False)
+        u = Q[:s].T @ stats.projection
+        value = -0.5 * ((stats.y_norm2 - u @ u) / noise_variance
+                        + (stats.n_samples - s) * math.log(noise_variance)
+                        + 2 * np.sum(np.log(np.abs(np.diag(R))))
+                        + stats.n_samples * math.log(2 * math.pi))
+        return _QRFactorization(float(value), B, R, u)
+
+    def value(self, theta) -> float:
+        kernel, noise_variance = self.kernel_at(theta)
+        return self._factor(kernel, noise_variance).value
+
+    def __call__(self, theta) -> tuple[float, np.ndarray]:
+        """(log p(y), gradient with respect to theta)."""
+        self.n_evaluations += 1
+        kernel, s2 = self.kernel_at(theta)
+        qr = self._factor(kernel, s2)
+        stats = self.statistics
+        beta = scipy.linalg.solve_triangular(qr.R, qr.u, check_finite=False)
+        R_inv = scipy.linalg.solve_triangular(qr.R, np.eye(qr.R.shape[0]), check_finite=False)
+        inverse_diagonal = np.einsum("ij,ij->i", R_inv, R_inv)
+        kernel_grad = 0.5 * self.feature_map.log_weights_grad(kernel) @ (
+            beta**2 - (1.0 - s2 * inverse_diagonal))
+        B_beta = qr.B @ beta
+        alpha_norm2 = (stats.y_norm2 - 2 * qr.u @ qr.u + B_beta @ B_beta) / s2**2
+        trace_inverse = (stats.n_samples - beta.size + s2 * inverse_diagonal.sum()) / s2
+        return qr.value, np.append(kernel_grad, 0.5 * s2 * (alpha_norm2 - trace_inverse))
+
+    def posterior(self, kernel: Kernel, noise_variance: float) -> gp.Posterior:
+        """The posterior at (kernel, noise_variance) from the R-factor (no pass over the data).
+
+        M = R^T R, so L = (D R)^T with D = sign(diag R) is M's Cholesky factor: the
+        posterior never forms Phi^T Phi either.
+        """
+        qr = self._factor(kernel, noise_variance)
+        signs = np.where(np.diag(qr.R) < 0, -1.0, 1.0)
+        R = qr.R * signs[:, None]
+        beta = scipy.linalg.solve_triangular(R, signs * qr.u, check_finite=False)
+        system = gp.FactorizedSystem(noise_variance, None, np.ascontiguousarray(R.T), None,
+                                     beta, 0.0)
+        return gp.Posterior(self.feature_map, kernel, system, qr.value,
+                            self.statistics.n_samples)
+
+
+def marginal_likelihood(feature_map: FeatureMap, kernel: Kernel, X, y, **options):
+    """The learning objective for the map's ``solver``: :class:`QRMarginalLikelihood` for
+    ``"qr"``, otherwise the engine's :class:`scalegp.gp.MarginalLikelihood` (normal
+    equations). ``options``: ``chunk_size``, ``dtype``, ``progress``."""
+    if getattr(feature_map, "solver", "cholesky") == "qr":
+        return QRMarginalLikelihood(feature_map, kernel, X, y, **options)
+    return gp.MarginalLikelihood(feature_map, kernel, X, y, **options)
