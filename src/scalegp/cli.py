@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="fit the embedded East Africa relief map and draw it")
     demo.add_argument("--subsample", type=int, default=20000,
                       help="training points drawn from the 82,800-point map")
-    demo.add_argument("--n-components", type=int, default=1024)
+    demo.add_argument("--n-components", type=int, default=2048)
     demo.add_argument("--approximation", default="glf")
     demo.add_argument("--out", default="scalegp-demo.png")
     demo.set_defaults(handler=command_demo)

@@ -58,6 +58,9 @@ AUTO_SUBSAMPLE = 2000
 #: 1.5 gave the smallest likelihood errors over the Gaussian and Matern cases we tried).
 RESOLUTION_FACTOR = 1.5
 SOLVERS = ("cholesky", "qr")
+#: build warns when the rule reproduces a share of k(x, x) off 1 by more than this at an end
+#: of Theta's length scales (:meth:`GaussLegendreFeatures.captured_mass`).
+MASS_TOLERANCE = 0.1
 
 
 # --------------------------------------------------------------------------- 1-D rules
@@ -642,6 +645,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             fmap = cls(n_nodes=counts, selection=selection, **common,
                        half_width=_half_widths(half_width, counts, width, bound,
                                                entrywise_bound))
+        _warn_if_unresolved(fmap, kernel, box)
         if fmap.n_components >= n:
             warnings.warn(
                 f"Gauss-Legendre features have s = {fmap.n_components} columns for "
@@ -701,6 +705,18 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
                 f"features, got {type(kernel).__name__}"
             )
 
+    def captured_mass(self, kernel: Kernel) -> float:
+        """k~(x, x) / k(x, x): the share of the prior variance the rule reproduces.
+
+        k~(x, x) = sum_l W_l p_theta(eta_l), the same at every x (cos^2 + sin^2 = 1). Below 1
+        the box drops spectral mass (truncation, Proposition 7) or the nodes miss the density's
+        peak; above 1 they overshoot it. Either way, far from 1 the features approximate
+        another (band-limited) kernel, not this one.
+        """
+        self._check_kernel(kernel)
+        Psi = self.features(self.offset[None, :], kernel)
+        return float(Psi[0] @ Psi[0]) / kernel.variance
+
     def report(self) -> str:
         """The node counts and truncation chosen, and the theoretical values (spec A.8-A.9)."""
         def fmt(values, precision=4):
@@ -714,6 +730,25 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             f"{fmt(self.theoretical_n_nodes, 6)} for epsilon = {self.epsilon:g}; "
             f"solver = {self.solver}"
         )
+
+
+def _warn_if_unresolved(fmap: GaussLegendreFeatures, kernel: Kernel,
+                        box: HyperparameterBox) -> None:
+    """Warn when, at an end of Theta's length scales, the rule keeps a share of the prior
+    variance outside [1 - MASS_TOLERANCE, 1 + MASS_TOLERANCE] (:meth:`captured_mass`)."""
+    shortest, longest = box.extreme_kernels(kernel)
+    for end, extreme, cause in (
+            ("smallest", shortest, "the truncation box drops the spectrum's tails"),
+            ("largest", longest, "the nodes do not resolve the spectral density's peak")):
+        mass = fmap.captured_mass(extreme)
+        if abs(mass - 1.0) > MASS_TOLERANCE:
+            warnings.warn(
+                f"Gauss-Legendre features with q = {fmap.n_nodes.tolist()} reproduce "
+                f"{100 * mass:.0f} % of the prior variance at the {end} length scales of "
+                f"Theta ({np.round(extreme.length_scale, 4).tolist()}): {cause}, so there "
+                "the features approximate another kernel and learned hyperparameters near "
+                "that end are unreliable; raise n_components or narrow the length-scale "
+                "bounds", UserWarning, stacklevel=3)
 
 
 def _integer_vector(values, name: str, n_dims: int) -> np.ndarray:
