@@ -48,6 +48,9 @@ def test_experiment_runs_and_writes_figures_and_table(name, tmp_path):
         assert width > 300 and height > 200
     table = (tmp_path / f"{name}.md").read_text()
     assert table.startswith(f"# {name}") and "Paper setting, constants ours" in table
+    # RFF's cos/sin pairs reproduce k(x, x) exactly, so its captured-variance column is 1
+    rff_rows = [line for line in table.splitlines() if line.startswith("| RFF |")]
+    assert rff_rows and all(line.split(" | ")[3] == "1.000" for line in rff_rows)
     for row in rows:
         if row == "Mauna Loa":          # the stock series falls back when bokeh is missing
             assert "GOOG" in table or "Mauna Loa" in table
