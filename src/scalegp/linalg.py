@@ -118,6 +118,19 @@ def inverse_diagonal_from_cholesky(L: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->j", L_inv, L_inv)
 
 
+def triangular_factor(A) -> np.ndarray:
+    """R of the Householder QR A = Q R (Q is not formed), rows signed so that diag(R) >= 0.
+
+    R^T R = A^T A without forming A^T A (whose condition number is A's squared); for A of
+    shape (n, m) R has min(n, m) rows. With full column rank, R^T is the Cholesky factor of
+    A^T A, usable by :func:`cho_solve`, :func:`logdet_from_cholesky` and
+    :func:`inverse_diagonal_from_cholesky`.
+    """
+    R = scipy.linalg.qr(A, mode="r", check_finite=False)[0]
+    R = R[:min(A.shape)]
+    return R * np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]
+
+
 @dataclass(frozen=True)
 class SymmetricFactorization:
     """A = V diag(lam) V^T for a symmetric, possibly indefinite A (from ``numpy.linalg.eigh``).

@@ -14,9 +14,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
-from . import gp
+from . import gp, linalg
 from ._validation import check_dtype, check_matrix, check_vector
 from .features.base import FeatureMap, FixedBasisFeatureMap
 from .kernels import Kernel
@@ -59,8 +58,7 @@ class QRBasisStatistics:
         for start in range(0, X.shape[0], chunk_size):
             stop = min(start + chunk_size, X.shape[0])
             block = np.hstack([feature_map.basis(X[start:stop]), y[start:stop, None]])
-            R = scipy.linalg.qr(np.vstack([R, block]), mode="r", check_finite=False)[0]
-            R = R[:min(R.shape[0], s + 1)]
+            R = linalg.triangular_factor(np.vstack([R, block]))
             if progress is not None:
                 progress(stop)
         R = np.vstack([R, np.zeros((s + 1 - R.shape[0], s + 1))])
@@ -69,23 +67,25 @@ class QRBasisStatistics:
 
 @dataclass(frozen=True)
 class _QRFactorization:
-    """Per theta: B = R_V diag(h), [B; sqrt(s2) I] = Q R (thin), u = Q_1^T t_y."""
+    """Per theta: B = R_V diag(h), [B; sqrt(s2) I] = Q R with L = R^T, b = B^T t_y = M beta."""
 
     value: float
     B: np.ndarray
-    R: np.ndarray
+    L: np.ndarray
     u: np.ndarray
+    beta: np.ndarray
 
 
 class QRMarginalLikelihood:
     """log p(y | theta) and its gradient through the QR variant (Appendix A.2, spec A.7).
 
-    Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the thin QR of the (2s x s)
-    matrix [B; sqrt(s2) I] = [Q_1; Q_2] R gives R^T R = M = s2 I + diag(h) Phi^T Phi diag(h),
-    and with u = Q_1^T t_y:
+    Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the R-factor of the (2s x s) matrix
+    [B; sqrt(s2) I] = Q R gives R^T R = M = s2 I + diag(h) Phi^T Phi diag(h) without forming
+    Phi^T Phi, so L = R^T is M's Cholesky factor. With b = B^T t_y (= diag(h) Phi^T y) and
+    u = L^{-1} b (= Q_1^T t_y):
 
         beta = M^{-1} b = R^{-1} u,   y^T K^{-1} y = (|y|^2 - |u|^2) / s2,
-        log det K = (n - s) log s2 + 2 sum_i log |R_ii|,   diag(M^{-1}) = row norms^2 of R^{-1},
+        log det K = (n - s) log s2 + 2 sum_i log R_ii,   diag(M^{-1}) = row norms^2 of R^{-1},
 
     so that (spec A.6)
 
@@ -121,14 +121,15 @@ class QRMarginalLikelihood:
         stats = self.statistics
         s = stats.projection.size
         B = stats.factor * np.sqrt(self.feature_map.weights(kernel))
-        Q, R = scipy.linalg.qr(np.vstack([B, math.sqrt(noise_variance) * np.eye(s)]),
-                               mode="economic", check_finite=False)
-        u = Q[:s].T @ stats.projection
+        L = linalg.triangular_factor(np.vstack([B, math.sqrt(noise_variance) * np.eye(s)])).T
+        b = B.T @ stats.projection
+        u = linalg.solve_lower(L, b)
         value = -0.5 * ((stats.y_norm2 - u @ u) / noise_variance
                         + (stats.n_samples - s) * math.log(noise_variance)
-                        + 2 * np.sum(np.log(np.abs(np.diag(R))))
+                        + linalg.logdet_from_cholesky(L)
                         + stats.n_samples * math.log(2 * math.pi))
-        return _QRFactorization(float(value), B, R, u)
+        beta = linalg.solve_lower(L, u, transpose=True)
+        return _QRFactorization(float(value), B, L, u, beta)
 
     def value(self, theta) -> float:
         kernel, noise_variance = self.kernel_at(theta)
@@ -140,28 +141,19 @@ class QRMarginalLikelihood:
         kernel, s2 = self.kernel_at(theta)
         qr = self._factor(kernel, s2)
         stats = self.statistics
-        beta = scipy.linalg.solve_triangular(qr.R, qr.u, check_finite=False)
-        R_inv = scipy.linalg.solve_triangular(qr.R, np.eye(qr.R.shape[0]), check_finite=False)
-        inverse_diagonal = np.einsum("ij,ij->i", R_inv, R_inv)
+        inverse_diagonal = linalg.inverse_diagonal_from_cholesky(qr.L)
         kernel_grad = 0.5 * self.feature_map.log_weights_grad(kernel) @ (
-            beta**2 - (1.0 - s2 * inverse_diagonal))
-        B_beta = qr.B @ beta
+            qr.beta**2 - (1.0 - s2 * inverse_diagonal))
+        B_beta = qr.B @ qr.beta
         alpha_norm2 = (stats.y_norm2 - 2 * qr.u @ qr.u + B_beta @ B_beta) / s2**2
-        trace_inverse = (stats.n_samples - beta.size + s2 * inverse_diagonal.sum()) / s2
+        trace_inverse = (stats.n_samples - qr.beta.size + s2 * inverse_diagonal.sum()) / s2
         return qr.value, np.append(kernel_grad, 0.5 * s2 * (alpha_norm2 - trace_inverse))
 
     def posterior(self, kernel: Kernel, noise_variance: float) -> gp.Posterior:
-        """The posterior at (kernel, noise_variance) from the R-factor (no pass over the data).
-
-        M = R^T R, so L = (D R)^T with D = sign(diag R) is M's Cholesky factor: the
-        posterior never forms Phi^T Phi either.
-        """
+        """The posterior at (kernel, noise_variance) from the R-factor (no pass over the data,
+        and Phi^T Phi is never formed: L = R^T is M's Cholesky factor)."""
         qr = self._factor(kernel, noise_variance)
-        signs = np.where(np.diag(qr.R) < 0, -1.0, 1.0)
-        R = qr.R * signs[:, None]
-        beta = scipy.linalg.solve_triangular(R, signs * qr.u, check_finite=False)
-        system = gp.FactorizedSystem(noise_variance, None, np.ascontiguousarray(R.T), None,
-                                     beta, 0.0)
+        system = gp.FactorizedSystem(noise_variance, None, qr.L, None, qr.beta, 0.0)
         return gp.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)
 
