@@ -225,7 +225,11 @@ class LowRankGPRegressor(_GPRegressor):
     n_restarts : int, default=0
         Extra optimizer starts drawn uniformly in the box.
     approximation_options : dict, optional
-        Extra keyword arguments of the map's ``build``.
+        Extra keyword arguments of the map's ``build``. Options a map lists in its
+        ``fit_context`` are filled from ``fit`` unless given here: for ``"glf"`` the
+        (normalized) targets ``y`` and the starting ``noise_variance`` (used by
+        ``n_nodes="auto"``) and ``noise_variance_lower``, the lower end of
+        ``noise_variance_bounds`` (the truncation of Proposition 7).
     normalize_y : bool, default=False
         Fit to (y - mean) / std and map predictions back (variances times std^2).
     dtype : {"float64", "float32"}, default="float64"
