@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import scalegp as sg
 from scalegp import features
 
 
@@ -50,6 +51,22 @@ def test_fit_predict_round_trip(tmp_path, csv_file):
     truth = np.loadtxt(csv_file, delimiter=",", skiprows=1)[:, 2]
     assert np.sqrt(np.mean((values[:, 0] - truth) ** 2)) < 0.2
     assert np.all(values[:, 1] > 0)
+
+
+def test_noise_variance_bounds_reach_the_model_and_are_checked(tmp_path, csv_file):
+    model = tmp_path / "glf.npz"
+    fit = scalegp("fit", csv_file, "--target", "target", "--approximation", "glf",
+                  "--n-components", 64, "--noise-variance-bounds", 0.05, 0.5,
+                  "--out", model, "--quiet")
+    assert fit.returncode == 0, fit.stderr
+    loaded = sg.load(model)
+    assert 0.05 <= loaded.noise_variance_ <= 0.5
+    assert loaded.noise_variance_bounds == (0.05, 0.5)
+    bad = scalegp("fit", csv_file, "--target", "target", "--noise-variance-bounds", 1.0, 0.1,
+                  "--out", tmp_path / "bad.npz", "--quiet")
+    assert bad.returncode == 2
+    assert "noise_variance_bounds must satisfy lower < upper" in bad.stderr
+    assert not (tmp_path / "bad.npz").exists()
 
 
 def test_target_by_index_and_exact(tmp_path, csv_file):

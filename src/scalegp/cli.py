@@ -89,7 +89,9 @@ def _kernel_from_args(args, n_dims: int):
 def _make_estimator(args, n_dims: int):
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     kernel = _kernel_from_args(args, n_dims)
-    common = dict(kernel=kernel, noise_variance=args.noise_variance, optimize=not args.no_optimize,
+    common = dict(kernel=kernel, noise_variance=args.noise_variance,
+                  noise_variance_bounds=tuple(args.noise_variance_bounds),
+                  optimize=not args.no_optimize,
                   n_restarts=args.n_restarts, normalize_y=not args.no_normalize_y,
                   random_state=args.seed)
     if args.approximation == "exact":
@@ -157,7 +159,9 @@ def command_evaluate(args) -> None:
     test, train = rows[:n_test], rows[n_test:]
     kernel = _kernel_from_args(args, X.shape[1])
     start = time.perf_counter()
+    noise_bounds = tuple(args.noise_variance_bounds)
     exact = ExactGPRegressor(kernel=kernel, noise_variance=args.noise_variance,
+                             noise_variance_bounds=noise_bounds,
                              optimize=not args.no_optimize, normalize_y=True,
                              random_state=args.seed).fit(X[train], y[train])
     exact_time = time.perf_counter() - start
@@ -172,7 +176,7 @@ def command_evaluate(args) -> None:
             approximation=name, n_components=args.n_components,
             kernel=exact.kernel_ if not args.learn else kernel,
             noise_variance=exact.noise_variance_ if not args.learn else args.noise_variance,
-            optimize=args.learn, normalize_y=True, approximation_options=options,
+            noise_variance_bounds=noise_bounds, optimize=args.learn, normalize_y=True, approximation_options=options,
             random_state=args.seed).fit(X[train], y[train])
         elapsed = time.perf_counter() - start
         mean, std = approx.predict(X[test], return_std=True, include_noise=True)
@@ -217,7 +221,8 @@ def command_experiment(args) -> None:
 # --------------------------------------------------------------------------- parser
 def _add_model_options(parser, *, approximation_default="rff") -> None:
     parser.add_argument("--kernel", default="matern52",
-                        help="gaussian, matern12, matern32, matern52, cauchy, laplacian")
+                        help="gaussian, matern12, matern32, matern52, cauchy, laplacian or "
+                             "reciprocal_semigroup (see `scalegp list`)")
     parser.add_argument("--ard", action="store_true", help="one length scale per input")
     parser.add_argument("--noise-variance", type=float, default=0.1,
                         help="initial noise variance (of the standardized target)")
@@ -225,6 +230,10 @@ def _add_model_options(parser, *, approximation_default="rff") -> None:
                         metavar=("LOW", "HIGH"))
     parser.add_argument("--variance-bounds", type=float, nargs=2, default=(1e-3, 1e3),
                         metavar=("LOW", "HIGH"))
+    parser.add_argument("--noise-variance-bounds", type=float, nargs=2, default=(1e-6, 1e5),
+                        metavar=("LOW", "HIGH"),
+                        help="box of the noise variance (its lower end also sets the "
+                             "truncation of glf)")
     parser.add_argument("--no-optimize", action="store_true",
                         help="keep the initial hyperparameters")
     parser.add_argument("--n-restarts", type=int, default=0)
