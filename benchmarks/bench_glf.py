@@ -228,7 +228,7 @@ def report(args, scaling, learning, targets, load_before, load_after) -> str:
              "Setting: 2-D inputs uniform on [0, 1]^2, synthetic target plus noise (std 0.1), "
              "isotropic Gaussian kernel, Theta: length scale in [0.1, 0.4], variance in "
              "[0.1, 10], noise variance in [1e-4, 1]; GLF q = 32 x 32.", "",
-             f"## 1-2. Learning steps against N, and the streaming pass", "",
+             "## 1-2. Learning steps against N, and the streaming pass", "",
              f"{N_EVALUATIONS} likelihood-and-gradient evaluations after the pass, at the same "
              f"{N_EVALUATIONS} points of Theta for every N (best of {REPEATS}, after one "
              "untimed warm-up round). Pass rate: "

@@ -310,7 +310,6 @@ def test_theory_mode_uses_proposition7_and_warns_when_s_exceeds_n():
 
 
 def test_wide_default_bounds_fall_back_with_a_warning():
-    X = np.linspace(0, 1, 30)[:, None]
     kernel = sg.Gaussian(length_scale=0.3)                   # bounds (1e-5, 1e5)
     with pytest.warns(UserWarning) as record:
         box = HyperparameterBox.from_kernel(kernel, 1, 1e-3)

@@ -11,7 +11,6 @@ import json
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
