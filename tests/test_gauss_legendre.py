@@ -626,8 +626,8 @@ def assert_close_to_exact(gaps):
     """Test RMSE within 1 %, log p(y) at the optimum within 1e-3 relative, and the learned
     hyperparameters within 5 % of the exact GP's (the issue's criterion, not relaxed).
 
-    Measured: 2-D Matern 3/2 misses the 5 % (18-30 %) on every seed, declared as a strict
-    expected failure in SLOW_CASES (issue 4's note); ``exact_loss`` is in the printed gaps."""
+    Measured misses are declared as strict expected failures in KNOWN_MISSES, with their
+    numbers (issue 4's note); ``exact_loss`` is in the printed gaps."""
     assert gaps["rmse"] < 0.01, gaps
     assert gaps["lml"] < 1e-3, gaps
     assert gaps["hyperparameters"] < 0.05, gaps
@@ -642,18 +642,35 @@ def test_glf_learning_matches_the_exact_gp():
 #: ratio 4 (1-D) or 2 (2-D) around them: q grows with l_max / l_min (spec A.9).
 SLOW_CASES = [(sg.Gaussian(length_scale=0.086), 1), (sg.Matern(nu=2.5, length_scale=0.14), 1),
               (sg.Matern(nu=1.5, length_scale=0.21), 1), (sg.Gaussian(length_scale=0.165), 2),
-              (sg.Matern(nu=2.5, length_scale=0.33), 2),
-              pytest.param(sg.Matern(nu=1.5, length_scale=0.485), 2, marks=pytest.mark.xfail(
-                  strict=True, reason="measured on seeds 0, 1, 2: 'auto' stops at the 6,000 "
-                  "budget (q = 77 x 77) unconverged; RMSE within 0.08 %, log p(y) within "
-                  "6e-4, but hyperparameters 18-30 % off (exact-GP log p(y) loss 0.05-0.09 "
-                  "nat): the slow spectral decay of Matern 3/2 in 2-D needs Q near 10 for the "
-                  "tails and more nodes than the budget to resolve the peak there"))]
+              (sg.Matern(nu=2.5, length_scale=0.33), 2), (sg.Matern(nu=1.5, length_scale=0.485), 2)]
+SEEDS = (0, 1, 2)
+#: (kernel, n_dims, seed) cases measured to miss the 5 % hyperparameter criterion, and why.
+#: Every other criterion holds for them; the criterion itself is the issue's, unchanged.
+KNOWN_MISSES = {
+    ("Matern(nu=1.5, length_scale=0.485, variance=1)", 2, seed):
+        "'auto' stops at the 6,000 budget (q = 77 x 77) unconverged; RMSE within 0.08 %, "
+        "log p(y) within 6e-4, hyperparameters 18-30 % off (seeds 0, 1, 2) at an exact-GP "
+        "log p(y) loss of 0.05-0.09 nat: Matern 3/2's slow spectral decay in 2-D needs Q "
+        "near 10 for the tails and more nodes than the budget to resolve the peak there"
+    for seed in SEEDS}
+KNOWN_MISSES[("Matern(nu=2.5, length_scale=0.33, variance=1)", 2, 2)] = (
+    "hyperparameters 21 % off at an exact-GP log p(y) loss of 0.067 nat (s = 2256); the gap "
+    "is not monotone in s: with auto tolerance 3e-4 (s = 5929) this seed is within 1.1 % but "
+    "seeds 0 and 1 drift to 13 % and 8 % (at 1e-3: 2.0 % and 1.1 %), a flat ridge of the "
+    "likelihood in (length scale, variance)")
+
+
+def slow_cases():
+    for kernel, n_dims in SLOW_CASES:
+        for seed in SEEDS:
+            reason = KNOWN_MISSES.get((repr(kernel), n_dims, seed))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(kernel, n_dims, seed, marks=marks,
+                               id=f"{kernel!r}-d{n_dims}-seed{seed}")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel, n_dims", SLOW_CASES, ids=lambda c: repr(c))
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("kernel, n_dims, seed", list(slow_cases()))
 def test_glf_learning_matches_the_exact_gp_on_2000_points(kernel, n_dims, seed):
     gaps = compare_with_exact(kernel, 2000, n_dims, seed, 4.0 if n_dims == 1 else 2.0)
     print(f"{kernel!r} d={n_dims} seed={seed}: {gaps}")     # shown with -s: the numbers
