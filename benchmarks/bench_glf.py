@@ -19,9 +19,13 @@ real columns):
    all L-BFGS-B steps for the others) of GLF against RFF-GPR with the same number of real
    columns (fixed base samples, two streaming passes per step) and against the exact GP where
    it fits in memory (N = 2,000); and GLF against RFF at N = 20,000.
+   Peers in the same run (``peers.py``): scikit-learn's exact GP at N = 2,000, GPyTorch's
+   SGPR and RFF kernels at N = 20,000 (150 s limit each; skipped with a note when GPyTorch
+   is not installed: ``pip install torch==2.13.0 gpytorch``).
 4. **Target** (N = 2 x 10^5, s = 1024): build + pass + learning + the fit (posterior from the
    cached statistics), in a fresh subprocess, with its peak resident memory (VmHWM); float64,
    and float32 features and Gram accumulation (m x m algebra in float64).
+5. GPyTorch's SGPR and RFF kernels at the target size, with the 150 s limit.
 
 Run it on an idle machine: with 2 BLAS threads on 2 busy cores OpenBLAS slows down several-fold
 (the load average before and after is recorded). On a shared machine
@@ -48,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if (ROOT / "src" / "scalegp").is_dir():
     sys.path.insert(0, str(ROOT / "src"))
 
+import peers  # noqa: E402
 import scalegp  # noqa: E402
 from scalegp import exact, features, gp  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
@@ -57,6 +62,8 @@ from scalegp.optimize import learn_hyperparameters  # noqa: E402
 
 NOISE_BOUNDS = (1e-4, 1.0)
 INITIAL_NOISE = 0.1
+#: Wall-time limit of each GPyTorch learning run (the issue's scale: 150 s).
+PEER_TIME_LIMIT = 150.0
 N_COMPONENTS = 1024
 N_EVALUATIONS = 50
 #: The 50 evaluations are timed this many times (best kept: the machines are shared).
@@ -140,6 +147,24 @@ def scaling_rows(sizes, n_components, gemm_n):
 
 
 # --------------------------------------------------------------------------- 3
+def peer_runs(X, y, n_components, with_exact) -> list:
+    """scikit-learn's exact GP (where it fits) and GPyTorch's SGPR and RFF kernels."""
+    runs = []
+    if with_exact:
+        runs.append(peers.sklearn_exact(
+            X, y, length_scale=0.2, length_scale_bounds=(0.1, 0.4),
+            variance_bounds=(0.1, 10.0), noise_variance=INITIAL_NOISE,
+            noise_bounds=NOISE_BOUNDS))
+    else:
+        runs += [peers.gpytorch_learning(X, y, method, n_components, length_scale=0.2,
+                                         noise_variance=INITIAL_NOISE,
+                                         time_limit=PEER_TIME_LIMIT)
+                 for method in ("sgpr", "rff")]
+    for run in runs:
+        print(f"N = {X.shape[0]} {peers.summary(run)}", flush=True)
+    return runs
+
+
 def learning_rows(n, n_components, with_exact):
     X, y = make_data(n, seed=3)
     kernel = make_kernel()
@@ -160,6 +185,9 @@ def learning_rows(n, n_components, with_exact):
     for label, s, seconds, result, learned, noise in rows:
         print(f"N = {n} {label} (s = {s}): {seconds:.2f} s, {result.n_evaluations} "
               f"evaluations, log p = {result.log_marginal_likelihood:.2f}", flush=True)
+    for run in peer_runs(X, y, n_components, with_exact):
+        label = run.label if run.finished else f"{run.label} ({run.note})"
+        rows.append((label, run.n_columns, run.seconds, run, None, None))
     return n, rows
 
 
@@ -202,6 +230,11 @@ def target_in_subprocess(n, n_components, dtype) -> dict:
 
 
 # --------------------------------------------------------------------------- report
+def components_text(learning) -> str:
+    """The GLF column count of the learning runs (the peers use the same)."""
+    return str(learning[0][1][0][1])
+
+
 def blas_lines() -> list[str]:
     try:
         from threadpoolctl import threadpool_info
@@ -212,7 +245,7 @@ def blas_lines() -> list[str]:
             for info in threadpool_info()]
 
 
-def report(args, scaling, learning, targets, load_before, load_after) -> str:
+def report(args, scaling, learning, targets, target_peers, load_before, load_after) -> str:
     ratio = max(r["evaluation_seconds"] for r in scaling) / min(
         r["evaluation_seconds"] for r in scaling)
     settings = [f"{name}={os.environ[name]}" for name in ("OPENBLAS_NUM_THREADS",
@@ -252,7 +285,12 @@ def report(args, scaling, learning, targets, load_before, load_after) -> str:
             lines.append(f"| {n:,} | {label} | {s} | {seconds:.2f} | {result.n_evaluations} | "
                          f"{result.log_marginal_likelihood:.2f} | {seconds / glf_seconds:.1f} |")
     lines += ["", "GLF time includes building the map and the streaming pass; RFF streams twice "
-              "over the data at every evaluation; the exact GP builds n x n matrices.", "",
+              "over the data at every evaluation; the exact GP builds n x n matrices. Peers: "
+              "scikit-learn's GaussianProcessRegressor (C * RBF + White, L-BFGS-B) on the same "
+              f"data; GPyTorch SGPR ({components_text(learning)} inducing points from the data, "
+              f"objective = Titsias' lower bound) and RFFKernel (same real columns), "
+              f"{peers.ADAM_STEPS} Adam steps at {peers.ADAM_RATE} or {PEER_TIME_LIMIT:.0f} s, "
+              "whichever comes first ('evaluations' = steps done).", "",
               "## 4. Target: learning plus the fit", "",
               "| N | s | dtype | build (s) | pass (s) | learning (s) | evaluations | fit (s) | "
               "total (s) | peak RSS (MB) | RSS before (MB) |",
@@ -263,7 +301,15 @@ def report(args, scaling, learning, targets, load_before, load_after) -> str:
                      f"{t['fit']:.3f} | **{t['total']:.2f}** | **{t['peak_mb']:.0f}** | "
                      f"{t['baseline_mb']:.0f} |")
     lines += ["", "Targets: total <= 10 s and peak memory <= 0.5 GB (the peak is that of the "
-              "whole subprocess: interpreter, numpy and the data included)."]
+              "whole subprocess: interpreter, numpy and the data included).", "",
+              "## 5. GPyTorch at the target size, same data", "",
+              "| method | s | learning time (s) | Adam steps done | objective | finished |",
+              "|---|---|---|---|---|---|"]
+    for run in target_peers:
+        lines.append(f"| {run.label} | {run.n_columns} | {run.seconds:.1f} | "
+                     f"{run.n_evaluations} of {peers.ADAM_STEPS} | "
+                     f"{run.log_marginal_likelihood:.2f} | "
+                     f"{'yes' if run.finished else 'no: ' + run.note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -292,7 +338,9 @@ def main():
               flush=True)
     scaling = scaling_rows(sizes, components, gemm_n)
     learning = [learning_rows(n, components, with_exact) for n, with_exact in learning_sizes]
-    text = report(args, scaling, learning, targets, load_before, os.getloadavg()[0])
+    target_peers = peer_runs(*make_data(target_n, seed=4), components, with_exact=False)
+    text = report(args, scaling, learning, targets, target_peers, load_before,
+                  os.getloadavg()[0])
     print(text)
     out = args.out or (None if args.quick else ROOT / "benchmarks" / "results" / "glf.md")
     if out is not None:
