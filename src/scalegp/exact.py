@@ -55,7 +55,7 @@ def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
     value = -0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L) - 0.5 * n * math.log(2 * math.pi)
     if not eval_gradient:
         return float(value)
-    K_inv = linalg.cho_solve(L, np.eye(n))
+    K_inv = linalg.inverse_from_cholesky(L)
     inner = np.outer(alpha, alpha) - K_inv                       # alpha alpha^T - K^{-1}
     kernel_grad = 0.5 * np.einsum("ij,pji->p", inner, kernel.gradient(X))
     noise_grad = 0.5 * np.trace(inner) * noise_variance          # dK/d log s2 = s2 I

@@ -118,6 +118,20 @@ def inverse_diagonal_from_cholesky(L: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->j", L_inv, L_inv)
 
 
+def inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
+    """(L L^T)^{-1} by LAPACK ?potri (n^3 flops against 2 n^3 for two solves with I).
+
+    For the exact GP's gradient, whose trace term tr(K^{-1} dK) needs the whole inverse;
+    everywhere else, solve.
+    """
+    (potri,) = scipy.linalg.lapack.get_lapack_funcs(("potri",), (L,))
+    inverse, info = potri(L, lower=1)
+    if info != 0:
+        raise NotPositiveDefiniteError(f"Cholesky factor is singular (potri info {info})")
+    inverse = np.tril(inverse)
+    return inverse + np.tril(inverse, -1).T
+
+
 def triangular_factor(A) -> np.ndarray:
     """R of the Householder QR A = Q R (Q is not formed), rows signed so that diag(R) >= 0.
 
