@@ -192,6 +192,24 @@ def test_hopeless_matrix_raises_not_positive_definite():
         sg.linalg.cholesky(np.diag([1.0, -1.0]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_inverse_and_triangular_factors_agree_with_dense_algebra(dtype):
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((40, 12)).astype(dtype)
+    A = (B.T @ B + np.eye(12)).astype(dtype)
+    L, _ = sg.linalg.cholesky(A)
+    rtol = 1e-10 if dtype == np.float64 else 1e-3
+    inverse = np.linalg.inv(A.astype(np.float64))
+    np.testing.assert_allclose(sg.linalg.inverse_from_cholesky(L), inverse, rtol=rtol,
+                               atol=rtol * np.abs(inverse).max())
+    np.testing.assert_allclose(sg.linalg.inverse_diagonal_from_cholesky(L), np.diag(inverse),
+                               rtol=rtol)
+    R = sg.linalg.triangular_factor(B)                   # R^T R = B^T B, diag(R) >= 0
+    assert R.shape == (12, 12) and np.all(np.diag(R) >= 0)
+    np.testing.assert_allclose(R.T @ R, B.T @ B, rtol=rtol, atol=rtol * 40)
+    np.testing.assert_allclose(np.tril(R, -1), 0)
+
+
 def test_float32_accumulation_is_close_to_float64(regression_data):
     X, y = regression_data
     kernel = sg.Gaussian(length_scale=[0.8, 1.1])
