@@ -212,8 +212,7 @@ def target_run(n: int, n_components: int, dtype: str) -> dict:
     passed = time.perf_counter()
     learned, noise, result = learn(objective, kernel)
     learned_at = time.perf_counter()
-    posterior = gp.Posterior.from_statistics(fmap, learned, noise,
-                                             objective.basis_statistics.at(fmap, learned))
+    posterior = objective.posterior(learned, noise)
     done = time.perf_counter()
     posterior.predict(X[:10])
     return dict(n=n, s=fmap.n_components, dtype=dtype, build=built - start,

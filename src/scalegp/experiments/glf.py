@@ -141,8 +141,9 @@ def _learn(objective, kernel):
 def fit_exact(kernel: Kernel, X, y) -> Fit:
     """Exact-GPR (dense; the reference)."""
     start = time.perf_counter()
-    learned, noise, result = _learn(exact.ExactMarginalLikelihood(kernel, X, y), kernel)
-    posterior = exact.ExactPosterior.fit(learned, noise, X, y)
+    objective = exact.ExactMarginalLikelihood(kernel, X, y)
+    learned, noise, result = _learn(objective, kernel)
+    posterior = objective.posterior(learned, noise)
     return Fit("exact", X.shape[0], learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 
@@ -162,8 +163,7 @@ def fit_glf(kernel: Kernel, X, y, n_nodes) -> Fit:
     fmap = glf_map(X, kernel, n_nodes)
     objective = gp.MarginalLikelihood(fmap, kernel, X, y)
     learned, noise, result = _learn(objective, kernel)
-    posterior = gp.Posterior.from_statistics(fmap, learned, noise,
-                                             objective.basis_statistics.at(fmap, learned))
+    posterior = objective.posterior(learned, noise)          # from the cached statistics
     return Fit("GLF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 
@@ -172,8 +172,9 @@ def fit_rff(kernel: Kernel, X, y, n_components: int, seed: int) -> Fit:
     """RFF-GPR with fixed base samples (Section 4.3): two passes per learning step."""
     start = time.perf_counter()
     fmap = features.get("rff").build(X, kernel, n_components, np.random.default_rng(seed))
-    learned, noise, result = _learn(gp.MarginalLikelihood(fmap, kernel, X, y), kernel)
-    posterior = gp.Posterior.fit(fmap, learned, noise, X, y)
+    objective = gp.MarginalLikelihood(fmap, kernel, X, y)
+    learned, noise, result = _learn(objective, kernel)
+    posterior = objective.posterior(learned, noise)
     return Fit("RFF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 
