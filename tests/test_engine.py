@@ -235,8 +235,8 @@ def test_float32_accumulation_is_close_to_float64(regression_data):
     (lambda fm, k, X, y: Posterior.fit(fm, k, 0.0, X, y), "noise_variance must be a finite positive number, got 0.0"),
     (lambda fm, k, X, y: Posterior.fit(fm, k, -1.0, X, y), "noise_variance must be a finite positive number, got -1.0"),
     (lambda fm, k, X, y: Posterior.fit(fm, k, 0.1, X[:, [0, 1, 1]], y), "X must have 2 column"),
-    (lambda fm, k, X, y: features.get("rff").build(X, k, 7, 0), "n_components must be even for rff .* got 7"),
-    (lambda fm, k, X, y: features.get("rff").build(X, k, 0, 0), "n_components must be an integer >= 2, got 0"),
+    (lambda fm, k, X, y: features.get("rff").build(X, k, 2.5, 0), "n_components must be an integer >= 1, got 2.5"),
+    (lambda fm, k, X, y: features.get("rff").build(X, k, 0, 0), "n_components must be an integer >= 1, got 0"),
     (lambda fm, k, X, y: sg.ExactPosterior.fit(k, 0.1, np.zeros((10_001, 2)), np.zeros(10_001)), "limited to n_samples <= 10000 .* got n_samples = 10001"),
 ])
 def test_bad_input_names_parameter_expectation_and_value(call, message, regression_data):

@@ -20,9 +20,9 @@ from scalegp.transformers import _build_feature_map
 # ----------------------------------------------------------------------------- helpers
 
 #: scikit-learn checks that set ``n_components = 1`` (a PCA-like rank). A feature map may
-#: reject it (random Fourier features come in cos/sin pairs, so m must be even); those
-#: checks are then rerun with the instance's own n_components by
-#: :func:`test_checks_that_set_one_component`.
+#: reject it (a quadrature rule's smallest rule has several columns; the Monte-Carlo maps
+#: accept it: one phase-shifted cosine); those checks are then rerun with the instance's own
+#: n_components by :func:`test_checks_that_set_one_component`.
 ONE_COMPONENT_CHECKS = (
     "check_dont_overwrite_parameters", "check_fit2d_1feature", "check_fit2d_1sample",
     "check_fit2d_predict1d", "check_methods_sample_order_invariance",
@@ -329,17 +329,19 @@ def test_bad_inputs_are_named(estimator):
 @pytest.mark.parametrize("estimator", both_estimators(), ids=ESTIMATOR_IDS)
 @pytest.mark.parametrize("params, error, match", [
     ({"noise_variance": 0.0}, ValueError,
-     r"noise_variance must be a finite positive number, got 0\.0"),
+     r"'noise_variance' parameter of \w+ must be a float in the range \(0\.0, inf\)\. Got 0\.0"),
     ({"noise_variance": -1.0}, ValueError,
-     r"noise_variance must be a finite positive number, got -1\.0"),
-    ({"noise_variance": "big"}, TypeError, r"noise_variance must be a positive number, got 'big'"),
+     r"'noise_variance' parameter of \w+ must be a float in the range \(0\.0, inf\)\. Got -1\.0"),
+    ({"noise_variance": "big"}, TypeError,
+     r"'noise_variance' parameter of \w+ must be a float in the range \(0\.0, inf\)\. Got 'big'"),
     ({"noise_variance_bounds": (1.0, 1e-3)}, ValueError,
      r"noise_variance_bounds must satisfy lower < upper, got lower=1\.0 >= upper=0\.001"),
     ({"noise_variance_bounds": "free"}, ValueError,
      r"noise_variance_bounds must be a \(lower, upper\) pair or 'fixed', got 'free'"),
     ({"noise_variance": 10.0, "noise_variance_bounds": (1e-3, 1.0)}, ValueError,
      r"noise_variance must lie inside its bounds \[0\.001, 1\.0\], got \[10\.0\]"),
-    ({"n_restarts": -1}, ValueError, r"n_restarts must be an integer >= 0, got -1"),
+    ({"n_restarts": -1}, ValueError,
+     r"'n_restarts' parameter of \w+ must be an int in the range \[0, inf\)\. Got -1"),
     ({"kernel": "squiggle"}, ValueError, r"kernel must be a Kernel or one of .*got 'squiggle'"),
     ({"kernel": sg.Gaussian(length_scale=[1.0, 2.0, 3.0])}, ValueError,
      r"length_scale has 3 entries \(ARD\) but X has 1 column"),
@@ -353,8 +355,11 @@ def test_bad_parameters_are_named(estimator, params, error, match):
 @pytest.mark.parametrize("params, error, match", [
     ({"approximation": "magic"}, ValueError, r"approximation must be one of .*rff.*got 'magic'"),
     ({"approximation_options": [1]}, TypeError,
-     r"approximation_options must be a dict .* or None; got list"),
-    ({"n_components": 0}, ValueError, r"n_components must be an integer >= \d+, got 0"),
+     r"'approximation_options' parameter of LowRankGPRegressor must be an instance of "
+     r"'collections.abc.Mapping' or None\. Got \[1\]"),
+    ({"n_components": 0}, ValueError,
+     r"'n_components' parameter of LowRankGPRegressor must be an int in the range \[1, inf\) "
+     r"or None\. Got 0"),
     ({"dtype": "int64"}, ValueError, r"dtype must be float64 or float32, got int64"),
 ])
 def test_bad_low_rank_parameters_are_named(params, error, match):

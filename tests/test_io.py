@@ -95,21 +95,25 @@ def test_round_trip_is_bit_identical(which, request, tmp_path):
 
 @pytest.mark.parametrize("name", STATIONARY_MAPS)
 def test_round_trip_every_approximation(name, tmp_path):
-    """Every map's state survives; signed maps exercise the eigen-factorized system."""
+    """Every map's state survives; signed maps exercise the repaired (positive part) and the
+    eigen-factorized (signed_rule="keep") systems."""
     X, y = data(3, n=25)
     kernel = supported_kernels(name)[0]
     # 64 is enough for every signed rule to give a positive definite covariance in 2-D.
     n_components = max(64, smallest_n_components(name, kernel, X.shape[1]))
-    model = sg.LowRankGPRegressor(
-        approximation=name, kernel=kernel, approximation_options=OPTIONS.get(name),
-        n_components=n_components, optimize=False, random_state=0).fit(X, y)
-    sg.save(model, tmp_path / "model.npz")
-    loaded = sg.load(tmp_path / "model.npz")
-    assert type(loaded.feature_map_) is type(model.feature_map_)
-    signed = model.feature_map_.signs is not None
-    assert read_raw(tmp_path / "model.npz")[1]["system"]["factorization"] == (
-        "eigen" if signed else "cholesky")
-    assert_bit_identical(model, loaded, data(4, n=9)[0])
+    for signed_rule in ("repair", "keep"):
+        model = sg.LowRankGPRegressor(
+            approximation=name, kernel=kernel, approximation_options=OPTIONS.get(name),
+            n_components=n_components, optimize=False, signed_rule=signed_rule,
+            random_state=0).fit(X, y)
+        sg.save(model, tmp_path / "model.npz")
+        loaded = sg.load(tmp_path / "model.npz")
+        assert type(loaded.feature_map_) is type(model.feature_map_)
+        signed = model.feature_map_.signs is not None
+        expected = ({"repair": "repaired", "keep": "eigen"}[signed_rule] if signed
+                    else "cholesky")
+        assert read_raw(tmp_path / "model.npz")[1]["system"]["factorization"] == expected
+        assert_bit_identical(model, loaded, data(4, n=9)[0])
 
 
 def test_round_trip_float32_without_optimization(tmp_path):
@@ -153,7 +157,8 @@ def test_metadata_content(saved, low_rank):
     assert metadata["estimator"] == "LowRankGPRegressor"
     assert metadata["params"]["n_components"] == 20 and metadata["params"]["kernel"] == "gaussian"
     assert metadata["approximation"] == "rff"
-    assert metadata["feature_map"] == {"n_dims": 2, "frequency_signs": None}
+    assert metadata["feature_map"] == {"n_dims": 2, "frequency_signs": None,
+                                       "phase_shifts": None}
     assert metadata["kernel"]["class"] == "Gaussian"
     assert metadata["noise_variance"] == low_rank.noise_variance_
     assert metadata["y_train_std"] == low_rank.y_train_std_
@@ -270,10 +275,12 @@ def test_npz_that_is_not_a_model(tmp_path):
 
 def test_object_array(saved):
     arrays, metadata = read_raw(saved)
+    # a listed array (an unlisted member is refused unread)
+    arrays["beta"] = np.array([{"payload": 1}], dtype=object)
+    metadata["arrays"]["beta"] = {"shape": [1], "dtype": "|O"}
     text = json.dumps(metadata).encode("utf-8")
-    np.savez(saved, metadata=np.frombuffer(text, dtype=np.uint8), **arrays,
-             extra=np.array([{"payload": 1}], dtype=object))
-    with pytest.raises(InvalidModelFileError, match=r"holds an object array 'extra' \(pickled "
+    np.savez(saved, metadata=np.frombuffer(text, dtype=np.uint8), **arrays)
+    with pytest.raises(InvalidModelFileError, match=r"holds an object array 'beta' \(pickled "
                                                     r"Python objects\)"):
         sg.load(saved)
 

@@ -249,8 +249,8 @@ def test_invalid_settings_are_reported():
         build("qmc", X, sg.Gaussian(), 8, 0, sequence="lattice")
     with pytest.raises(ValueError, match="n_components must be at least 8 for ssr .*got 7"):
         build("ssr", X, sg.Gaussian(), 7, 0)
-    with pytest.raises(ValueError, match="n_components must be even for orf"):
-        build("orf", X, sg.Gaussian(), 9, 0)
+    with pytest.raises(ValueError, match="n_components must be an integer >= 1, got 0"):
+        build("orf", X, sg.Gaussian(), 0, 0)
     for name in ("orf", "ssr"):
         with pytest.raises(TypeError, match=f"{name} takes no options, got \\['bad'\\]"):
             build(name, X, sg.Gaussian(), 8, 0, bad=1)

@@ -169,9 +169,12 @@ def test_bad_inputs_and_parameters_are_named(monkeypatch):
     base = sg.FeatureMapTransformer(n_components=6)
     with pytest.raises(ValueError, match=r"approximation must be one of .*got 'magic'"):
         clone(base).set_params(approximation="magic").fit(X)
-    with pytest.raises(TypeError, match=r"approximation_options must be a dict .*got str"):
+    with pytest.raises(TypeError, match=r"'approximation_options' parameter of "
+                                        r"FeatureMapTransformer must be an instance of "
+                                        r"'collections.abc.Mapping' or None\. Got 'fast'"):
         clone(base).set_params(approximation_options="fast").fit(X)
-    with pytest.raises(ValueError, match=r"n_components must be an integer >= \d, got 0"):
+    with pytest.raises(ValueError, match=r"'n_components' parameter of FeatureMapTransformer "
+                                         r"must be an int in the range \[1, inf\)\. Got 0"):
         clone(base).set_params(n_components=0).fit(X)
     with pytest.raises(ValueError, match=r"kernel must be a Kernel or one of .*got 'wiggly'"):
         clone(base).set_params(kernel="wiggly").fit(X)

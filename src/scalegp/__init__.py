@@ -1,8 +1,9 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
 from . import exact, features, gp, kernels, linalg, metrics, optimize
-from .errors import (BoundaryWarning, InvalidModelFileError, NotPositiveDefiniteError,
-                     NumericalWarning)
+from .errors import (BoundaryWarning, ConvergenceWarning, FitQualityWarning,
+                     InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
+                     NumericalWarning, UnsafeOutputError)
 from .exact import ExactMarginalLikelihood, ExactPosterior
 from .gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
@@ -14,9 +15,11 @@ from .transformers import FeatureMapTransformer
 __version__ = "0.1.0"
 
 __all__ = [
-    "BasisStatistics", "BoundaryWarning", "Cauchy", "ExactMarginalLikelihood", "ExactPosterior",
+    "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning", "FitQualityWarning",
+    "NonFiniteResultError", "ExactMarginalLikelihood", "ExactPosterior",
     "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
-    "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics", "__version__",
+    "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
+    "UnsafeOutputError", "__version__",
     "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg", "metrics",
     "optimize",
     "ExactGPRegressor", "FeatureMapTransformer", "LowRankGPRegressor", "load", "save",

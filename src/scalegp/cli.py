@@ -1,27 +1,85 @@
 """The ``scalegp`` command line: fit, predict, evaluate, list, demo, experiment.
 
-Errors are one line on stderr and exit code 2 (``--debug`` shows the traceback). Progress
-bars (tqdm) appear on long work when stderr is a terminal, unless ``--quiet``.
+Exit codes: 0 on success; 1 when the computation ran but its result is not finite (a fit
+or prediction that overflowed, :class:`~scalegp.errors.NonFiniteResultError`; nothing is
+written); 2 for every other error, printed as one line on stderr (``--debug`` shows the
+traceback); 130 when interrupted. Warnings (e.g. the fit diagnostics: optimizer not
+converged, worse than a noise-only model) are printed as ``scalegp COMMAND: warning: ...``
+lines, each text once. Progress bars (tqdm) appear on long work when stderr is a terminal,
+unless ``--quiet``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
 
 from . import __version__, experiments, features, kernels
-from .tables import TableError, missing_rows, read_table, write_csv
+from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_dir,
+                      check_output_path)
+from .errors import NonFiniteResultError
+from .tables import HEADER_MODES, HEADER_RULE, TableError, missing_rows, read_table, write_csv
 
+EXIT_NON_FINITE = 1
 EXIT_USAGE = 2
+#: How predict finds the model's input columns in its table (the help text of predict).
+COLUMN_RULE = ("The model's input columns are found by name when the model and the table both "
+               "have column names (other columns, e.g. the target, are ignored; a missing one "
+               "is an error), otherwise by position (the table must have exactly the model's "
+               "number of columns). With --header auto, a numeric first line that holds the "
+               "model's (numeric) column names is read as the header.")
+#: How every output path is treated (the help text of --out).
+OUT_RULES = ("Only a regular file is replaced (atomically, keeping its permission bits) or a "
+             "missing one created; a folder, device, FIFO, socket, symbolic link or read-only "
+             "file is refused before any work, and so is an output that is an input file.")
 
 
 class CommandError(Exception):
     """A user-facing failure: printed as one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------- argument types
+def _int_at_least(minimum: int):
+    """An argparse type: an integer >= minimum."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def _open_fraction(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must lie strictly between 0 and 1 (a share of the rows), got {text!r}")
+    return value
 
 
 # --------------------------------------------------------------------------- helpers
@@ -59,9 +117,37 @@ def _progress(args, total: int, description: str):
         yield update
 
 
+@contextmanager
+def _warnings_as_lines(args):
+    """Print every warning raised inside as one ``scalegp COMMAND: warning: TEXT`` line,
+    each distinct text once."""
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"scalegp {args.command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        yield
+
+
+def _describe_header(table) -> str:
+    if table.has_header:
+        return f"columns {', '.join(table.columns)}"
+    return ("no header row (the first line is data: all its cells are numbers; pass --header "
+            "yes if it holds column names)")
+
+
 def _load_training_data(args):
-    table = read_table(args.data)
+    table = read_table(args.data, header=args.header)
+    if not table.has_header:               # the rule decided: say how the first line was read
+        _log(args, f"{args.data}: {_describe_header(table)}")
     X, y, names = table.split_target(args.target)
+    names = names if table.has_header else None
     values = np.column_stack([X, y])
     bad = missing_rows(values)
     if bad.size:
@@ -78,25 +164,69 @@ def _load_training_data(args):
     return X, y, names, table.columns[table.column_index(args.target)]
 
 
+def _start(given, default: float, bounds, flag: str, bounds_flag: str):
+    """The starting value(s) of one hyperparameter: ``given`` (each checked inside the
+    bounds), else ``default`` when inside them, else their geometric mean."""
+    lower, upper = bounds
+    if not 0 < lower < upper:
+        return default if given is None else given     # the kernel reports the bounds
+    if given is None:
+        return default if lower <= default <= upper else math.sqrt(lower * upper)
+    outside = [value for value in np.atleast_1d(given) if not lower <= value <= upper]
+    if outside:
+        raise CommandError(
+            f"{flag} {outside[0]:g} lies outside {bounds_flag} [{lower:g}, {upper:g}]; give a "
+            f"start inside the bounds, or omit {flag} (the default start is then inside them)"
+        )
+    return given
+
+
+def _length_scale_start(args, n_dims: int):
+    given = args.length_scale
+    if given is not None and len(given) > 1 and not args.ard:
+        raise CommandError(f"--length-scale got {len(given)} values: give one, or one per "
+                           f"input ({n_dims}) with --ard")
+    if given is not None and len(given) not in (1, n_dims):
+        raise CommandError(f"--length-scale got {len(given)} values for {n_dims} input(s): "
+                           "give one, or one per input with --ard")
+    given = None if given is None else np.asarray(given, dtype=float)
+    start = _start(given, 1.0, args.length_scale_bounds, "--length-scale",
+                   "--length-scale-bounds")
+    start = np.broadcast_to(start, (n_dims,)).copy() if args.ard else float(np.ravel(start)[0])
+    return start
+
+
+def _noise_variance_start(args) -> float:
+    return _start(args.noise_variance, 0.1, args.noise_variance_bounds, "--noise-variance",
+                  "--noise-variance-bounds")
+
+
 def _kernel_from_args(args, n_dims: int):
-    scale = np.ones(n_dims) if args.ard else 1.0
-    bounds = tuple(args.length_scale_bounds)
-    return kernels.get(args.kernel, length_scale=scale, length_scale_bounds=bounds,
+    variance = _start(args.variance, 1.0, args.variance_bounds, "--variance",
+                      "--variance-bounds")
+    return kernels.get(args.kernel, length_scale=_length_scale_start(args, n_dims),
+                       variance=variance,
+                       length_scale_bounds=tuple(args.length_scale_bounds),
                        variance_bounds=tuple(args.variance_bounds))
+
+
+def _approximation_name(text: str) -> str:
+    """The registered name of an approximation (case-insensitive), or "exact"."""
+    return "exact" if text.lower() == "exact" else features.get(text).name
 
 
 def _make_estimator(args, n_dims: int):
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     kernel = _kernel_from_args(args, n_dims)
-    common = dict(kernel=kernel, noise_variance=args.noise_variance,
+    common = dict(kernel=kernel, noise_variance=_noise_variance_start(args),
                   noise_variance_bounds=tuple(args.noise_variance_bounds),
                   optimize=not args.no_optimize,
                   n_restarts=args.n_restarts, normalize_y=not args.no_normalize_y,
-                  random_state=args.seed)
-    if args.approximation == "exact":
+                  normalize_X=not args.no_standardize, random_state=args.seed)
+    approximation = _approximation_name(args.approximation)
+    if approximation == "exact":
         return ExactGPRegressor(**common)
-    features.get(args.approximation)       # clear error for an unknown name
-    return LowRankGPRegressor(approximation=args.approximation, n_components=args.n_components,
+    return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
                               dtype=args.dtype, **common)
 
@@ -110,34 +240,37 @@ def _fit(args, estimator, X, y):
 # --------------------------------------------------------------------------- commands
 def command_fit(args) -> None:
     from .io import save
+    check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
     X, y, names, target = _load_training_data(args)
     estimator = _make_estimator(args, X.shape[1])
     start = time.perf_counter()
     _fit(args, estimator, X, y)
     elapsed = time.perf_counter() - start
-    estimator.input_columns_ = list(names)
+    if names is not None:                  # a table without a header is matched by position
+        estimator.input_columns_ = list(names)
     estimator.target_column_ = target
     save(estimator, args.out)
-    _log(args, f"fitted {args.approximation} on {len(y)} rows x {X.shape[1]} inputs in "
+    _log(args, f"fitted {_approximation_name(args.approximation)} on {len(y)} rows x {X.shape[1]} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
-               f"noise_variance {estimator.noise_variance_:.4g}; model written to {args.out}")
+               f"noise_variance {estimator.noise_variance_:.4g}; "
+               f"{_describe_scaling(args, estimator.kernel_)}; "
+               f"model written to {args.out}")
+
+
+def _describe_scaling(args, kernel) -> str:
+    if args.no_standardize:
+        return "inputs not standardized (--no-standardize): length scales in data units"
+    transform = "(x - mean) / std" if kernel.shift_invariant else "x / std (inputs stay >= 0)"
+    return (f"inputs standardized per column, {transform}: length scales and their bounds "
+            "in standard deviations")
 
 
 def command_predict(args) -> None:
     from .io import load
+    check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
     model = load(args.model)
-    table = read_table(args.data)
-    columns = getattr(model, "input_columns_", None)
-    if columns and all(name in table.columns for name in columns):
-        X = table.select(columns)
-    elif table.values.shape[1] == model.n_features_in_:
-        X = table.values
-    else:
-        raise CommandError(
-            f"{args.data}: expected the model's {model.n_features_in_} input column(s) "
-            f"{', '.join(columns or [])}, found {', '.join(table.columns)}"
-        )
+    X = _prediction_inputs(args, model)
     bad = missing_rows(X)
     if bad.size:
         raise CommandError(f"{args.data}: data row {bad[0] + 1} has a missing or non-finite "
@@ -147,6 +280,38 @@ def command_predict(args) -> None:
     _log(args, f"wrote {len(mean)} predictions (mean, std) to {args.out}")
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _prediction_inputs(args, model) -> np.ndarray:
+    """The model's input columns from ``args.data``, by the rule :data:`COLUMN_RULE`."""
+    columns = getattr(model, "input_columns_", None)
+    table = read_table(args.data, header=args.header)
+    if (columns and not table.has_header and args.header == "auto"
+            and all(_is_number(name) for name in columns)):
+        named = read_table(args.data, header="yes")
+        if set(columns) <= set(named.columns):
+            table = named
+    if columns and table.has_header:
+        X = table.select(columns)
+        _log(args, f"input columns by name: {', '.join(columns)}")
+        return X
+    if table.values.shape[1] != model.n_features_in_:
+        names = f" ({', '.join(columns)})" if columns else ""
+        raise CommandError(
+            f"{args.data}: without column names the inputs are matched by position, so the "
+            f"table must have the model's {model.n_features_in_} column(s){names}; found "
+            f"{table.values.shape[1]} ({_describe_header(table)})"
+        )
+    _log(args, f"input columns by position ({_describe_header(table)})")
+    return table.values
+
+
 def command_evaluate(args) -> None:
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     from .metrics import kl_divergence_factorized, nlpd, rmse
@@ -154,28 +319,34 @@ def command_evaluate(args) -> None:
     rng = np.random.default_rng(args.seed)
     n = min(args.subsample, len(y))
     rows = rng.permutation(len(y))[:n]
-    n_test = max(1, int(round(args.test_fraction * n)))
+    n_test = min(n - 1, max(1, int(round(args.test_fraction * n))))
     test, train = rows[:n_test], rows[n_test:]
+    names = [_approximation_name(name) for name in args.approximations.split(",")]
     kernel = _kernel_from_args(args, X.shape[1])
+    noise_variance = _noise_variance_start(args)
     start = time.perf_counter()
     noise_bounds = tuple(args.noise_variance_bounds)
-    exact = ExactGPRegressor(kernel=kernel, noise_variance=args.noise_variance,
+    exact = ExactGPRegressor(kernel=kernel, noise_variance=noise_variance,
                              noise_variance_bounds=noise_bounds,
                              optimize=not args.no_optimize, normalize_y=True,
+                             normalize_X=not args.no_standardize,
                              random_state=args.seed).fit(X[train], y[train])
     exact_time = time.perf_counter() - start
     exact_mean, exact_std = exact.predict(X[test], return_std=True, include_noise=True)
     results = [("exact", rmse(y[test], exact_mean), nlpd(y[test], exact_mean, exact_std**2),
                 0.0, exact_time)]
-    for name in args.approximations.split(","):
-        features.get(name)
-        options = _parse_options(args.option) if len(args.approximations.split(",")) == 1 else {}
+    for name in names:
+        if name == "exact":
+            raise CommandError("--approximations lists the low-rank maps compared against the "
+                               "exact GP; 'exact' is always the first row")
+        options = _parse_options(args.option) if len(names) == 1 else {}
         start = time.perf_counter()
         approx = LowRankGPRegressor(
             approximation=name, n_components=args.n_components,
             kernel=exact.kernel_ if not args.learn else kernel,
-            noise_variance=exact.noise_variance_ if not args.learn else args.noise_variance,
-            noise_variance_bounds=noise_bounds, optimize=args.learn, normalize_y=True, approximation_options=options,
+            noise_variance=exact.noise_variance_ if not args.learn else noise_variance,
+            noise_variance_bounds=noise_bounds, optimize=args.learn, normalize_y=True,
+            normalize_X=not args.no_standardize, approximation_options=options,
             random_state=args.seed).fit(X[train], y[train])
         elapsed = time.perf_counter() - start
         mean, std = approx.predict(X[test], return_std=True, include_noise=True)
@@ -205,6 +376,7 @@ def command_list(args) -> None:
 
 
 def command_demo(args) -> None:
+    check_output_path(args.out, suffixes=PNG_SUFFIXES)
     from .demo import run_demo
     run_demo(subsample=args.subsample, n_components=args.n_components,
              approximation=args.approximation, out=args.out, seed=args.seed,
@@ -212,6 +384,7 @@ def command_demo(args) -> None:
 
 
 def command_experiment(args) -> None:
+    check_output_dir(args.out_dir)
     written = experiments.run(args.name, args.out_dir, quick=args.quick)
     for path in written:
         print(path)
@@ -223,10 +396,21 @@ def _add_model_options(parser, *, approximation_default="rff") -> None:
                         help="gaussian, matern12, matern32, matern52, cauchy, laplacian or "
                              "reciprocal_semigroup (see `scalegp list`)")
     parser.add_argument("--ard", action="store_true", help="one length scale per input")
-    parser.add_argument("--noise-variance", type=float, default=0.1,
-                        help="initial noise variance (of the standardized target)")
+    parser.add_argument("--length-scale", type=_positive_float, nargs="+", metavar="L",
+                        help="starting length scale: one value, or one per input with --ard "
+                             "(default 1 if inside --length-scale-bounds, else the geometric "
+                             "mean of the bounds); a start outside the bounds is an error")
+    parser.add_argument("--variance", type=_positive_float,
+                        help="starting signal variance (default 1 if inside --variance-bounds, "
+                             "else the geometric mean of the bounds)")
+    parser.add_argument("--noise-variance", type=_positive_float,
+                        help="starting noise variance, of the normalized target (default 0.1 "
+                             "if inside --noise-variance-bounds, else the geometric mean of "
+                             "the bounds)")
     parser.add_argument("--length-scale-bounds", type=float, nargs=2, default=(1e-2, 1e3),
-                        metavar=("LOW", "HIGH"))
+                        metavar=("LOW", "HIGH"),
+                        help="box of the length scales (in standard deviations of each input "
+                             "unless --no-standardize)")
     parser.add_argument("--variance-bounds", type=float, nargs=2, default=(1e-3, 1e3),
                         metavar=("LOW", "HIGH"))
     parser.add_argument("--noise-variance-bounds", type=float, nargs=2, default=(1e-6, 1e5),
@@ -235,10 +419,22 @@ def _add_model_options(parser, *, approximation_default="rff") -> None:
                              "truncation of glf)")
     parser.add_argument("--no-optimize", action="store_true",
                         help="keep the initial hyperparameters")
-    parser.add_argument("--n-restarts", type=int, default=0)
+    parser.add_argument("--n-restarts", type=_int_at_least(0), default=0,
+                        help="extra optimizer starts drawn in the box")
     parser.add_argument("--no-normalize-y", action="store_true")
+    parser.add_argument("--no-standardize", action="store_true",
+                        help="use the inputs as they are; by default each input column is "
+                             "standardized, (x - mean) / std with the training mean and std "
+                             "(only / std for reciprocal_semigroup, whose inputs must stay >= "
+                             "0), so the length scales and their bounds are in standard "
+                             "deviations and predict applies the same transform")
+    _add_header_option(parser)
     parser.add_argument("--option", action="append", metavar="KEY=VALUE",
                         help="approximation option (repeatable), e.g. --option n_nodes=auto")
+
+
+def _add_header_option(parser) -> None:
+    parser.add_argument("--header", choices=HEADER_MODES, default="auto", help=HEADER_RULE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,21 +450,27 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", parents=[common], help="fit a model to a table")
     fit.add_argument("data", help="CSV, .npy, .npz or Parquet file")
     fit.add_argument("--target", required=True, help="target column: name or 0-based index")
-    fit.add_argument("--approximation", default="rff", help="see `scalegp list`; or exact")
-    fit.add_argument("--n-components", type=int, default=256)
+    fit.add_argument("--approximation", default="rff",
+                     help="see `scalegp list`; or exact (case-insensitive)")
+    fit.add_argument("--n-components", type=_int_at_least(1), default=256)
     fit.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     fit.add_argument("--drop-missing", action="store_true",
                      help="drop rows with missing values instead of failing")
-    fit.add_argument("--out", default="model.npz", help="model file to write")
+    fit.add_argument("--out", default="model.npz",
+                     help="model file to write (.npz); checked before the fit. " + OUT_RULES)
     _add_model_options(fit)
     fit.set_defaults(handler=command_fit)
 
-    predict = sub.add_parser("predict", parents=[common], help="predict with a saved model")
+    predict = sub.add_parser("predict", parents=[common], help="predict with a saved model",
+                             description=COLUMN_RULE)
     predict.add_argument("model")
     predict.add_argument("data")
-    predict.add_argument("--out", default="predictions.csv")
+    predict.add_argument("--out", default="predictions.csv",
+                         help="predictions to write (.csv, columns mean and std); must not be "
+                              "the model or the data. " + OUT_RULES)
     predict.add_argument("--include-noise", action="store_true",
                          help="std of a new noisy observation instead of the latent function")
+    _add_header_option(predict)
     predict.set_defaults(handler=command_predict)
 
     evaluate = sub.add_parser("evaluate", parents=[common],
@@ -277,9 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--target", required=True)
     evaluate.add_argument("--approximations", default="rff",
                           help="comma-separated names, e.g. rff,glf")
-    evaluate.add_argument("--n-components", type=int, default=256)
-    evaluate.add_argument("--subsample", type=int, default=2000)
-    evaluate.add_argument("--test-fraction", type=float, default=0.2)
+    evaluate.add_argument("--n-components", type=_int_at_least(1), default=256)
+    evaluate.add_argument("--subsample", type=_int_at_least(2), default=2000,
+                          help="rows drawn for the comparison (at least 2: one to train, one "
+                               "to test)")
+    evaluate.add_argument("--test-fraction", type=_open_fraction, default=0.2,
+                          help="share of the subsample held out, strictly between 0 and 1 "
+                               "(at least one row each for training and testing)")
     evaluate.add_argument("--learn", action="store_true",
                           help="each approximation learns its own hyperparameters")
     evaluate.add_argument("--drop-missing", action="store_true")
@@ -293,15 +499,18 @@ def build_parser() -> argparse.ArgumentParser:
                           help="fit the embedded East Africa relief map and draw it")
     demo.add_argument("--subsample", type=int, default=20000,
                       help="training points drawn from the 82,800-point map")
-    demo.add_argument("--n-components", type=int, default=2048)
+    demo.add_argument("--n-components", type=_int_at_least(1), default=2048)
     demo.add_argument("--approximation", default="glf")
-    demo.add_argument("--out", default="scalegp-demo.png")
+    demo.add_argument("--out", default="scalegp-demo.png",
+                      help="figure to write (.png); checked before the fit. " + OUT_RULES)
     demo.set_defaults(handler=command_demo)
 
     experiment = sub.add_parser("experiment", parents=[common],
                                 help="regenerate a paper's figures and tables")
     experiment.add_argument("name", help="see `scalegp list`")
-    experiment.add_argument("--out-dir", default="experiment-output")
+    experiment.add_argument("--out-dir", default="experiment-output",
+                            help="folder for the figures and tables (created if missing); "
+                                 "each file in it follows the rules of --out: " + OUT_RULES)
     experiment.add_argument("--quick", action="store_true", help="reduced sizes")
     experiment.set_defaults(handler=command_experiment)
     return parser
@@ -311,7 +520,13 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.handler(args)
+        with _warnings_as_lines(args):
+            args.handler(args)
+    except NonFiniteResultError as error:
+        if args.debug:
+            raise
+        print(f"scalegp {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_NON_FINITE
     except KeyboardInterrupt:
         print(f"scalegp {args.command}: interrupted", file=sys.stderr)
         return 130

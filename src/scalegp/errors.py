@@ -1,5 +1,7 @@
 """Exceptions and warnings raised by scalegp."""
 
+from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
+
 
 class NotPositiveDefiniteError(ValueError):
     """A matrix that must be positive definite is not, even after the largest jitter."""
@@ -15,3 +17,29 @@ class BoundaryWarning(UserWarning):
 
 class InvalidModelFileError(ValueError):
     """A model file is truncated, of another version, or not a scalegp model."""
+
+
+class UnsafeOutputError(ValueError):
+    """An output path that writing could destroy something through (a device, FIFO, socket,
+    folder or symbolic link, an input of the same command, a read-only file), or whose folder
+    or suffix is wrong; see :mod:`scalegp._output`."""
+
+
+class ConvergenceWarning(_SklearnConvergenceWarning):
+    """The hyperparameter optimizer stopped without meeting its convergence test.
+
+    A subclass of scikit-learn's ``ConvergenceWarning``, so scikit-learn's filters apply.
+    """
+
+
+class FitQualityWarning(UserWarning):
+    """A fitted model explains its training targets worse than a noise-only model."""
+
+
+class NonFiniteResultError(ValueError):
+    """A fit or prediction produced a NaN or infinite value (e.g. float64 overflow)."""
+
+
+class InsufficientMemoryError(ValueError, MemoryError):
+    """A parameter (e.g. ``n_components``) needs more memory than the machine has available;
+    raised before any work, with the estimate (see :mod:`scalegp._memory`)."""

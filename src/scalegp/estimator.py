@@ -7,31 +7,156 @@ ExactMarginalLikelihood`) and conditions (:meth:`scalegp.gp.Posterior.fit`,
 :meth:`scalegp.exact.ExactPosterior.fit`); ``predict`` maps the posterior back to the
 original target scale. The hyperparameter box is the kernel's own bounds plus
 ``noise_variance_bounds``.
+
+After conditioning, ``fit`` checks its result (``_diagnose``): a NaN or infinite log marginal
+likelihood, posterior coefficient or training-input prediction raises
+:class:`~scalegp.errors.NonFiniteResultError`; an optimizer that stopped without converging
+(any L-BFGS-B end but a convergence test, including "ABNORMAL" line-search ends, as in
+scikit-learn) warns with :class:`~scalegp.errors.ConvergenceWarning`; a log marginal
+likelihood below the noise-only model's warns with :class:`~scalegp.errors.FitQualityWarning`.
+The warnings' texts are kept in ``fit_warnings_``.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
+from collections.abc import Mapping
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, kernels, qr
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
+from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
+                     NumericalWarning)
 from .optimize import learn_hyperparameters
-from .transformers import _build_feature_map
+from ._memory import ENGINE_MATRICES, check_memory
+from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
+                           _build_feature_map)
 
 __all__ = ["LowRankGPRegressor", "ExactGPRegressor"]
 
+#: Training rows (evenly spaced) at which ``fit`` checks that predictions are finite.
+PROBE_ROWS = 64
+#: ``fit`` warns when its log marginal likelihood is below the noise-only model's by more than
+#: this relative margin (rounding of two O(n) sums; a model on the noise-only limit is not
+#: "worse").
+NOISE_ONLY_MARGIN = 1e-9
 
-class _GPRegressor(RegressorMixin, BaseEstimator):
+
+def _power_of_two_scale(values: np.ndarray) -> np.ndarray:
+    """2^e with max|v| in [2^(e-1), 2^e) per column (1 for an all-zero column).
+
+    Dividing by a power of two is exact in floating point, so statistics of values / 2^e
+    times 2^e equal the unscaled ones wherever those do not overflow.
+    """
+    largest = np.max(np.abs(values), axis=0)
+    _, exponent = np.frexp(largest)
+    return np.where(largest > 0, np.ldexp(1.0, exponent), 1.0)
+
+
+def _location_scale(values: np.ndarray, *, center: bool = True):
+    """Per-column location (the mean, or 0 unless ``center``) and standard deviation (1
+    where it is 0).
+
+    Computed on values / 2^e (:func:`_power_of_two_scale`), so |values| up to the float64
+    maximum do not overflow when squared.
+    """
+    scale = _power_of_two_scale(values)
+    Z = values / scale
+    mean = np.mean(Z, axis=0)
+    std = np.sqrt(np.mean((Z - mean) ** 2, axis=0))
+    location = mean * scale if center else np.zeros_like(scale)
+    return location, np.where(std > 0, std * scale, 1.0)
+
+
+def noise_only_log_marginal_likelihood(y) -> float:
+    """max over s2 of log N(y | 0, s2 I) = -n/2 [log(2 pi s2) + 1], at s2 = mean(y^2).
+
+    log s2 is computed from y / 2^e, so it is finite for every finite y; +inf when y = 0.
+    """
+    y = np.asarray(y, dtype=float)
+    scale = float(_power_of_two_scale(y))
+    mean_square = float(np.mean((y / scale) ** 2))
+    if mean_square == 0:
+        return math.inf
+    log_s2 = 2 * math.log(scale) + math.log(mean_square)
+    return -0.5 * y.size * (math.log(2 * math.pi) + log_s2 + 1.0)
+
+
+def _non_finite(values) -> str | None:
+    """'nan' / 'inf' / '-inf' for the first non-finite entry of values, else None."""
+    values = np.atleast_1d(np.asarray(values, dtype=float))
+    bad = ~np.isfinite(values)
+    return str(values[bad][0]) if np.any(bad) else None
+
+
+def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) -> np.ndarray:
+    """Return values, or raise NonFiniteResultError naming ``what`` and the target scale."""
+    bad = ~np.isfinite(values)
+    if np.any(bad):
+        rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1))
+        advice = ("; the covariance is in squared target units: use return_std=True"
+                  if what == "predictive covariance" else "")
+        raise NonFiniteResultError(
+            f"the {what} is not finite at test row {rows[0]} ({rows.size} row(s)): float64 "
+            f"overflowed in the target scale (y_train_std_ = {y_train_std:.3g}){advice}"
+        )
+    return values
+
+
+def _search_box(kernel, valid):
+    """kernel.bounds intersected with a feature map's ``valid`` log box (None: no narrowing).
+
+    Warns for each row it narrows; raises ValueError when a row's intersection is empty.
+    """
+    if valid is None:
+        return None
+    box = kernel.bounds
+    low, high = np.maximum(box[:, 0], valid[:, 0]), np.minimum(box[:, 1], valid[:, 1])
+    for name, (a, b), (c, d) in zip(kernel.param_names, np.exp(valid), np.exp(box)):
+        if max(a, c) > min(b, d):
+            raise ValueError(
+                f"the feature map approximates the kernel only for {name} in [{a:.4g}, "
+                f"{b:.4g}], which does not meet its bounds [{c:.4g}, {d:.4g}]; move the "
+                "bounds or raise n_components")
+    for row, name in enumerate(kernel.param_names):
+        if low[row] > box[row, 0] or high[row] < box[row, 1]:
+            warnings.warn(
+                f"searching {name} in [{np.exp(low[row]):.4g}, {np.exp(high[row]):.4g}] (the "
+                f"box the feature map's rule resolves) instead of [{np.exp(box[row, 0]):.4g}, "
+                f"{np.exp(box[row, 1]):.4g}]; raise n_components for a wider box",
+                UserWarning, stacklevel=3)
+    return np.column_stack([low, high])
+
+
+class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     """fit / predict / sample_y shared by the two regressors.
 
     A subclass supplies ``_prepare`` (theta-independent state, e.g. the feature map),
     ``_objective`` (theta -> (log p(y), gradient), with ``posterior(kernel, noise_variance)``
     to condition) and ``_prediction_input`` (the dtype predictions are computed in).
+    ``fit`` first validates the parameters against ``_parameter_constraints`` (scikit-learn's
+    validator: e.g. ``optimize="no"`` is refused, not taken as True); ``set_params`` accepts
+    nested ``kernel__<name>`` keys (:class:`scalegp.transformers.KernelParamsMixin`).
     """
+
+    _parameter_constraints: dict = {
+        "kernel": KERNEL_CONSTRAINT,
+        "noise_variance": [Interval(Real, 0, None, closed="neither")],
+        "noise_variance_bounds": ["array-like", str],
+        "optimize": ["boolean"],
+        "n_restarts": [Interval(Integral, 0, None, closed="left")],
+        "normalize_X": ["boolean"],
+        "normalize_y": ["boolean"],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     # ----------------------------------------------------------------- fitting
     def fit(self, X, y, progress=None):
@@ -49,6 +174,7 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         -------
         self
         """
+        self._validate_params()
         # validate_data gives scikit-learn's checks (sparse, complex, n_features_in_, column
         # vectors); finiteness is left to check_matrix, whose message names the bad entry.
         X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite=False)
@@ -61,10 +187,14 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         check_within_bounds(noise_variance, noise_bounds, "noise_variance")
         n_restarts = check_positive_int(self.n_restarts, "n_restarts", minimum=0)
 
+        X_mean, X_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
+        if self.normalize_X:
+            # a kernel of x + z (not shift-invariant) needs x >= 0: scale only, no centring
+            X_mean, X_scale = _location_scale(X, center=kernel.shift_invariant)
+        X = (X - X_mean) / X_scale
         y_mean, y_std = 0.0, 1.0
-        if self.normalize_y:
-            y_mean, y_std = float(np.mean(y)), float(np.std(y))
-            y_std = y_std if y_std > 0 else 1.0     # constant targets: centre only
+        if self.normalize_y:                    # constant targets: centre only (std 1)
+            y_mean, y_std = (float(value) for value in _location_scale(y))
         y_fit = (y - y_mean) / y_std
 
         build_rng, restart_rng = as_generator(self.random_state).spawn(2)
@@ -79,15 +209,87 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         if self.optimize:
             kernel, noise_variance, result = learn_hyperparameters(
                 objective, kernel, noise_variance, noise_bounds,
-                n_restarts=n_restarts, rng=restart_rng)
+                n_restarts=n_restarts, rng=restart_rng,
+                kernel_bounds=_search_box(kernel, self._valid_log_bounds(state, kernel)))
         posterior = objective.posterior(kernel, noise_variance)
+        noise_only = noise_only_log_marginal_likelihood(y_fit)
+        diagnostics = self._diagnose(posterior, result, X, y, y_mean, y_std, noise_only)
         self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
-                         y_train_std=y_std, training_data=(X, y_fit))
+                         y_train_std=y_std, training_data=(X, y_fit), X_train_mean=X_mean,
+                         X_train_scale=X_scale, noise_only_log_marginal_likelihood=noise_only,
+                         fit_warnings=[message for message, _ in diagnostics])
+        for message, category in diagnostics:
+            warnings.warn(message, category, stacklevel=2)
         return self
 
+    def _diagnose(self, posterior, result, X, y, y_mean, y_std, noise_only):
+        """[(message, warning class)] of a finite fit; raise NonFiniteResultError otherwise.
+
+        X are the (standardized) training inputs, y the targets in their own units.
+        Predictions are checked at ``PROBE_ROWS`` evenly spaced training rows.
+        """
+        value = float(posterior.log_marginal_likelihood)
+        probe = X[np.linspace(0, X.shape[0] - 1, min(X.shape[0], PROBE_ROWS)).astype(int)]
+        mean, var = posterior.predict(self._prediction_input(probe), return_var=True)
+        problems = [
+            f"{what} {bad}" for what, bad in (
+                ("log marginal likelihood", _non_finite(value)),
+                ("posterior coefficient", _non_finite(self._coefficients(posterior))),
+                ("predictive mean at a training input", _non_finite(mean * y_std + y_mean)),
+                ("predictive std at a training input", _non_finite(np.sqrt(var) * y_std)),
+            ) if bad is not None]
+        if problems:
+            largest = float(np.max(np.abs(y)))
+            advice = ("pass normalize_y=True" if not self.normalize_y else
+                      "rescale the targets or the inputs (normalize_X=True)")
+            raise NonFiniteResultError(
+                f"the fit is not usable: non-finite {', '.join(problems)} (targets up to "
+                f"|y| = {largest:.3g}; float64 overflows near 1.8e308); {advice}"
+            )
+        diagnostics = []
+        if result is not None and not result.converged:
+            cause = ("the line search failed, so the objective or its gradient is inaccurate "
+                     "there (rounding near a flat optimum, or an ill-conditioned model)"
+                     if result.message.startswith("ABNORMAL") else
+                     "the hyperparameters may not maximize the log marginal likelihood")
+            diagnostics.append((
+                f"the hyperparameter optimizer (L-BFGS-B) stopped without converging after "
+                f"{result.n_evaluations} evaluation(s) ({result.message.strip()}): {cause}; "
+                "try n_restarts > 0, another start, or standardized inputs",
+                ConvergenceWarning))
+        if value < noise_only - NOISE_ONLY_MARGIN * max(1.0, abs(noise_only)):
+            diagnostics.append((
+                f"the fitted log marginal likelihood {value:.6g} is below the noise-only "
+                f"model's {noise_only:.6g} (y ~ N(0, s2 I) with s2 = mean(y^2) of the "
+                f"{'normalized ' if self.normalize_y else ''}targets): the kernel explains "
+                "the data worse than white noise; check the input scales (normalize_X=True), "
+                "fixed hyperparameters, the bounds and the starting point",
+                FitQualityWarning))
+        return diagnostics + self._approximation_diagnostics(posterior)
+
+    def _approximation_diagnostics(self, posterior) -> list:
+        """[(message, warning class)] about the approximation itself (none by default)."""
+        return []
+
+    def _valid_log_bounds(self, state, kernel):
+        """The log box the prepared state approximates the kernel on (None: all of it)."""
+        return None
+
     def _set_fitted(self, posterior, *, optimization_result, y_train_mean, y_train_std,
-                    training_data=None):
-        """Set the fitted attributes (used by ``fit`` and by :func:`scalegp.load`)."""
+                    training_data=None, X_train_mean=None, X_train_scale=None,
+                    noise_only_log_marginal_likelihood=None, fit_warnings=()):
+        """Set the fitted attributes (used by ``fit`` and by :func:`scalegp.load`).
+
+        ``n_features_in_`` must be set; X_train_mean / X_train_scale default to 0 / 1
+        (inputs not standardized).
+        """
+        n_dims = self.n_features_in_
+        self.X_train_mean_ = (np.zeros(n_dims) if X_train_mean is None
+                              else np.asarray(X_train_mean, dtype=float))
+        self.X_train_scale_ = (np.ones(n_dims) if X_train_scale is None
+                               else np.asarray(X_train_scale, dtype=float))
+        self.noise_only_log_marginal_likelihood_ = noise_only_log_marginal_likelihood
+        self.fit_warnings_ = list(fit_warnings)
         self.posterior_ = posterior
         self.kernel_ = posterior.kernel
         self.noise_variance_ = float(posterior.noise_variance)
@@ -127,12 +329,18 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         X = self._validate_test_inputs(X)
         out = self.posterior_.predict(X, return_var=return_std, return_cov=return_cov,
                                       include_noise=include_noise)
-        if not (return_std or return_cov):
-            return out * self.y_train_std_ + self.y_train_mean_
-        mean, var = out
-        mean = mean * self.y_train_std_ + self.y_train_mean_
-        var = var * self.y_train_std_**2
-        return (mean, np.sqrt(var)) if return_std else (mean, var)
+        scale = self.y_train_std_
+        mean, spread = (out, None) if not (return_std or return_cov) else out
+        mean = _check_finite_prediction(mean * scale + self.y_train_mean_, "predictive mean",
+                                        scale)
+        if spread is None:
+            return mean
+        if return_std:      # scale the std, not the variance: std^2 overflows beyond 1e154
+            return mean, _check_finite_prediction(np.sqrt(spread) * scale, "predictive std",
+                                                  scale)
+        with np.errstate(over="ignore"):        # an overflow is reported just below
+            cov = spread * scale * scale
+        return mean, _check_finite_prediction(cov, "predictive covariance", scale)
 
     def sample_y(self, X, n_samples=1, random_state=0):
         """Draw functions from the posterior at X (from the predictive covariance).
@@ -151,9 +359,13 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = as_generator(random_state)
-        mean, cov = self.predict(X, return_cov=True)
-        # eigh tolerates the rank-deficient covariance of a low-rank model.
-        return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+        mean, cov = self.posterior_.predict(self._validate_test_inputs(X), return_cov=True)
+        # Drawn in the normalized target units and mapped back (y = mean + std * f), so the
+        # covariance is never squared into target units; eigh tolerates the rank-deficient
+        # covariance of a low-rank model.
+        draws = rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+        return _check_finite_prediction(draws * self.y_train_std_ + self.y_train_mean_,
+                                        "posterior sample", self.y_train_std_)
 
     def log_marginal_likelihood(self, theta=None, eval_gradient=False):
         """log p(y | theta) of the (normalized, if ``normalize_y``) training targets.
@@ -199,7 +411,7 @@ class _GPRegressor(RegressorMixin, BaseEstimator):
     def _validate_test_inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
-        return self._prediction_input(X)
+        return self._prediction_input((X - self.X_train_mean_) / self.X_train_scale_)
 
 
 class LowRankGPRegressor(_GPRegressor):
@@ -212,10 +424,20 @@ class LowRankGPRegressor(_GPRegressor):
     ----------
     approximation : str, default="rff"
         The feature map, one of :func:`scalegp.features.names`.
-    n_components : int, default=256
-        m, the number of features.
+    n_components : int or None, default=None
+        m, the number of features. None: the map's default, 256 for every map except
+        Gauss-Legendre features with ``n_nodes="auto"``, which grow until the likelihood
+        and predictions settle, up to a budget derived from the problem
+        (:func:`scalegp.features.gauss_legendre.auto_budget`: s <= n / sqrt(3), beyond
+        which the fit is no cheaper than the exact GP, and 1 GiB of s x s matrices); the
+        map's ``selection`` says what was chosen. An int is a hard cap for ``"auto"``.
+        ``fit`` refuses, before any work, an m whose engine
+        (m x m float64 matrices and chunks of features, :mod:`scalegp._memory`) needs more
+        memory than is available (:class:`~scalegp.errors.InsufficientMemoryError`).
     kernel : str or Kernel, default="gaussian"
         A :class:`scalegp.kernels.Kernel` or a name accepted by :func:`scalegp.kernels.get`.
+        Nested parameters ``kernel__<name>`` (``set_params``, ``GridSearchCV``) replace it by
+        a copy with those constructor arguments changed (kernels are immutable).
         Its hyperparameters are the starting point, and its bounds the box, of learning.
     noise_variance : float, default=1e-2
         Observation noise variance s2 (starting point when ``optimize``).
@@ -231,7 +453,22 @@ class LowRankGPRegressor(_GPRegressor):
         ``n_nodes="auto"``) and ``noise_variance_lower``, the lower end of
         ``noise_variance_bounds`` (the truncation of Proposition 7).
     normalize_y : bool, default=False
-        Fit to (y - mean) / std and map predictions back (variances times std^2).
+        Fit to (y - mean) / std and map predictions back (standard deviations times std).
+        The mean and std are computed on y / 2^e with max|y| < 2^e, so any finite y works.
+    normalize_X : bool, default=False
+        Standardize each input column, x -> (x - mean) / std (std 0 counts as 1), with the
+        mean and std of the training inputs, in ``fit`` and in every later prediction. The
+        learned ``kernel_`` (its length scales and bounds) is then in standardized units.
+        For a kernel of x + z (``reciprocal_semigroup``, inputs >= 0) only the scale is
+        applied (mean 0), which keeps the inputs non-negative.
+    signed_rule : {"repair", "keep"}, default="repair"
+        For quadrature rules with negative weights (``ssr``, ``sgq``, ``dfs``, ``sfs``), whose
+        approximation Psi S Psi^T is indefinite: "repair" conditions on its positive part, the
+        nearest positive semidefinite kernel of that rank on the training inputs
+        (:mod:`scalegp.positive_part`; a warning says how much negative mass was dropped);
+        "keep" conditions on the signed approximation itself and refuses it
+        (NotPositiveDefiniteError) where Psi S Psi^T + s2 I is not positive definite. No effect
+        on maps without negative weights.
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
@@ -251,15 +488,32 @@ class LowRankGPRegressor(_GPRegressor):
         None when ``optimize=False``.
     y_train_mean_, y_train_std_ : float
         The normalization constants (0 and 1 without ``normalize_y``).
+    X_train_mean_, X_train_scale_ : ndarray of shape (n_features_in_,)
+        The input standardization (zeros and ones without ``normalize_X``).
+    noise_only_log_marginal_likelihood_ : float or None
+        log N(y | 0, s2 I) at s2 = mean(y^2) of the (normalized) training targets, the best
+        noise-only model (+inf for all-zero targets); None for a loaded model.
+    fit_warnings_ : list of str
+        The diagnostics ``fit`` warned about (optimizer not converged, worse than the
+        noise-only model); empty for a loaded model.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``fit`` received a DataFrame with string column names.
     """
 
-    def __init__(self, approximation="rff", n_components=256, kernel="gaussian",
+    _parameter_constraints: dict = {
+        **_GPRegressor._parameter_constraints,
+        "approximation": [str],
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "approximation_options": [Mapping, None],
+        "dtype": [str, type, np.dtype],
+        "signed_rule": [StrOptions({"repair", "keep"})],
+    }
+
+    def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
                  noise_variance=1e-2, noise_variance_bounds=(1e-6, 1e5), optimize=True,
-                 n_restarts=0, approximation_options=None, normalize_y=False,
-                 dtype="float64", random_state=None):
+                 n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
+                 dtype="float64", signed_rule="repair", random_state=None):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -269,18 +523,36 @@ class LowRankGPRegressor(_GPRegressor):
         self.n_restarts = n_restarts
         self.approximation_options = approximation_options
         self.normalize_y = normalize_y
+        self.normalize_X = normalize_X
         self.dtype = dtype
+        self.signed_rule = signed_rule
         self.random_state = random_state
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
-        return _build_feature_map(self.approximation, X, kernel, self.n_components,
-                                  self.approximation_options, rng, fit_context)
+        # Memory: before the build for the requested m (the least the fit needs), then for the
+        # map built (its m, and the positive part of a signed rule) before any pass over X.
+        solver = "qr" if (self.approximation_options or {}).get("solver") == "qr" else "cholesky"
+        if self.n_components is not None:       # a derived budget respects its own cap
+            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[solver],
+                         itemsize=self._dtype.itemsize, what=f"the fit (solver {solver!r})")
+        feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
+                                         self.approximation_options, rng, fit_context)
+        if feature_map.signs is None:
+            path = getattr(feature_map, "solver", "cholesky")
+        else:
+            path = "positive_part" if self.signed_rule == "repair" else "eigen"
+        check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path],
+                     itemsize=self._dtype.itemsize, what=f"the fit ({path!r} path)")
+        return feature_map
+
+    def _valid_log_bounds(self, feature_map, kernel):
+        return feature_map.valid_log_bounds(kernel)
 
     def _objective(self, feature_map, kernel, X, y, progress=None):
         # the map's solver picks the objective: normal equations, or QR for solver="qr"
         return qr.marginal_likelihood(feature_map, kernel, X, y, dtype=self._dtype,
-                                      progress=progress)
+                                      progress=progress, signed_rule=self.signed_rule)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -290,6 +562,17 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _fitted_state(self):
         return self.feature_map_
+
+    def _approximation_diagnostics(self, posterior) -> list:
+        part = posterior.system.positive_part
+        if part is None:
+            return []
+        return [(f"{posterior.feature_map.name} is a signed quadrature rule and its approximation "
+                 f"Psi S Psi^T is indefinite; the model uses its positive part "
+                 f"(signed_rule='repair'): {part.describe()}", NumericalWarning)]
+
+    def _coefficients(self, posterior):
+        return posterior.system.beta
 
     def _prediction_input(self, X):
         return check_matrix(X, "X", dtype=self._dtype)
@@ -307,13 +590,14 @@ class ExactGPRegressor(_GPRegressor):
 
     def __init__(self, kernel="gaussian", noise_variance=1e-2,
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
-                 normalize_y=False, random_state=None):
+                 normalize_y=False, normalize_X=False, random_state=None):
         self.kernel = kernel
         self.noise_variance = noise_variance
         self.noise_variance_bounds = noise_variance_bounds
         self.optimize = optimize
         self.n_restarts = n_restarts
         self.normalize_y = normalize_y
+        self.normalize_X = normalize_X
         self.random_state = random_state
 
     def _prepare(self, X, kernel, rng, fit_context):
@@ -324,6 +608,9 @@ class ExactGPRegressor(_GPRegressor):
 
     def _fitted_state(self):
         return None
+
+    def _coefficients(self, posterior):
+        return posterior.alpha
 
     def _prediction_input(self, X):
         return X

@@ -17,6 +17,7 @@ No function here builds an n x n matrix or imports a concrete feature map.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -29,6 +30,12 @@ from ._validation import check_dtype, check_matrix, check_positive_scalar, check
 from .errors import NotPositiveDefiniteError
 from .features.base import FeatureMap, FixedBasisFeatureMap
 from .kernels import Kernel
+from .positive_part import PositivePart, positive_part_gradient
+
+#: How the engine treats a signed approximation Psi S Psi^T (quadrature rules with negative
+#: weights): "keep" conditions on it as it is and refuses it where Psi S Psi^T + s2 I is not
+#: positive definite; "repair" replaces it by its positive part (:mod:`scalegp.positive_part`).
+SIGNED_RULES = ("keep", "repair")
 
 #: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
 #: 16 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
@@ -171,6 +178,10 @@ class FactorizedSystem:
     ``jitter``); for signed features a symmetric eigen-factorization, and K = Psi S Psi^T + s2 I
     is positive definite exactly when M has as many negative eigenvalues as S has -1 entries
     (Sylvester's law of inertia applied to the block matrix [[s2 I, Psi], [Psi^T, -S]]).
+
+    A repaired signed system (``positive_part`` set) is the Cholesky system of the repaired
+    features Psi+ = Psi T: its M, beta and factor live in the r-dimensional repaired space, and
+    every feature matrix is projected by :meth:`project` before use.
     """
 
     noise_variance: float
@@ -179,6 +190,7 @@ class FactorizedSystem:
     indefinite: linalg.SymmetricFactorization | None
     beta: np.ndarray
     jitter: float
+    positive_part: PositivePart | None = None
 
     @classmethod
     def factor(cls, statistics: Statistics, noise_variance: float,
@@ -199,10 +211,27 @@ class FactorizedSystem:
                 "the approximate covariance Psi S Psi^T + noise_variance I is not positive "
                 f"definite (M has {factorization.n_negative} negative eigenvalues, "
                 f"{expected} expected from the signs); the signed quadrature rule is too "
-                "inaccurate here: increase n_components or noise_variance"
+                "inaccurate here: increase n_components or noise_variance, or use its "
+                "positive part (signed_rule='repair')"
             )
         beta = factorization.solve(statistics.projection)
         return cls(noise_variance, signs, None, factorization, beta, 0.0)
+
+    @classmethod
+    def factor_positive_part(cls, statistics: Statistics, noise_variance: float,
+                             signs: np.ndarray) -> tuple["FactorizedSystem", Statistics]:
+        """The Cholesky system of the positive part of Psi S Psi^T, and the statistics of the
+        repaired features: G+ = diag(lambda_+), b+ = T^T b (:mod:`scalegp.positive_part`)."""
+        part = PositivePart.of(statistics.gram, statistics.projection, signs)
+        repaired = Statistics(np.diag(part.eigenvalues[part.eigenvalues > 0]),
+                              part.transform.T @ statistics.projection, statistics.y_norm2,
+                              statistics.n_samples)
+        system = cls.factor(repaired, noise_variance)
+        return dataclasses.replace(system, positive_part=part), repaired
+
+    def project(self, Psi: np.ndarray) -> np.ndarray:
+        """The features this system is written in: Psi, or Psi T for a repaired system."""
+        return Psi if self.positive_part is None else self.positive_part.project(Psi)
 
     @property
     def n_components(self) -> int:
@@ -236,19 +265,42 @@ class FactorizedSystem:
         return np.ones(self.n_components) if self.signs is None else self.signs
 
 
+def condition(statistics: Statistics, noise_variance: float, signs: np.ndarray | None = None,
+              signed_rule: str = "keep") -> tuple[float, FactorizedSystem, Statistics]:
+    """log p(y), the factorized system and the statistics it is written in.
+
+    The statistics are the given ones, or those of the repaired features when a signed
+    approximation is replaced by its positive part (``signed_rule="repair"``).
+    """
+    if signed_rule not in SIGNED_RULES:
+        raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
+    if signs is not None and signed_rule == "repair":
+        system, statistics = FactorizedSystem.factor_positive_part(statistics, noise_variance,
+                                                                   signs)
+        return _log_marginal_likelihood(statistics, system), system, statistics
+    system = FactorizedSystem.factor(statistics, noise_variance, signs)
+    return _log_marginal_likelihood(statistics, system), system, statistics
+
+
 def log_marginal_likelihood(statistics: Statistics, noise_variance: float,
-                            signs: np.ndarray | None = None) -> tuple[float, FactorizedSystem]:
+                            signs: np.ndarray | None = None,
+                            signed_rule: str = "keep") -> tuple[float, FactorizedSystem]:
     """log p(y) = -1/2 [ (y^T y - b^T beta)/s2 + (n - m) log s2 + log|det M| + n log 2 pi ].
 
     Returns the value and the factorized system (reused by the gradient and the posterior).
+    ``signed_rule="repair"`` conditions on the positive part of a signed approximation.
     """
-    system = FactorizedSystem.factor(statistics, noise_variance, signs)
-    s2 = noise_variance + system.jitter
+    value, system, _ = condition(statistics, noise_variance, signs, signed_rule)
+    return value, system
+
+
+def _log_marginal_likelihood(statistics: Statistics, system: FactorizedSystem) -> float:
+    s2 = system.noise_variance + system.jitter
     n, m = statistics.n_samples, system.n_components
     quadratic = (statistics.y_norm2 - statistics.projection @ system.beta) / s2
     value = -0.5 * (quadratic + (n - m) * math.log(s2) + system.logabsdet()
                     + n * math.log(2 * math.pi))
-    return float(value), system
+    return float(value)
 
 
 def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
@@ -316,26 +368,21 @@ def feature_gradient(feature_map: FeatureMap, kernel: Kernel, X, y, system: Fact
     return (r - q) / s2 - t
 
 
-def lml_and_gradient(statistics: Statistics, noise_variance: float, signs, kernel_gradient_fn):
-    """Value and gradient [kernel theta..., log noise_variance] of log p(y).
-
-    ``kernel_gradient_fn(system)`` returns the kernel-parameter part.
-    """
-    value, system = log_marginal_likelihood(statistics, noise_variance, signs)
-    gradient = np.append(kernel_gradient_fn(system), noise_gradient(statistics, system))
-    return value, gradient
-
-
 class MarginalLikelihood:
     """log p(y | theta) and its gradient as a function of all log-parameters.
 
     theta = [kernel.theta..., log noise_variance]. For a :class:`FixedBasisFeatureMap` the
     basis statistics are accumulated once in the constructor and each call costs O(m^3),
     independent of n; otherwise each call makes two streaming passes over the data.
+    ``signed_rule`` ("keep" or "repair", :data:`SIGNED_RULES`) says how a signed map's
+    approximation is treated; it has no effect on maps without signs.
     """
 
     def __init__(self, feature_map: FeatureMap, kernel: Kernel, X, y, *,
-                 chunk_size: int | None = None, dtype=None, progress=None):
+                 chunk_size: int | None = None, dtype=None, progress=None,
+                 signed_rule: str = "keep"):
+        if signed_rule not in SIGNED_RULES:
+            raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
         self.feature_map = feature_map
         self.kernel = kernel
         self.X = check_matrix(X, "X", dtype=check_dtype(dtype))
@@ -343,6 +390,7 @@ class MarginalLikelihood:
         self.chunk_size = chunk_size
         self.dtype = dtype
         self.progress = progress
+        self.signed_rule = signed_rule
         self.n_evaluations = 0
         self.basis_statistics = None
         if isinstance(feature_map, FixedBasisFeatureMap):
@@ -354,44 +402,56 @@ class MarginalLikelihood:
         theta = np.asarray(theta, dtype=float)
         return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
 
-    def statistics(self, kernel: Kernel) -> Statistics:
+    def statistics(self, kernel: Kernel, progress=None) -> Statistics:
         if self.basis_statistics is not None:
             return self.basis_statistics.at(self.feature_map, kernel)
         return Statistics.accumulate(self.feature_map, kernel, self.X, self.y,
-                                     chunk_size=self.chunk_size, dtype=self.dtype)
+                                     chunk_size=self.chunk_size, dtype=self.dtype,
+                                     progress=progress)
 
     def value(self, theta) -> float:
         kernel, noise_variance = self.kernel_at(theta)
-        return log_marginal_likelihood(self.statistics(kernel), noise_variance,
-                                       self.feature_map.signs)[0]
+        return condition(self.statistics(kernel), noise_variance, self.feature_map.signs,
+                         self.signed_rule)[0]
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
         kernel, noise_variance = self.kernel_at(theta)
         statistics = self.statistics(kernel)
-        if self.basis_statistics is not None:
-            weight_grad = self.feature_map.log_weights_grad(kernel)
+        value, system, conditioned = condition(statistics, noise_variance,
+                                               self.feature_map.signs, self.signed_rule)
+        gradient = np.append(self._kernel_gradient(kernel, system, statistics),
+                             noise_gradient(conditioned, system))
+        return value, gradient
 
-            def kernel_gradient(system):
-                return fixed_basis_gradient(statistics, system, weight_grad)
-        else:
-            def kernel_gradient(system):
-                return feature_gradient(self.feature_map, kernel, self.X, self.y, system,
-                                        chunk_size=self.chunk_size, dtype=self.dtype)
-        return lml_and_gradient(statistics, noise_variance, self.feature_map.signs,
-                                kernel_gradient)
+    def _kernel_gradient(self, kernel: Kernel, system: FactorizedSystem,
+                         statistics: Statistics) -> np.ndarray:
+        """The kernel-parameter part; ``statistics`` are those of the map's own features."""
+        fixed = self.basis_statistics is not None
+        if system.positive_part is not None:
+            options = (dict(gram=statistics.gram, projection=statistics.projection,
+                            log_weights_grad=self.feature_map.log_weights_grad(kernel))
+                       if fixed else
+                       dict(feature_map=self.feature_map, kernel=kernel, X=self.X, y=self.y,
+                            chunk_size=self.chunk_size or default_chunk_size(
+                                self.feature_map.n_components * (kernel.n_params + 2)),
+                            dtype=self.dtype))
+            return positive_part_gradient(system.positive_part,
+                                          system.noise_variance + system.jitter,
+                                          self.feature_map.signs, **options)
+        if fixed:
+            return fixed_basis_gradient(statistics, system,
+                                        self.feature_map.log_weights_grad(kernel))
+        return feature_gradient(self.feature_map, kernel, self.X, self.y, system,
+                                chunk_size=self.chunk_size, dtype=self.dtype)
 
     def posterior(self, kernel: Kernel, noise_variance: float) -> "Posterior":
         """The posterior at (kernel, noise_variance): from the cached basis statistics for a
         fixed-basis map (no pass over the data), otherwise from one streaming pass."""
-        if self.basis_statistics is not None:
-            statistics = self.basis_statistics.at(self.feature_map, kernel)
-        else:
-            statistics = Statistics.accumulate(self.feature_map, kernel, self.X, self.y,
-                                               chunk_size=self.chunk_size, dtype=self.dtype,
-                                               progress=self.progress)
-        return Posterior.from_statistics(self.feature_map, kernel, noise_variance, statistics)
+        return Posterior.from_statistics(self.feature_map, kernel, noise_variance,
+                                         self.statistics(kernel, self.progress),
+                                         signed_rule=self.signed_rule)
 
 
 @dataclass(frozen=True)
@@ -415,18 +475,25 @@ class Posterior:
 
     @classmethod
     def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y, *,
-            chunk_size: int | None = None, dtype=None, progress=None) -> "Posterior":
+            chunk_size: int | None = None, dtype=None, progress=None,
+            signed_rule: str = "keep") -> "Posterior":
         """Accumulate the statistics at fixed hyperparameters and condition on (X, y)."""
         noise_variance = check_positive_scalar(noise_variance, "noise_variance")
         statistics = Statistics.accumulate(feature_map, kernel, X, y, chunk_size=chunk_size,
                                            dtype=dtype, progress=progress)
-        return cls.from_statistics(feature_map, kernel, noise_variance, statistics)
+        return cls.from_statistics(feature_map, kernel, noise_variance, statistics,
+                                   signed_rule=signed_rule)
 
     @classmethod
     def from_statistics(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance: float,
-                        statistics: Statistics) -> "Posterior":
-        value, system = log_marginal_likelihood(statistics, noise_variance, feature_map.signs)
+                        statistics: Statistics, *, signed_rule: str = "keep") -> "Posterior":
+        value, system = log_marginal_likelihood(statistics, noise_variance, feature_map.signs,
+                                                signed_rule)
         return cls(feature_map, kernel, system, value, statistics.n_samples)
+
+    def _features(self, X) -> np.ndarray:
+        """The features the system is written in (repaired for a positive-part system)."""
+        return self.system.project(self.feature_map.features(X, self.kernel).astype(np.float64))
 
     def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
                 include_noise: bool = False, diag_correction: bool = False,
@@ -439,7 +506,7 @@ class Posterior:
             raise ValueError("return_var and return_cov cannot both be True")
         X = self.feature_map.check_input(X, self.kernel)
         if return_cov:
-            Psi = self.feature_map.features(X, self.kernel).astype(np.float64)
+            Psi = self._features(X)
             cov = self.system.noise_variance * Psi @ self.system.solve(Psi.T)
             cov = 0.5 * (cov + cov.T)
             if diag_correction:
@@ -451,7 +518,7 @@ class Posterior:
         mean = np.empty(X.shape[0])
         var = np.empty(X.shape[0]) if return_var else None
         for start, stop in _chunks(X.shape[0], chunk_size):
-            Psi = self.feature_map.features(X[start:stop], self.kernel).astype(np.float64)
+            Psi = self._features(X[start:stop])
             mean[start:stop] = Psi @ self.system.beta
             if return_var:
                 chunk_var = self.system.noise_variance * self.system.quadratic_diagonal(Psi)

@@ -32,7 +32,17 @@ from ._validation import (
     check_within_bounds,
 )
 
-DEFAULT_LENGTH_SCALE_BOUNDS = (1e-5, 1e5)
+#: Default length-scale box, meant for standardised inputs (unit variance per column, a data
+#: box about 3.5 wide): from 1/350 of the box (a rougher function is noise at any n a GP
+#: handles) to 30 box widths (a function flat on the data). Its ratio upper / lower is 1e4,
+#: the widest box for which a fixed-basis map (Gauss-Legendre features) builds its rule on
+#: Theta itself rather than on a fallback around the starting value; such a map further
+#: narrows the search to the length scales its nodes resolve
+#: (:meth:`scalegp.features.FeatureMap.valid_log_bounds`). Scale raw inputs first, or set
+#: the bounds.
+DEFAULT_LENGTH_SCALE_BOUNDS = (1e-2, 1e2)
+#: Default signal-variance box; wide, as the targets are often not normalised (a fixed-basis
+#: map's rule depends on the variance only through its truncation tail, log s_max).
 DEFAULT_VARIANCE_BOUNDS = (1e-5, 1e5)
 
 
@@ -125,7 +135,21 @@ class Kernel(abc.ABC):
         return self._replace(length_scale=values[:-1], variance=values[-1])
 
     def with_params(self, **changes) -> "Kernel":
-        """A copy with some constructor arguments replaced."""
+        """A copy with some constructor arguments replaced.
+
+        Raises
+        ------
+        ValueError
+            If a name is not a constructor argument (scikit-learn's wording for
+            ``set_params``), or a value is invalid.
+        """
+        valid = self._init_args()
+        for name in changes:
+            if name not in valid:
+                raise ValueError(
+                    f"Invalid parameter {name!r} for kernel {self!r}. "
+                    f"Valid parameters are: {sorted(valid)!r}."
+                )
         return self._replace(**changes)
 
     def _init_args(self) -> dict:
@@ -139,18 +163,40 @@ class Kernel(abc.ABC):
         args.update(changes)
         return type(self)(**args)
 
-    def get_params(self) -> dict:
-        """Constructor arguments (JSON-friendly: arrays as lists)."""
+    def get_params(self, deep=True) -> dict:
+        """Constructor arguments, JSON-friendly (arrays as lists), as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Accepted for scikit-learn's protocol; a kernel holds no nested estimators, so
+            ``deep`` changes nothing. Estimators list these as ``kernel__<name>``.
+
+        Returns
+        -------
+        params : dict
+            ``length_scale`` (list), ``variance``, ``length_scale_bounds``,
+            ``variance_bounds`` (and ``nu`` for Matern).
+        """
         args = self._init_args()
         args["length_scale"] = args["length_scale"].tolist()
         return args
 
     def set_params(self, **params):
-        """Kernels are immutable: scikit-learn's nested ``kernel__*`` parameters cannot be set."""
+        """Refused: kernels are immutable (a silent copy would leave the caller's kernel as is).
+
+        Estimators accept scikit-learn's nested ``kernel__<name>`` parameters
+        (``estimator.set_params(kernel__length_scale=2.0)``): they replace their kernel by
+        ``kernel.with_params(...)``, which is also the way to change a kernel directly.
+        """
         raise TypeError(
-            "kernels are immutable; replace the whole kernel, e.g. "
-            "estimator.set_params(kernel=kernel.with_params(length_scale=...))"
+            "kernels are immutable; use kernel.with_params(...) for a changed copy, or "
+            "estimator.set_params(kernel__<name>=...), which replaces the estimator's kernel"
         )
+
+    def __sklearn_clone__(self) -> "Kernel":
+        """scikit-learn's ``clone``: the kernel itself (it is immutable, so sharing is safe)."""
+        return self
 
     def check_n_dims(self, n_dims: int) -> None:
         if self.anisotropic and self._length_scale.size != n_dims:

@@ -6,6 +6,7 @@
 * :func:`solve_lower`, :func:`cho_solve`, :func:`logdet_from_cholesky`: solves, never inverses.
 * :func:`pivoted_cholesky`: partial pivoted Cholesky of a matrix given by its diagonal and a
   column oracle (rank- or tolerance-limited), for landmark selection.
+* :func:`symmetric_eigen`: the eigen-decomposition of a symmetric matrix.
 * :class:`SymmetricFactorization`: an eigen-factorization of a symmetric, possibly indefinite
   matrix, for features with signed quadrature weights (solve, log|det|, inertia).
 """
@@ -145,6 +146,12 @@ def triangular_factor(A) -> np.ndarray:
     return R * np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]
 
 
+def symmetric_eigen(A, *, name: str = "matrix") -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of the symmetric part of A."""
+    A = _check_square_finite(A, name)
+    return np.linalg.eigh(0.5 * (A + A.T))
+
+
 @dataclass(frozen=True)
 class SymmetricFactorization:
     """A = V diag(lam) V^T for a symmetric, possibly indefinite A (from ``numpy.linalg.eigh``).
@@ -159,8 +166,7 @@ class SymmetricFactorization:
 
     @classmethod
     def factor(cls, A, *, name: str = "matrix") -> "SymmetricFactorization":
-        A = _check_square_finite(A, name)
-        eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (A + A.T))
+        eigenvalues, eigenvectors = symmetric_eigen(A, name=name)
         tol = A.shape[0] * np.finfo(A.dtype).eps * max(np.max(np.abs(eigenvalues)), 1e-300)
         if np.any(np.abs(eigenvalues) <= tol):
             raise NotPositiveDefiniteError(

@@ -108,15 +108,20 @@ def noise_log_bounds(noise_variance: float, noise_variance_bounds) -> tuple[floa
 
 
 def learn_hyperparameters(objective, kernel, noise_variance: float, noise_variance_bounds, *,
-                          n_restarts: int = 0, rng=None):
+                          n_restarts: int = 0, rng=None, kernel_bounds=None):
     """Maximize the likelihood over [kernel.theta..., log noise_variance] inside the box.
 
     ``objective`` takes that vector (e.g. :class:`scalegp.gp.MarginalLikelihood`,
-    :class:`scalegp.exact.ExactMarginalLikelihood`). Returns the learned kernel, the learned
-    noise variance and the :class:`OptimizationResult`.
+    :class:`scalegp.exact.ExactMarginalLikelihood`). ``kernel_bounds`` (log, shape
+    (kernel.n_params, 2), inside ``kernel.bounds``) replaces the kernel's box, e.g. by the
+    part of it a feature map resolves (:meth:`scalegp.features.FeatureMap.valid_log_bounds`).
+    Returns the learned kernel, the learned noise variance and the
+    :class:`OptimizationResult`.
     """
     theta0 = np.append(kernel.theta, np.log(noise_variance))
-    bounds = np.vstack([kernel.bounds, noise_log_bounds(noise_variance, noise_variance_bounds)])
+    kernel_bounds = kernel.bounds if kernel_bounds is None else np.asarray(kernel_bounds,
+                                                                           dtype=float)
+    bounds = np.vstack([kernel_bounds, noise_log_bounds(noise_variance, noise_variance_bounds)])
     result = maximize_likelihood(objective, theta0, bounds, n_restarts=n_restarts, rng=rng,
                                  names=kernel.param_names + ["noise_variance"])
     return kernel.with_theta(result.theta[:-1]), float(np.exp(result.theta[-1])), result

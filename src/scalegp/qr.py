@@ -161,7 +161,9 @@ class QRMarginalLikelihood:
 def marginal_likelihood(feature_map: FeatureMap, kernel: Kernel, X, y, **options):
     """The learning objective for the map's ``solver``: :class:`QRMarginalLikelihood` for
     ``"qr"``, otherwise the engine's :class:`scalegp.gp.MarginalLikelihood` (normal
-    equations). ``options``: ``chunk_size``, ``dtype``, ``progress``."""
+    equations). ``options``: ``chunk_size``, ``dtype``, ``progress``, ``signed_rule`` (the QR
+    variant's maps have no negative weights, so it needs no signed rule)."""
     if getattr(feature_map, "solver", "cholesky") == "qr":
+        options.pop("signed_rule", None)
         return QRMarginalLikelihood(feature_map, kernel, X, y, **options)
     return gp.MarginalLikelihood(feature_map, kernel, X, y, **options)

@@ -7,13 +7,22 @@ or row, what was expected and what was found.
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._output import CSV_SUFFIXES, write_atomically
+
 MISSING_TOKENS = {"", "na", "nan", "null", "none", "?"}
+#: How a CSV file's first line is read (``read_table(..., header=...)``).
+HEADER_MODES = ("auto", "yes", "no")
+#: The rule, as the command line's --help states it.
+HEADER_RULE = ("CSV header row: 'auto' (default) reads the first line as column names when "
+               "at least one of its cells is not a number, and as data otherwise; 'yes' "
+               "always reads it as names, 'no' always as data (columns x0, x1, ...). .npy and "
+               ".npz arrays have no names (x0, x1, ...); Parquet columns keep theirs. Column "
+               "names must be unique.")
 
 
 class TableError(ValueError):
@@ -27,6 +36,18 @@ class Table:
     columns: tuple[str, ...]
     values: np.ndarray
     source: str
+    #: False when the columns are generated names (x0, x1, ...), not read from the file.
+    has_header: bool = True
+
+    def __post_init__(self):
+        seen = {}
+        for j, name in enumerate(self.columns):
+            if name in seen:
+                raise TableError(
+                    f"{self.source}: duplicate column name {name!r} (columns {seen[name]} "
+                    f"and {j}, 0-based); column names must be unique"
+                )
+            seen[name] = j
 
     def column_index(self, key: str) -> int:
         """A column by name, or by 0-based index given as digits."""
@@ -66,8 +87,14 @@ def missing_rows(values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~np.all(np.isfinite(values), axis=1))
 
 
-def read_table(path) -> Table:
-    """Read CSV (header optional), .npy (2-D), .npz (one 2-D array, or X and y) or Parquet."""
+def read_table(path, header: str = "auto") -> Table:
+    """Read CSV, .npy (2-D), .npz (one 2-D array, or X and y) or Parquet.
+
+    ``header`` ("auto", "yes" or "no") says how a CSV file's first line is read
+    (:data:`HEADER_RULE`); other formats ignore it.
+    """
+    if header not in HEADER_MODES:
+        raise TableError(f"header must be one of {', '.join(HEADER_MODES)}, got {header!r}")
     path = Path(path)
     if not path.exists():
         raise TableError(f"{path}: no such file")
@@ -80,7 +107,7 @@ def read_table(path) -> Table:
         return _read_npz(path)
     if suffix in (".parquet", ".pq"):
         return _read_parquet(path)
-    return _read_csv(path)
+    return _read_csv(path, header)
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -98,7 +125,7 @@ def _from_array(array: np.ndarray, source: str, names=None) -> Table:
     if array.ndim != 2 or array.shape[0] == 0:
         raise TableError(f"{source}: expected a non-empty 2-D array, got shape {array.shape}")
     names = names or tuple(f"x{j}" for j in range(array.shape[1]))
-    return Table(tuple(names), array.astype(np.float64), source)
+    return Table(tuple(names), array.astype(np.float64), source, has_header=False)
 
 
 def _read_npz(path: Path) -> Table:
@@ -154,7 +181,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _read_csv(path: Path) -> Table:
+def _read_csv(path: Path, header_mode: str) -> Table:
     with open(path, newline="", encoding="utf-8-sig") as handle:
         sample = handle.read(65536)
         handle.seek(0)
@@ -165,7 +192,8 @@ def _read_csv(path: Path) -> Table:
         rows = [row for row in csv.reader(handle, dialect) if row and any(c.strip() for c in row)]
     if not rows:
         raise TableError(f"{path}: the file is empty")
-    has_header = not all(_is_number(cell) for cell in rows[0])
+    has_header = {"yes": True, "no": False}.get(
+        header_mode, not all(_is_number(cell) for cell in rows[0]))
     header = ([cell.strip() for cell in rows[0]] if has_header
               else [f"x{j}" for j in range(len(rows[0]))])
     body = rows[1:] if has_header else rows
@@ -186,19 +214,17 @@ def _read_csv(path: Path) -> Table:
                     f"{path}: column {header[j]!r} is not numeric (line {first_line + i} "
                     f"has {cell.strip()!r})"
                 ) from None
-    return Table(tuple(header), values, str(path))
+    return Table(tuple(header), values, str(path), has_header=has_header)
 
 
 def write_csv(path, columns, values: np.ndarray) -> None:
-    """Write a header and rows atomically (temporary file, then rename)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(columns)
-            writer.writerows((repr(float(v)) for v in row) for row in values)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    """Write a header and rows (UTF-8) atomically, by :func:`scalegp._output.write_atomically`.
+
+    ``path`` must end in ``.csv`` and be a regular file or missing; see :mod:`scalegp._output`.
+    """
+    def write(handle):
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        writer.writerows((repr(float(v)) for v in row) for row in values)
+
+    write_atomically(path, write, binary=False, suffixes=CSV_SUFFIXES)

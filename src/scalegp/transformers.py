@@ -9,15 +9,56 @@ so that any linear scikit-learn model on Psi is an approximate kernel method
 from __future__ import annotations
 
 from collections.abc import Mapping
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from . import features, kernels
+from ._memory import FEATURE_CHUNKS, check_memory
 from ._validation import as_generator, check_matrix
 
 __all__ = ["FeatureMapTransformer"]
+
+#: scikit-learn ``_parameter_constraints`` entries shared by the transformer and the
+#: estimators. Names (approximation, kernel) are only typed here: ``features.get`` and
+#: ``kernels.get`` check them with messages that list the choices.
+RANDOM_STATE_CONSTRAINT = ["random_state", np.random.Generator, np.random.SeedSequence]
+KERNEL_CONSTRAINT = [str, kernels.Kernel]
+
+
+class KernelParamsMixin:
+    """``set_params`` that accepts scikit-learn's nested ``kernel__<name>`` parameters.
+
+    Kernels are immutable, so ``set_params(kernel__length_scale=2.0)`` replaces ``kernel`` by
+    ``kernels.get(kernel).with_params(length_scale=2.0)`` (a kernel name is resolved first),
+    after the other parameters (``kernel=...`` included) are set. This is what
+    ``GridSearchCV``, ``RandomizedSearchCV`` and ``Pipeline`` call.
+    """
+
+    def set_params(self, **params):
+        """Set parameters; ``kernel__<name>`` keys give a copy of the kernel with them changed.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, and ``kernel__<name>`` for any argument of the kernel's
+            constructor (``length_scale``, ``variance``, ``length_scale_bounds``,
+            ``variance_bounds``, ``nu`` for Matern).
+
+        Returns
+        -------
+        self
+        """
+        prefix = "kernel__"
+        kernel_changes = {key[len(prefix):]: params.pop(key) for key in list(params)
+                          if key.startswith(prefix)}
+        super().set_params(**params)
+        if kernel_changes:
+            self.kernel = kernels.get(self.kernel).with_params(**kernel_changes)
+        return self
 
 
 def _build_feature_map(approximation, X, kernel, n_components, approximation_options, rng,
@@ -32,8 +73,9 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
         Validated training inputs (data-dependent maps select landmarks from them).
     kernel : Kernel
         The kernel, with the hyperparameters the map is built for.
-    n_components : int
-        m, the number of columns of Psi.
+    n_components : int or None
+        m, the number of columns of Psi; None: the map's ``default_n_components`` (256), or,
+        where that is None, the map derives m itself in ``build``.
     approximation_options : dict or None
         Keyword arguments of the map's ``build``.
     rng : numpy.random.Generator
@@ -61,10 +103,12 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
     for key in map_class.fit_context:
         if fit_context is not None and key not in options:
             options[key] = fit_context[key]
+    if n_components is None:
+        n_components = map_class.default_n_components
     return map_class.build(X, kernel, n_components, rng, **options)
 
 
-class FeatureMapTransformer(TransformerMixin, BaseEstimator):
+class FeatureMapTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
     """Features Psi of a low-rank kernel approximation, as a scikit-learn transformer.
 
     Parameters
@@ -100,7 +144,17 @@ class FeatureMapTransformer(TransformerMixin, BaseEstimator):
     Notes
     -----
     ``transform`` returns float32 features for float32 inputs and float64 otherwise.
+    ``fit`` refuses an ``n_components`` whose features for one chunk of rows (256 at least)
+    exceed the available memory (:mod:`scalegp._memory`).
     """
+
+    _parameter_constraints: dict = {
+        "approximation": [str],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "kernel": KERNEL_CONSTRAINT,
+        "approximation_options": [Mapping, None],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
 
     def __init__(self, approximation="rff", n_components=100, kernel="gaussian",
                  approximation_options=None, random_state=None):
@@ -122,6 +176,9 @@ class FeatureMapTransformer(TransformerMixin, BaseEstimator):
         -------
         self : FeatureMapTransformer
         """
+        self._validate_params()
+        check_memory(self.n_components, n_matrices=0, n_chunks=FEATURE_CHUNKS,
+                     what="the transformer's features")
         X = validate_data(self, X, dtype=(np.float64, np.float32), ensure_all_finite=False)
         X = check_matrix(X, "X")
         kernel = kernels.get(self.kernel)

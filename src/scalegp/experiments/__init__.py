@@ -3,7 +3,13 @@
 Each experiment is a function ``run(output_dir: pathlib.Path, quick: bool) -> list[Path]`` that
 writes PNG figures and a markdown table into ``output_dir`` and returns the written paths.
 ``quick=True`` runs reduced sizes (used by the smoke tests). Modules of this package register
-their experiments with :func:`register`; every module is imported on first use.
+their experiments with :func:`register`, declaring the file names they write; every module is
+imported on first use.
+
+Outputs are written with :func:`write_figure` and :func:`write_text` (atomically, see
+:mod:`scalegp._output`). :func:`run` checks the folder and every declared file before the
+experiment starts: a folder, FIFO, device, socket or symbolic link at one of those names is
+refused before any work.
 """
 
 from __future__ import annotations
@@ -12,17 +18,35 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+from .._output import (MARKDOWN_SUFFIXES, PNG_SUFFIXES, check_output_dir, check_output_path,
+                       write_atomically)
+
 _EXPERIMENTS: dict = {}
 
 
-def register(name: str, description: str):
-    """Decorator: register ``run(output_dir, quick)`` under ``name``."""
+def register(name: str, description: str, *, outputs):
+    """Decorator: register ``run(output_dir, quick)`` under ``name``; ``outputs`` are the names
+    of the files it writes into ``output_dir``."""
     def decorate(function):
         if name in _EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is registered twice")
-        _EXPERIMENTS[name] = (function, description)
+        _EXPERIMENTS[name] = (function, description, tuple(outputs))
         return function
     return decorate
+
+
+def write_figure(fig, path: Path, *, dpi: int) -> Path:
+    """Write a matplotlib figure as a PNG file, atomically; returns ``path``."""
+    write_atomically(path, lambda file: fig.savefig(file, dpi=dpi, format="png"),
+                     suffixes=PNG_SUFFIXES)
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write a markdown file (UTF-8), atomically; returns ``path``."""
+    write_atomically(path, lambda file: file.write(text), binary=False,
+                     suffixes=MARKDOWN_SUFFIXES)
+    return path
 
 
 def _discover() -> None:
@@ -42,11 +66,23 @@ def describe() -> dict[str, str]:
 
 
 def run(name: str, output_dir, quick: bool = False) -> list[Path]:
-    """Run one experiment; returns the files it wrote."""
+    """Run one experiment; returns the files it wrote.
+
+    ``output_dir`` is created if missing; it and the experiment's declared outputs in it are
+    checked before the experiment starts (:class:`~scalegp.errors.UnsafeOutputError`).
+    """
     _discover()
     if name not in _EXPERIMENTS:
         raise ValueError(f"experiment must be one of {', '.join(sorted(_EXPERIMENTS)) or '(none)'}; "
                          f"got {name!r}")
-    output_dir = Path(output_dir)
+    function, _, outputs = _EXPERIMENTS[name]
+    output_dir = Path(check_output_dir(output_dir, what="output_dir"))
     output_dir.mkdir(parents=True, exist_ok=True)
-    return list(_EXPERIMENTS[name][0](output_dir, quick))
+    for output in outputs:
+        check_output_path(output_dir / output, what="output file")
+    written = list(function(output_dir, quick))
+    undeclared = sorted({Path(path).name for path in written} - set(outputs))
+    if undeclared:
+        raise RuntimeError(f"experiment {name!r} wrote undeclared file(s) "
+                           f"{', '.join(undeclared)}; declare them in register(outputs=...)")
+    return written

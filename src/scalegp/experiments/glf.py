@@ -31,7 +31,7 @@ from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
 from ..kernels import Gaussian, Kernel, Matern
 from ..optimize import learn_hyperparameters
-from . import register
+from . import register, write_figure, write_text
 
 CONSTANTS_NOTE = (
     "Paper setting, constants ours: the paper's test functions, sample sizes, noise levels, "
@@ -233,8 +233,7 @@ FIT_HEADER = ["| method | s (real columns) | learned hyperparameters | k~(x,x)/k
 
 
 def write_markdown(path: Path, title: str, lines: list[str]) -> Path:
-    path.write_text("\n".join([f"# {title}", "", *lines, ""]))
-    return path
+    return write_text(path, "\n".join([f"# {title}", "", *lines, ""]))
 
 
 def _pyplot():
@@ -322,8 +321,7 @@ def run_synthetic(output_dir: Path, quick: bool, n_dims: int) -> list[Path]:
                y_test, theory_s)
     fig.suptitle(f"{name}: Gaussian kernel, n = {X.shape[0]} (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
-    figure = output_dir / f"{name}.png"
-    fig.savefig(figure, dpi=80)
+    figure = write_figure(fig, output_dir / f"{name}.png", dpi=80)
     plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "",
@@ -368,20 +366,23 @@ def _plot_synthetic_fit(ax, X, y, exact_fit, glf_fit, rff_fit):
 
 
 @register("glf-synthetic-1d", "GLF paper Section 7.1: 1-D synthetic data, Gaussian kernel; "
-          "likelihood curves, MSE and learning time against s (exact, GLF, RFF)")
+          "likelihood curves, MSE and learning time against s (exact, GLF, RFF)",
+          outputs=("glf-synthetic-1d.png", "glf-synthetic-1d.md"))
 def run_synthetic_1d(output_dir: Path, quick: bool) -> list[Path]:
     return run_synthetic(output_dir, quick, 1)
 
 
 @register("glf-synthetic-2d", "GLF paper Section 7.1: 2-D synthetic data, Gaussian kernel; "
-          "likelihood curves, MSE and learning time against s (exact, GLF, RFF)")
+          "likelihood curves, MSE and learning time against s (exact, GLF, RFF)",
+          outputs=("glf-synthetic-2d.png", "glf-synthetic-2d.md"))
 def run_synthetic_2d(output_dir: Path, quick: bool) -> list[Path]:
     return run_synthetic(output_dir, quick, 2)
 
 
 # --------------------------------------------------------------------------- stock
 @register("glf-stock", "GLF paper Section 7.3: daily stock-price series (GOOG if available, "
-          "else Mauna Loa CO2), Matern kernel, last 12% held out")
+          "else Mauna Loa CO2), Matern kernel, last 12% held out",
+          outputs=("glf-stock.png", "glf-stock.md"))
 def run_stock(output_dir: Path, quick: bool) -> list[Path]:
     days, price, source = load_stock_series()
     if quick:
@@ -413,8 +414,7 @@ def run_stock(output_dir: Path, quick: bool) -> list[Path]:
                theory)
     fig.suptitle("glf-stock: Matern 3/2, last 12% held out (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
-    figure = output_dir / "glf-stock.png"
-    fig.savefig(figure, dpi=80)
+    figure = write_figure(fig, output_dir / "glf-stock.png", dpi=80)
     plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "", f"Data: {source}.", "",
@@ -441,7 +441,8 @@ RELIEF = {True: ReliefSettings(1500, (6, 10), (36, 100)),
 
 
 @register("glf-relief", "GLF paper Section 7.4 on the East Africa relief map (82,800 points): "
-          "anisotropic Matern, GLF against RFF at growing feature counts, mean and std maps")
+          "anisotropic Matern, GLF against RFF at growing feature counts, mean and std maps",
+          outputs=("glf-relief.png", "glf-relief-maps.png", "glf-relief.md"))
 def run_relief(output_dir: Path, quick: bool) -> list[Path]:
     settings = RELIEF[quick]
     data = datasets.load_east_africa_relief(subsample=settings.subsample, random_state=0)
@@ -464,8 +465,7 @@ def run_relief(output_dir: Path, quick: bool) -> list[Path]:
     plot_sweep(axes[0], axes[1], None, {"GLF": glf_fits, "RFF": rff_fits}, X_test, y_test, None)
     fig.suptitle("glf-relief: anisotropic Matern 3/2 (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
-    sweep_figure = output_dir / "glf-relief.png"
-    fig.savefig(sweep_figure, dpi=80)
+    sweep_figure = write_figure(fig, output_dir / "glf-relief.png", dpi=80)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 5.5))
@@ -479,8 +479,7 @@ def run_relief(output_dir: Path, quick: bool) -> list[Path]:
     fig.suptitle(f"glf-relief maps, GLF s = {best.n_components} "
                  f"(trained on {X_train.shape[0]} points)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
-    map_figure = output_dir / "glf-relief-maps.png"
-    fig.savefig(map_figure, dpi=80)
+    map_figure = write_figure(fig, output_dir / "glf-relief-maps.png", dpi=80)
     plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "", f"Data: {data.description}; elevation standardized by the "

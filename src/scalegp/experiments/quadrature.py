@@ -35,7 +35,7 @@ from ..estimator import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
 from ..gp import Posterior
 from ..kernels import Gaussian
-from . import register
+from . import register, write_figure, write_text
 
 UCI_SETS = ("airfoil", "concrete", "elevators")
 LETTER_RDA = Path("/usr/lib/R/site-library/mlbench/data/LetterRecognition.rda")
@@ -401,7 +401,7 @@ def plot_panels(path: Path, summary, panels, n_columns: int) -> Path:
     handles = [plt.Line2D([], [], label=method, **styles[method]) for method in methods]
     fig.legend(handles=handles, loc="center right", fontsize=8)
     fig.subplots_adjust(left=0.08, right=0.82, bottom=0.07, top=0.95, hspace=0.45, wspace=0.3)
-    fig.savefig(path, dpi=90)
+    write_figure(fig, path, dpi=90)
     plt.close(fig)
     return path
 
@@ -446,7 +446,8 @@ def kernel_error_section(dataset: str, X: np.ndarray, methods, settings: Setting
 
 
 @register("quadrature-kernel-error",
-          "Liu et al. 2021: relative kernel error vs real features, quadrature maps and RFF")
+          "Liu et al. 2021: relative kernel error vs real features, quadrature maps and RFF",
+          outputs=("quadrature-kernel-error.md", "quadrature-kernel-error.png"))
 def run_kernel_error(output_dir: Path, quick: bool) -> list[Path]:
     """Relative Frobenius and spectral kernel errors against m; condition (18) statistics."""
     settings = Settings.get(quick)
@@ -466,8 +467,7 @@ def run_kernel_error(output_dir: Path, quick: bool) -> list[Path]:
         lines += section
         panels += [Panel(dataset, "fro", "relative Frobenius error", True),
                    Panel(dataset, "spectral", "relative spectral error", True)]
-    table = output_dir / "quadrature-kernel-error.md"
-    table.write_text("\n".join(lines) + "\n")
+    table = write_text(output_dir / "quadrature-kernel-error.md", "\n".join(lines) + "\n")
     figure = plot_panels(output_dir / "quadrature-kernel-error.png", summary, panels, 2)
     return [table, figure]
 
@@ -476,7 +476,8 @@ LETTER_RIDGE = 1e-3          # ridge regularization of the letter classifier (ou
 
 
 @register("quadrature-learning",
-          "Liu et al. 2021: letter accuracy and UCI GP regression RMSE/NLPD vs real features")
+          "Liu et al. 2021: letter accuracy and UCI GP regression RMSE/NLPD vs real features",
+          outputs=("quadrature-learning.md", "quadrature-learning.png"))
 def run_learning(output_dir: Path, quick: bool) -> list[Path]:
     """Letter classification and GP regression at equal feature budgets."""
     settings = Settings.get(quick)
@@ -502,8 +503,7 @@ def run_learning(output_dir: Path, quick: bool) -> list[Path]:
         lines += section
         panels += [Panel(name, "rmse", "test RMSE", False),
                    Panel(name, "nlpd", "test NLPD", False)]
-    table = output_dir / "quadrature-learning.md"
-    table.write_text("\n".join(lines) + "\n")
+    table = write_text(output_dir / "quadrature-learning.md", "\n".join(lines) + "\n")
     figure = plot_panels(output_dir / "quadrature-learning.png", summary, panels, 2)
     return [table, figure]
 

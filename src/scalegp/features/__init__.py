@@ -30,13 +30,13 @@ def names() -> list[str]:
 
 
 def get(name: str) -> type[FeatureMap]:
-    """The feature-map class registered under ``name``."""
+    """The feature-map class registered under ``name`` (case-insensitive, like kernel names)."""
     maps = registry()
-    if not isinstance(name, str) or name not in maps:
+    if not isinstance(name, str) or name.lower() not in maps:
         raise ValueError(
             f"approximation must be one of {', '.join(sorted(maps))}; got {name!r}"
         )
-    return maps[name]
+    return maps[name.lower()]
 
 
 def describe() -> dict[str, str]:

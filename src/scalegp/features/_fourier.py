@@ -11,10 +11,20 @@ keeps cos/sin accurate). With u = (x - c) / l and z_l = omega_l^T u,
 so that psi(x)^T diag(S) psi(x') = s sum_l sign_l a_l cos(omega_l^T (x - x') / l)
 (Rahimi & Recht 2007; for quadrature rules, a_l are the quadrature weights). Derivatives
 (log-parameters): d z_l / d log l_j = -omega_lj u_j, and d psi / d log s = psi / 2.
+
+An odd number of columns (Monte-Carlo maps) ends with single phase-shifted cosines: a
+frequency with a phase shift b_l gives the one column sqrt(2 s a_l) cos(z_l + b_l), and
+with b ~ U(0, 2 pi)
+
+    E_b[2 cos(z_l(x) + b) cos(z_l(x') + b)] = cos(z_l(x) - z_l(x')),
+
+so its term is unbiased too (Rahimi & Recht 2007, Section 3; scikit-learn's ``RBFSampler``).
+Its derivatives are those of the cosine at the shifted phase, with the same d z_l.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,26 +47,37 @@ class FourierFeatureMap(FeatureMap):
         Centre c subtracted from the inputs before forming phases.
     frequency_signs : ndarray (n_frequencies,) or None
         +-1 for quadrature rules with negative weights; None when all positive.
+    phase_shifts : ndarray (n_single,) or None
+        Phase shifts b of the last n_single frequencies, each giving the single column
+        sqrt(2 s a_l) cos(z_l + b_l) instead of a cos/sin pair; None when all are pairs.
+        Columns: the n_pairs cosines, the n_pairs sines, then the single columns.
     """
 
     omega: np.ndarray
     frequency_weights: np.ndarray
     offset: np.ndarray
     frequency_signs: np.ndarray | None = None
+    phase_shifts: np.ndarray | None = None
 
     @property
     def n_frequencies(self) -> int:
         return self.omega.shape[0]
 
     @property
+    def n_pairs(self) -> int:
+        """Frequencies with a cos/sin pair (all but the phase-shifted ones)."""
+        return self.n_frequencies - (0 if self.phase_shifts is None else self.phase_shifts.size)
+
+    @property
     def n_components(self) -> int:
-        return 2 * self.n_frequencies
+        return self.n_pairs + self.n_frequencies
 
     @property
     def signs(self) -> np.ndarray | None:
         if self.frequency_signs is None:
             return None
-        return np.concatenate([self.frequency_signs, self.frequency_signs])
+        pairs = self.frequency_signs[:self.n_pairs]
+        return np.concatenate([pairs, pairs, self.frequency_signs[self.n_pairs:]])
 
     def scaled_inputs(self, X, kernel: Kernel) -> np.ndarray:
         """u = (x - c) / l in the dtype of X."""
@@ -71,30 +92,44 @@ class FourierFeatureMap(FeatureMap):
     def _amplitudes(self, kernel: Kernel, dtype) -> np.ndarray:
         return np.sqrt(kernel.variance * self.frequency_weights).astype(dtype)
 
+    def _single_phases(self, Z: np.ndarray) -> np.ndarray:
+        """z_l + b_l for the phase-shifted frequencies, shape (n_samples, n_single)."""
+        return Z[:, self.n_pairs:] + self.phase_shifts.astype(Z.dtype)
+
     def features(self, X, kernel: Kernel) -> np.ndarray:
         U = self.scaled_inputs(X, kernel)
         Z = self.phases(U)
         amplitude = self._amplitudes(kernel, U.dtype)
         Psi = np.empty((U.shape[0], self.n_components), dtype=U.dtype)
-        m = self.n_frequencies
-        np.cos(Z, out=Psi[:, :m])
-        np.sin(Z, out=Psi[:, m:])
-        Psi[:, :m] *= amplitude
-        Psi[:, m:] *= amplitude
+        m = self.n_pairs
+        np.cos(Z[:, :m], out=Psi[:, :m])
+        np.sin(Z[:, :m], out=Psi[:, m:2 * m])
+        Psi[:, :m] *= amplitude[:m]
+        Psi[:, m:2 * m] *= amplitude[:m]
+        if self.phase_shifts is not None:
+            Psi[:, 2 * m:] = np.cos(self._single_phases(Z)) * (math.sqrt(2.0) * amplitude[m:])
         return Psi
 
     def features_grad(self, X, kernel: Kernel) -> np.ndarray:
         U = self.scaled_inputs(X, kernel)
         Z = self.phases(U)
         amplitude = self._amplitudes(kernel, U.dtype)
-        cos_part = np.cos(Z) * amplitude
-        sin_part = np.sin(Z) * amplitude
+        m = self.n_pairs
+        cos_part = np.cos(Z[:, :m]) * amplitude[:m]
+        sin_part = np.sin(Z[:, :m]) * amplitude[:m]
+        if self.phase_shifts is None:
+            single_cos = single_sin = np.empty((U.shape[0], 0), dtype=U.dtype)
+        else:
+            single_amplitude = math.sqrt(2.0) * amplitude[m:]
+            single_cos = np.cos(self._single_phases(Z)) * single_amplitude
+            single_sin = np.sin(self._single_phases(Z)) * single_amplitude
         omega = self.omega.astype(U.dtype)
         if kernel.anisotropic:
             # dz / d log l_j = -u_j omega_j for each dimension j
             phase_grads = [-(U[:, j:j + 1] * omega[:, j]) for j in range(self.n_dims)]
         else:
             phase_grads = [-Z]
-        grads = [np.hstack([-sin_part * dz, cos_part * dz]) for dz in phase_grads]
-        grads.append(0.5 * np.hstack([cos_part, sin_part]))
+        grads = [np.hstack([-sin_part * dz[:, :m], cos_part * dz[:, :m],
+                            -single_sin * dz[:, m:]]) for dz in phase_grads]
+        grads.append(0.5 * np.hstack([cos_part, sin_part, single_cos]))
         return np.stack(grads)

@@ -23,6 +23,10 @@ from ..kernels import Kernel
 
 _REGISTRY: dict[str, type["FeatureMap"]] = {}
 
+#: m of a map built with ``n_components=None`` (the estimator's default), unless the map
+#: derives its own (:attr:`FeatureMap.default_n_components` is None).
+DEFAULT_N_COMPONENTS = 256
+
 
 def feature_dtype(X) -> np.dtype:
     """float32 inputs give float32 features; everything else float64."""
@@ -51,6 +55,9 @@ class FeatureMap(abc.ABC):
     #: call unless the user gave them: "y" (the training targets, normalized if asked),
     #: "noise_variance" (the starting value) and "noise_variance_lower" (the box's lower end).
     fit_context: ClassVar[tuple[str, ...]] = ()
+    #: m used when the estimator's ``n_components`` is None; None: :meth:`build` receives
+    #: None and derives m from the problem (Gauss-Legendre features with ``n_nodes="auto"``).
+    default_n_components: ClassVar[int | None] = DEFAULT_N_COMPONENTS
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -97,6 +104,25 @@ class FeatureMap(abc.ABC):
         X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
         kernel.check_n_dims(self.n_dims)
         return X
+
+    def valid_log_bounds(self, kernel: Kernel) -> np.ndarray | None:
+        """The log-parameter box on which the map approximates the kernel, or None.
+
+        Parameters
+        ----------
+        kernel : Kernel
+            The kernel the map was built for (its bounds are the box of learning).
+
+        Returns
+        -------
+        bounds : ndarray of shape (kernel.n_params, 2) or None
+            Lower and upper log values, in the order of ``kernel.theta``. None (the default):
+            the map holds wherever the kernel's box does (maps redrawn for each theta, or
+            whose error does not depend on theta). A fixed-basis map whose nodes resolve only
+            some length scales returns them; the estimator searches the intersection with
+            ``kernel.bounds``.
+        """
+        return None
 
     def state(self) -> dict:
         """The dataclass fields (theta-independent state), for model files."""

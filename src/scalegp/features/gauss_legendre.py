@@ -33,6 +33,7 @@ import numpy as np
 from scipy.special import betaincinv, erfcinv, gammaln, roots_legendre
 
 from .. import gp
+from .._memory import ENGINE_MATRICES
 from .._validation import (as_generator, check_matrix, check_positive_int,
                            check_positive_scalar, check_vector)
 from ..kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern, ReciprocalSemigroup
@@ -61,6 +62,21 @@ SOLVERS = ("cholesky", "qr")
 #: build warns when the rule reproduces a share of k(x, x) off 1 by more than this at an end
 #: of Theta's length scales (:meth:`GaussLegendreFeatures.captured_mass`).
 MASS_TOLERANCE = 0.1
+#: :meth:`GaussLegendreFeatures.valid_log_bounds` keeps the length scales at which the rule
+#: reproduces k(x, x) to within this share (measured on the East Africa relief, standardised,
+#: n = 3,000, Gaussian kernel: a 1 % mass deficit went with a 3 % error of the predictive
+#: mean against the exact GP, MASS_TOLERANCE's 10 % with 7-12 %).
+VALID_MASS_TOLERANCE = 0.01
+#: Points per length-scale row of the log grid on which valid_log_bounds scans the mass.
+VALID_GRID_POINTS = 512
+#: Memory budget of the s x s float64 matrices of a fit with a derived ``n_nodes="auto"``
+#: budget (:func:`auto_budget`) ...
+AUTO_MEMORY_BYTES = 2**30
+#: ... of which a fit holds this many at its peak (the engine's count for the normal
+#: equations, :data:`scalegp._memory.ENGINE_MATRICES`).
+AUTO_SQUARE_MATRICES = ENGINE_MATRICES["cholesky"]
+#: s of ``n_nodes=None`` (the budget split) when ``n_components`` is None.
+DEFAULT_SPLIT_COMPONENTS = 256
 
 
 # --------------------------------------------------------------------------- 1-D rules
@@ -241,18 +257,20 @@ class HyperparameterBox:
     def from_kernel(cls, kernel: Kernel, n_dims: int, noise_variance_lower: float):
         """Theta from the kernel's bounds ("fixed" pins the current value).
 
-        Bounds wider than ``WIDE_BOUNDS_RATIO`` (the library default (1e-5, 1e5) among them)
-        would make the truncation and node counts absurd; they are replaced by
-        [value / FALLBACK_FACTOR, value * FALLBACK_FACTOR] around the kernel's current value,
-        intersected with the bounds, with a warning: set the kernel's bounds instead.
+        Length-scale bounds wider than ``WIDE_BOUNDS_RATIO`` would make the truncation and
+        node counts absurd; they are replaced by [value / FALLBACK_FACTOR, value *
+        FALLBACK_FACTOR] around the kernel's current value, intersected with the bounds, with
+        a warning: set the kernel's bounds instead. The variance enters the rule only through
+        the tail budget t = delta / s_max of the truncation radius, so s_max is the upper
+        variance bound however wide (the library default (1e-5, 1e5) among them).
         """
         noise_variance_lower = check_positive_scalar(noise_variance_lower,
                                                      "noise_variance_lower")
         length_scale = np.broadcast_to(kernel.length_scale, (n_dims,)).astype(float)
         low, high = _box_side(kernel.length_scale_bounds, length_scale, "length_scale_bounds")
-        variance = np.array([kernel.variance])
-        _, variance_high = _box_side(kernel.variance_bounds, variance, "variance_bounds")
-        return cls(low, high, float(variance_high[0]), noise_variance_lower)
+        variance_bounds = kernel.variance_bounds
+        variance_max = kernel.variance if variance_bounds == "fixed" else variance_bounds[1]
+        return cls(low, high, float(variance_max), noise_variance_lower)
 
     def extreme_kernels(self, kernel: Kernel) -> list[Kernel]:
         """The kernel with all length scales at their smallest, then at their largest."""
@@ -490,6 +508,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
                    "independent of the hyperparameters (O(s^3) learning steps)")
     reference = "Fink Shustin & Avron, JMLR 2022"
     fit_context = ("y", "noise_variance", "noise_variance_lower")
+    default_n_components = None         # build derives s for n_nodes="auto" (auto_budget)
 
     def __post_init__(self):
         d = check_positive_int(self.n_dims, "n_dims")
@@ -552,11 +571,12 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             Training inputs: their bounding box sets the offset and the node counts.
         kernel : Gaussian, Matern, Cauchy or Laplacian
             Its bounds define Theta (see :class:`HyperparameterBox`).
-        n_components : int
+        n_components : int or None
             Budget of real columns s: with ``n_nodes=None`` the q_j are chosen with
             prod_j q_j <= n_components in proportion to R_j D_j (the Nyquist counts
-            pi R_j D_j of spec A.9, D_j the data box width); with ``n_nodes="auto"`` the
-            largest s tried. Ignored for integer and ``"theory"`` node counts.
+            pi R_j D_j of spec A.9, D_j the data box width; None: 256); with
+            ``n_nodes="auto"`` the largest s tried, a hard cap (None: derived from the
+            problem by :func:`auto_budget`). Ignored for integer and ``"theory"`` counts.
         rng : numpy.random.Generator, optional
             Draws the subsample of ``n_nodes="auto"`` (the rule itself is deterministic).
         n_nodes : None, int, sequence of int, "theory" or "auto"
@@ -633,11 +653,14 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
                                      "targets) must be given as an option, got y=None")
                 counts, selection = _auto(
                     cls, common, kernel, box, X, check_vector(y, "y", n_samples=n), width,
-                    entrywise_bound, n_components, check_positive_scalar(tolerance, "tolerance"),
+                    entrywise_bound, _auto_cap(n_components, n, d),
+                    check_positive_scalar(tolerance, "tolerance"),
                     box.noise_variance_min if noise_variance is None
                     else check_positive_scalar(noise_variance, "noise_variance"),
                     as_generator(rng))
             elif n_nodes is None:
+                if n_components is None:
+                    n_components = DEFAULT_SPLIT_COMPONENTS
                 counts = _split_budget(n_components, bound * width, panels)
                 selection = f"budget n_components = {n_components}"
             else:
@@ -717,6 +740,56 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         Psi = self.features(self.offset[None, :], kernel)
         return float(Psi[0] @ Psi[0]) / kernel.variance
 
+    def valid_log_bounds(self, kernel: Kernel) -> np.ndarray:
+        """The log box of ``kernel.theta`` on which the rule reproduces the kernel.
+
+        Each free length-scale row of ``kernel.bounds`` is narrowed to the longest run of a
+        log grid (VALID_GRID_POINTS points) on which the rule reproduces the prior variance
+        to within VALID_MASS_TOLERANCE: for an isotropic length scale l,
+        |prod_j m_j(l) - 1| <= tolerance, and for an ARD length scale l_j,
+        |m_j(l_j) - 1| <= tolerance / d, where
+
+            m_j(l) = sum_i W_{j,i} p_l(eta_{j,i})
+
+        is the mass the 1-D rule of dimension j gives the 1-D density of the kernel family
+        (the marginal of the d-dimensional one: the kernel restricted to axis j), so that
+        prod_j m_j = :meth:`captured_mass` for a separable kernel (Gaussian, Cauchy,
+        Laplacian). Below the run the truncation box drops the spectrum's tails, above it
+        the nodes miss the density's peak: there the features approximate another kernel.
+        The variance row is the kernel's (the mass is relative to it); fixed rows are kept.
+        A row where no grid point is within VALID_MASS_TOLERANCE uses MASS_TOLERANCE (that of
+        build's warning) instead, and is kept whole where none is within that either (build
+        has then warned that the rule does not reproduce the kernel there).
+        """
+        self._check_kernel(kernel)
+        bounds = kernel.bounds.copy()
+        ard = kernel.anisotropic
+        tolerance = VALID_MASS_TOLERANCE / self.n_dims if ard else VALID_MASS_TOLERANCE
+        unit = kernel.with_params(length_scale=1.0, variance=1.0, length_scale_bounds="fixed",
+                                  variance_bounds="fixed")
+        for row in range(kernel.n_params - 1):
+            low, high = bounds[row]
+            if low == high:
+                continue
+            grid = np.linspace(low, high, VALID_GRID_POINTS)
+            mass = np.ones(grid.size)
+            for j in ([row] if ard else range(self.n_dims)):
+                mass *= self._dimension_mass(unit, j, np.exp(grid))
+            for share in (tolerance, tolerance * MASS_TOLERANCE / VALID_MASS_TOLERANCE):
+                start, stop = _longest_run(np.abs(mass - 1.0) <= share)
+                if start < stop:
+                    bounds[row] = grid[start], grid[stop - 1]
+                    break
+        return bounds
+
+    def _dimension_mass(self, unit: Kernel, j: int, scales: np.ndarray) -> np.ndarray:
+        """m_j(l) for each l in ``scales``: sum_i W_i l p_1(l eta_i), p_1 the unit-scale
+        1-D density (p_l(eta) = l p_1(l eta) in one dimension)."""
+        nodes, weights = self._rules[j]
+        V = np.multiply.outer(scales, nodes)
+        density = np.exp(unit.log_spectral_density(V.reshape(-1, 1))).reshape(V.shape)
+        return scales * (density @ weights)
+
     def report(self) -> str:
         """The node counts and truncation chosen, and the theoretical values (spec A.8-A.9)."""
         def fmt(values, precision=4):
@@ -749,6 +822,16 @@ def _warn_if_unresolved(fmap: GaussLegendreFeatures, kernel: Kernel,
                 "the features approximate another kernel and learned hyperparameters near "
                 "that end are unreliable; raise n_components or narrow the length-scale "
                 "bounds", UserWarning, stacklevel=3)
+
+
+def _longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """[start, stop) of the longest run of True in ``mask`` ((0, 0) when there is none)."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    if edges.size == 0:
+        return 0, 0
+    starts, stops = edges[0::2], edges[1::2]
+    k = int(np.argmax(stops - starts))
+    return int(starts[k]), int(stops[k])
 
 
 def _integer_vector(values, name: str, n_dims: int) -> np.ndarray:
@@ -823,9 +906,55 @@ def _resolved_half_widths(n_nodes: np.ndarray, data_width: np.ndarray,
     return np.minimum(entrywise_bound, resolved)
 
 
+def auto_budget(n_samples: int, n_dims: int) -> tuple[int, str]:
+    """The largest s of ``n_nodes="auto"`` when ``n_components`` is None, and why.
+
+    s = min(floor(n / sqrt(3)), floor(sqrt(AUTO_MEMORY_BYTES / (8 AUTO_SQUARE_MATRICES))),
+    MAX_COMPONENTS), at least min(4^d, MAX_COMPONENTS) (the first rule auto tries).
+
+    - Cost: a fit makes one pass Phi^T Phi (n s^2 flops) and then O(s^3) per
+      likelihood-and-gradient step; the exact GP costs a Cholesky factorization, n^3 / 3
+      flops, and more per step. At s = n / sqrt(3) the pass alone costs one exact
+      factorization, and each step (about s^3 = n^3 / 5.2) approaches an exact step: a
+      larger s makes the fit no cheaper than the exact GP.
+    - Memory: AUTO_SQUARE_MATRICES s x s float64 matrices within AUTO_MEMORY_BYTES (1 GiB:
+      s <= 4,729 for the engine's 6).
+
+    Parameters
+    ----------
+    n_samples, n_dims : int
+        n and d of the training inputs.
+
+    Returns
+    -------
+    budget : int
+    reason : str
+        The rule with its numbers, for the map's ``selection`` and warnings.
+    """
+    n = check_positive_int(n_samples, "n_samples")
+    d = check_positive_int(n_dims, "n_dims")
+    cost = int(math.floor(n / math.sqrt(3.0)))
+    memory = int(math.isqrt(AUTO_MEMORY_BYTES // (8 * AUTO_SQUARE_MATRICES)))
+    smallest = min(4 ** min(d, 7), MAX_COMPONENTS)
+    budget = max(min(cost, memory, MAX_COMPONENTS), smallest)
+    reason = (f"derived budget s <= {budget} = max(min(n / sqrt(3) = {cost} (no cheaper than "
+              f"the exact GP beyond), {memory} ({AUTO_SQUARE_MATRICES} s x s float64 matrices "
+              f"in {AUTO_MEMORY_BYTES / 2**30:g} GiB), {MAX_COMPONENTS}), {smallest}) for "
+              f"n = {n}")
+    return budget, reason
+
+
+def _auto_cap(n_components, n_samples: int, n_dims: int) -> tuple[int, str]:
+    """(budget, description) of n_nodes="auto": the user's n_components, or auto_budget."""
+    if n_components is None:
+        return auto_budget(n_samples, n_dims)
+    budget = check_positive_int(n_components, "n_components")
+    return budget, f"budget n_components = {budget}"
+
+
 def _auto(cls, common: dict, kernel: Kernel, box: HyperparameterBox, X: np.ndarray,
-          y: np.ndarray, width: np.ndarray, entrywise_bound: np.ndarray, n_components,
-          tolerance: float, noise_variance: float,
+          y: np.ndarray, width: np.ndarray, entrywise_bound: np.ndarray,
+          cap: tuple[int, str], tolerance: float, noise_variance: float,
           rng: np.random.Generator) -> tuple[np.ndarray, str]:
     """Node counts of ``n_nodes="auto"`` and their description (spec A.9, recipe step 4).
 
@@ -835,9 +964,10 @@ def _auto(cls, common: dict, kernel: Kernel, box: HyperparameterBox, X: np.ndarr
     returned), at the kernel's
     hyperparameters and with its length scales at the two extremes of Theta (where the
     truncation, respectively the node count, is hardest; spec A.9), all with noise variance
-    ``noise_variance``. Compared on a subsample of at most AUTO_SUBSAMPLE rows.
+    ``noise_variance``. Compared on a subsample of at most AUTO_SUBSAMPLE rows. ``cap`` is
+    (the largest s, its description): n_components, or :func:`auto_budget`.
     """
-    budget = check_positive_int(n_components, "n_components")
+    budget, budget_note = cap
     if X.shape[0] > AUTO_SUBSAMPLE:
         rows = np.sort(rng.choice(X.shape[0], AUTO_SUBSAMPLE, replace=False))
         X, y = X[rows], y[rows]
@@ -867,14 +997,14 @@ def _auto(cls, common: dict, kernel: Kernel, box: HyperparameterBox, X: np.ndarr
     counts = steps[-2][0] if converged else steps[-1][0]
     if not converged:
         warnings.warn(
-            f"n_nodes='auto' stopped at the budget n_components = {budget} before the "
+            f"n_nodes='auto' stopped at the {budget_note} (q = {counts.tolist()}) before the "
             f"likelihood and predictions settled (last change {change[0]:.2e} per sample, "
             f"{change[1]:.2e} of std(y); tolerance {tolerance:g}); raise n_components",
             UserWarning, stacklevel=3)
     selection = (f"auto, {'converged' if converged else 'stopped at the budget'}: last change "
                  f"{change[0]:.2e} in log p(y)/n, {change[1]:.2e} std(y) in the mean "
                  f"(tolerance {tolerance:g}, noise variance {noise_variance:.3g}); "
-                 f"{box.describe()}")
+                 f"{budget_note}; {box.describe()}")
     return counts, selection
 
 
@@ -890,6 +1020,61 @@ def _likelihoods_and_means(fmap, kernels, noise_variance, X, y):
 
 
 # --------------------------------------------------------------------------- semigroup kernels
+#: Largest per-dimension node count the semigroup resolution check searches.
+SEMIGROUP_MAX_NODES = 4096
+
+
+def _semigroup_factor_error(n_nodes: int, half_width: float, c_min: float, c_max: float,
+                            data_max: float) -> float:
+    """max |sum_i W_i c e^{-(c + u) eta_i} - c / (c + u)| over c in [c_min, c_max] and
+    u = x + z in [0, 2 max x]: the error of one dimension's rule on its factor of k / s."""
+    t, omega = gauss_legendre(int(n_nodes))
+    eta, W = 0.5 * half_width * (t + 1.0), 0.5 * half_width * omega
+    c = np.geomspace(c_min, c_max, 9)[:, None, None]
+    u = np.linspace(0.0, 2.0 * data_max, 65)[None, :, None]
+    rule = np.sum(W * c * np.exp(-(c + u) * eta), axis=-1)
+    return float(np.max(np.abs(rule - c[..., 0] / (c[..., 0] + u[..., 0]))))
+
+
+def _semigroup_required_nodes(half_width, c_min, c_max, data_max, tolerance) -> int | None:
+    """The smallest q (doubling) whose factor error is <= tolerance, None past the cap."""
+    q = 1
+    while q <= SEMIGROUP_MAX_NODES:
+        if _semigroup_factor_error(q, half_width, c_min, c_max, data_max) <= tolerance:
+            return q
+        q *= 2
+    return None
+
+
+def _warn_if_semigroup_unresolved(fmap, box: HyperparameterBox, data_max: np.ndarray) -> None:
+    """Warn when the tensor rule cannot resolve the kernel over Theta and the data's range.
+
+    With per-dimension factor errors e_j (:func:`_semigroup_factor_error`, factors <= 1) the
+    error of k / s is at most prod_j (1 + e_j) - 1; above ``MASS_TOLERANCE`` the rule is poor.
+    A budget of m columns gives q = floor(m^(1/d)) nodes per dimension, so in higher dimension
+    q is too small to resolve the factors (the paper uses this map in low dimension).
+    """
+    errors = np.array([
+        _semigroup_factor_error(q, Q, low, high, top) for q, Q, low, high, top in zip(
+            fmap.n_nodes, fmap.half_width, box.length_scale_min, box.length_scale_max,
+            data_max)])
+    total = float(np.prod(1.0 + errors) - 1.0)
+    if total <= MASS_TOLERANCE:
+        return
+    d = fmap.n_dims
+    per_dimension = (1.0 + MASS_TOLERANCE) ** (1.0 / d) - 1.0
+    needed = [_semigroup_required_nodes(Q, low, high, top, per_dimension) for Q, low, high, top
+              in zip(fmap.half_width, box.length_scale_min, box.length_scale_max, data_max)]
+    needed_text = ", ".join(f">{SEMIGROUP_MAX_NODES}" if q is None else str(q) for q in needed)
+    warnings.warn(
+        f"glf-semigroup with q = {fmap.n_nodes.tolist()} nodes per dimension ({d} dimension(s), "
+        f"s = {fmap.n_components} columns) reproduces k(x, z) / s only to within "
+        f"{min(total, 1.0):.2g} over the c box and the data's range: the rule cannot resolve "
+        f"the kernel (q = floor(n_components^(1/d)) shrinks with d); about q = [{needed_text}] "
+        "per dimension are needed: raise n_components or n_nodes, narrow the "
+        "length_scale_bounds (c), or use fewer input dimensions", UserWarning, stacklevel=3)
+
+
 @dataclass(frozen=True, eq=False)
 class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup"):
     """Gauss-Legendre features of the reciprocal semigroup kernel (Section 6.3, spec A.11).
@@ -980,8 +1165,10 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
             selection = f"budget n_components = {budget}"
         else:
             counts, selection = _integer_vector(n_nodes, "n_nodes", d), "given"
-        return cls(n_dims=d, n_nodes=counts, half_width=bound, truncation_bound=bound,
+        fmap = cls(n_dims=d, n_nodes=counts, half_width=bound, truncation_bound=bound,
                    epsilon=epsilon, selection=selection)
+        _warn_if_semigroup_unresolved(fmap, box, X.max(axis=0))
+        return fmap
 
     @property
     def n_components(self) -> int:

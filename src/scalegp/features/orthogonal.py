@@ -30,7 +30,8 @@ from scipy.linalg import hadamard
 from .._validation import as_generator, check_matrix
 from ..kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from ._fourier import FourierFeatureMap
-from .random_fourier import data_centre, even_components
+from .random_fourier import (data_centre, draw_phase_shifts, monte_carlo_frequencies,
+                             monte_carlo_weights)
 
 #: A Walsh-Hadamard stage is one matrix product with a dense H_r, r <= 2^4 (see
 #: :func:`walsh_hadamard`).
@@ -142,8 +143,9 @@ class OrthogonalRandomFeatures(FourierFeatureMap, name="orf"):
     Yu et al. (2016), Section 3: for the Gaussian kernel, W_ORF = S Q / sigma, Q uniformly
     random orthogonal and S diagonal with chi(d) entries; each row is exactly N(0, I_d), so
     the estimate is unbiased (their Lemma 1) and for d > 1 has smaller variance than RFF
-    (their Theorem 1). With S = n_components / 2 frequencies, ceil(S / d) independent d x d
-    blocks are stacked and the first S rows kept:
+    (their Theorem 1). With S = n_components / 2 frequencies (an odd n_components adds one
+    row with a single phase-shifted cosine, module ``_fourier``), ceil(S / d) independent
+    d x d blocks are stacked and the first S rows kept:
 
         psi(x) = sqrt(s / S) [cos(omega_l^T (x - c) / l), sin(omega_l^T (x - c) / l)]_l,
         omega_l = t_l * g_l,   g = rows of [S_1 Q_1; S_2 Q_2; ...],
@@ -175,7 +177,8 @@ class OrthogonalRandomFeatures(FourierFeatureMap, name="orf"):
         X : array-like (n_samples, n_dims)
         kernel : Kernel
         n_components : int
-            Even number of real columns, n_components / 2 frequencies.
+            Number of real columns: n_components // 2 cos/sin pairs, and for an odd count one
+            more frequency (the next orthogonal row) with a single phase-shifted cosine.
         rng : numpy.random.Generator
             The only source of randomness.
         """
@@ -184,14 +187,15 @@ class OrthogonalRandomFeatures(FourierFeatureMap, name="orf"):
         X = check_matrix(X, "X")
         require_support(cls, kernel, "no Gaussian scale-mixture form is known for it")
         kernel.check_n_dims(X.shape[1])
-        n_frequencies = even_components(n_components, "orf")
+        n_frequencies, n_single = monte_carlo_frequencies(n_components)
         n_dims = X.shape[1]
-        direction_rng, scale_rng = as_generator(rng).spawn(2)
+        rng = as_generator(rng)
+        direction_rng, scale_rng = rng.spawn(2)
         omega = (orthogonal_gaussian_rows(n_frequencies, n_dims, direction_rng)
                  * mixture_scales(kernel, n_frequencies, n_dims, scale_rng))
         return cls(n_dims=n_dims, omega=omega,
-                   frequency_weights=np.full(n_frequencies, 1.0 / n_frequencies),
-                   offset=data_centre(X))
+                   frequency_weights=monte_carlo_weights(n_frequencies, n_single),
+                   offset=data_centre(X), phase_shifts=draw_phase_shifts(rng, n_single))
 
 
 # ----------------------------------------------------------------------------- SORF
@@ -334,7 +338,8 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
         X : array-like (n_samples, n_dims)
         kernel : Gaussian or Matern
         n_components : int
-            Even number of real columns, n_components / 2 frequencies.
+            Number of real columns: n_components // 2 cos/sin pairs, and for an odd count one
+            more row with a single phase-shifted cosine.
         rng : numpy.random.Generator
             The only source of randomness.
         radius : {"chi", "fixed"}, default "chi"
@@ -348,11 +353,12 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
         kernel.check_n_dims(X.shape[1])
         if radius not in SORF_RADII:
             raise ValueError(f"radius must be one of {SORF_RADII}, got {radius!r}")
-        n_frequencies = even_components(n_components, "sorf")
+        n_frequencies, n_single = monte_carlo_frequencies(n_components)
         n_dims = X.shape[1]
         p = _check_block_size(block_size, n_dims)
         n_blocks = -(-n_frequencies // p)
-        sign_rng, radius_rng, scale_rng = as_generator(rng).spawn(3)
+        rng = as_generator(rng)
+        sign_rng, radius_rng, scale_rng = rng.spawn(3)
         sign_diagonals = sign_rng.choice([-1.0, 1.0], size=(3, n_blocks, p))
         if radius == "chi":
             norms = np.sqrt(radius_rng.chisquare(p, size=n_frequencies))
@@ -361,9 +367,9 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
         row_scales = norms * mixture_scales(kernel, n_frequencies, n_dims, scale_rng)[:, 0]
         rows = sorf_blocks(sign_diagonals).reshape(-1, p)[:n_frequencies, :n_dims]
         return cls(n_dims=n_dims, omega=row_scales[:, None] * rows,
-                   frequency_weights=np.full(n_frequencies, 1.0 / n_frequencies),
-                   offset=data_centre(X), sign_diagonals=sign_diagonals,
-                   row_scales=row_scales)
+                   frequency_weights=monte_carlo_weights(n_frequencies, n_single),
+                   offset=data_centre(X), phase_shifts=draw_phase_shifts(rng, n_single),
+                   sign_diagonals=sign_diagonals, row_scales=row_scales)
 
     def phases(self, U: np.ndarray) -> np.ndarray:
         """z = U omega^T by three fast Walsh-Hadamard transforms per block."""

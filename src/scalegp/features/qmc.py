@@ -12,7 +12,8 @@ from scipy import stats
 from .._validation import as_generator, check_matrix
 from ..kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from ._fourier import FourierFeatureMap
-from .random_fourier import data_centre, even_components
+from .random_fourier import (data_centre, draw_phase_shifts, monte_carlo_frequencies,
+                             monte_carlo_weights)
 
 SEQUENCES = ("sobol", "halton")
 
@@ -80,7 +81,9 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
     -----
     Yang et al. (2014), Section 3: replace the i.i.d. frequencies of RFF by
     omega_l = Phi^{-1}(t_l), t_l a low-discrepancy sequence in (0, 1)^d and Phi^{-1} the
-    coordinate-wise inverse CDF of the spectral law (their Algorithm 1), with equal weights:
+    coordinate-wise inverse CDF of the spectral law (their Algorithm 1), with equal weights
+    (an odd n_components adds one point with a single phase-shifted cosine, module
+    ``_fourier``):
 
         psi(x) = sqrt(s / S) [cos(omega_l^T (x - c) / l), sin(omega_l^T (x - c) / l)]_l.
 
@@ -112,9 +115,10 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
         X : array-like (n_samples, n_dims)
         kernel : Kernel
         n_components : int
-            Even number of real columns, n_components / 2 frequencies.
+            Number of real columns: n_components // 2 cos/sin pairs, and for an odd count one
+            more point with a single phase-shifted cosine.
         rng : numpy.random.Generator
-            Seeds the scrambling (the only randomness).
+            Seeds the scrambling and the phase shift (the only randomness).
         sequence : {"sobol", "halton"}, default "sobol"
         """
         X = check_matrix(X, "X")
@@ -122,10 +126,10 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
         if sequence not in SEQUENCES:
             raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
         extra_dims, inverse_cdf = _inverse_cdf(kernel)
-        n_frequencies = even_components(n_components, "qmc")
+        n_frequencies, n_single = monte_carlo_frequencies(n_components)
         n_dims = X.shape[1]
-        points = scrambled_points(n_frequencies, n_dims + extra_dims, sequence,
-                                  as_generator(rng))
+        rng = as_generator(rng)
+        points = scrambled_points(n_frequencies, n_dims + extra_dims, sequence, rng)
         return cls(n_dims=n_dims, omega=inverse_cdf(kernel, points),
-                   frequency_weights=np.full(n_frequencies, 1.0 / n_frequencies),
-                   offset=data_centre(X))
+                   frequency_weights=monte_carlo_weights(n_frequencies, n_single),
+                   offset=data_centre(X), phase_shifts=draw_phase_shifts(rng, n_single))
