@@ -37,8 +37,9 @@ from .optimize import BOUNDARY_TOLERANCE
 #: Width and height of the demo figure in pixels.
 FIGURE_PIXELS = (1500, 500)
 N_TEST = 5000
-#: Training points of the exact GP (a subset of the low-rank model's): an n x n fit whose
-#: learning takes seconds.
+#: Training points of the exact GP (a subset of the low-rank model's), kept small because its
+#: learning (about 17 O(n^3) likelihood-and-gradient evaluations) took 12 to 13 s on the
+#: shared 2-core machine when otherwise idle.
 EXACT_SUBSAMPLE = 2000
 #: Starting noise variance of learning, in units of the normalised targets' variance.
 NOISE_VARIANCE_START = 0.05
@@ -221,9 +222,9 @@ def _resolving_nodes(model, X, kernel) -> np.ndarray | None:
     """Smallest node counts whose rule's valid box reaches down to ``kernel``'s length scales
     (None: more columns than a rule may have).
 
-    The valid box of dimension j depends on q_j alone (and the data box), so each short
-    dimension gains one node at a time. X: the standardised training inputs (they set the
-    rule's box, as in the model's build).
+    For the demo's anisotropic kernel the valid box of dimension j depends on q_j alone (and
+    the data box), so each short dimension gains one node at a time. X: the standardised
+    training inputs (they set the rule's box, as in the model's build).
     """
     from .features import gauss_legendre as gl
 

@@ -30,13 +30,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, kernels, qr
+from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
 from .optimize import learn_hyperparameters
-from ._memory import ENGINE_MATRICES, check_memory
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 
