@@ -14,7 +14,8 @@ from scalegp.errors import NotPositiveDefiniteError, NumericalWarning
 from scalegp.features.base import FixedBasisFeatureMap
 from scalegp.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 
-from .test_contract import dense_reference
+from scalegp.testing import dense_gp as dense_reference
+from scalegp.testing import signed_random_fourier_features
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,26 +108,8 @@ def test_basis_statistics_rescale_to_feature_statistics(fixed_map, regression_da
     np.testing.assert_allclose(cached.projection, direct.projection, rtol=1e-12, atol=1e-14)
 
 
-@dataclass(frozen=True, eq=False)
-class SignedRFF(features.get("rff")):
-    """Test-only signed map: RFF with some frequencies given weight -a (and +2a elsewhere
-    so the total weight is unchanged), exercising the indefinite engine path."""
-
-    @property
-    def signs(self):
-        return super().signs
-
-
 def signed_map(X, kernel, negative_weight):
-    rff = features.get("rff").build(X, kernel, 40, np.random.default_rng(5))
-    n = rff.n_frequencies
-    signs = np.ones(n)
-    signs[:4] = -1.0
-    weights = np.full(n, 1.0 / n)
-    weights[:4] = negative_weight
-    weights[4:] = (1.0 + 4 * negative_weight) / (n - 4)
-    return SignedRFF(n_dims=2, omega=rff.omega, frequency_weights=weights, offset=rff.offset,
-                     frequency_signs=signs)
+    return signed_random_fourier_features(X, kernel, 40, negative_weight, n_negative=4)
 
 
 def test_signed_features_equal_dense_indefinite(regression_data):

@@ -1,16 +1,15 @@
 """Odd numbers of Fourier features: a cos/sin-pair map with m = 2 S + 1 ends with one
 phase-shifted cosine sqrt(2 s a) cos(z + b), b ~ U(0, 2 pi) (unbiased, as scikit-learn's
-RBFSampler). The engine's contract tests (tests/test_contract.py) are rerun at an odd m for
-every map that builds one; the formula, the weights and the unbiasedness are checked here."""
+RBFSampler). The engine's contract checks (scalegp.testing, run over the registry by
+tests/test_contract.py) are rerun at an odd m for every map that builds one; the formula, the weights and the unbiasedness are checked here."""
 
 import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features
+from scalegp import features, testing
 
-from . import test_contract
-from .conftest import all_kernels
+from .conftest import all_kernels, kernel_id
 
 ODD = 25
 X_PROBE = np.random.default_rng(0).uniform(-2, 2, size=(30, 2))
@@ -18,15 +17,30 @@ X_PROBE = np.random.default_rng(0).uniform(-2, 2, size=(30, 2))
 
 def builds_odd(name) -> bool:
     cls = features.get(name)
-    kernel = next(k for k in all_kernels(2) if cls.supports(k))
-    return cls.build(X_PROBE, kernel, ODD, np.random.default_rng(0)).n_components == ODD
+    kernel = next((k for k in all_kernels(2) if cls.supports(k)), None)
+    return kernel is not None and cls.build(X_PROBE, kernel, ODD, np.random.default_rng(0)).n_components == ODD
 
 
-ODD_CASES = [case for case in test_contract.cases() if builds_odd(case.values[0])]
-CONTRACT_TESTS = [test_contract.test_engine_equals_dense_gp,
-                  test_contract.test_features_grad_matches_finite_differences,
-                  test_contract.test_map_protocol,
-                  test_contract.test_chunked_statistics_equal_one_shot]
+ODD_CASES = [pytest.param(name, kernel, id=f"{name}-{kernel_id(kernel)}")
+             for name in features.names() if builds_odd(name)
+             for kernel in all_kernels(2, ard=True) + all_kernels(2, ard=False)[:1]
+             if features.get(name).supports(kernel)]
+
+
+def build(name, kernel, X):
+    return features.get(name).build(X, kernel, ODD, np.random.default_rng(0))
+
+
+CONTRACT_CHECKS = {
+    "engine_equals_dense_gp": lambda fmap, kernel, X, y, name: testing.check_engine_equals_dense(
+        fmap, kernel, X, y, 0.3, np.random.default_rng(1).uniform(-2, 2, size=(15, 2))),
+    "features_grad": lambda fmap, kernel, X, y, name: testing.check_features_grad(
+        fmap, kernel, X[:20]),
+    "map_protocol": lambda fmap, kernel, X, y, name: testing.check_map_protocol(
+        fmap, kernel, X, lambda: build(name, kernel, X)),
+    "chunked_statistics": lambda fmap, kernel, X, y, name: testing.check_chunked_statistics(
+        fmap, kernel, X, y),
+}
 
 
 def test_the_monte_carlo_maps_build_odd_counts():
@@ -34,11 +48,11 @@ def test_the_monte_carlo_maps_build_odd_counts():
     assert {"rff", "orf", "qmc", "sorf"} <= names
 
 
-@pytest.mark.parametrize("contract", CONTRACT_TESTS, ids=lambda test: test.__name__[5:])
+@pytest.mark.parametrize("check", list(CONTRACT_CHECKS))
 @pytest.mark.parametrize("name, kernel", ODD_CASES)
-def test_contract_holds_at_an_odd_count(contract, name, kernel, regression_data, monkeypatch):
-    monkeypatch.setattr(test_contract, "N_COMPONENTS", ODD)
-    contract(name, kernel, regression_data)
+def test_contract_holds_at_an_odd_count(check, name, kernel, regression_data):
+    X, y = regression_data
+    CONTRACT_CHECKS[check](build(name, kernel, X), kernel, X, y, name)
 
 
 @pytest.mark.parametrize("name", ["rff", "orf", "qmc", "sorf"])

@@ -16,29 +16,10 @@ from scalegp import features
 from scalegp.gp import MarginalLikelihood, Posterior, Statistics
 from scalegp.positive_part import PositivePart
 
-from .test_engine import SignedRFF
+from scalegp.testing import dense_positive_part_gp as dense_repaired
+from scalegp.testing import signed_random_fourier_features
 
 NOISE = 0.05
-
-
-def dense_repaired(Psi, signs, y, noise, Psi_test):
-    """log p(y), predictive mean and latent variance of the dense eigen-clipped GP."""
-    A = (Psi * signs) @ Psi.T
-    lam, U = np.linalg.eigh(A)
-    A_plus = (U * np.maximum(lam, 0.0)) @ U.T
-    K = A_plus + noise * np.eye(len(y))
-    sign, logdet = np.linalg.slogdet(K)
-    assert sign > 0
-    alpha = np.linalg.solve(K, y)
-    value = -0.5 * (y @ alpha + logdet + len(y) * np.log(2 * np.pi))
-    pinv = np.linalg.pinv(Psi)
-    W = pinv @ A_plus @ pinv.T
-    K_s = Psi_test @ W @ Psi.T
-    mean = K_s @ alpha
-    var = np.einsum("ij,jk,ik->i", Psi_test, W, Psi_test) - np.einsum(
-        "ij,ji->i", K_s, np.linalg.solve(K, K_s.T))
-    tol = len(y) * np.finfo(float).eps * np.abs(lam).max()
-    return value, mean, var, -lam[lam < 0].sum(), int(np.sum(lam > tol))
 
 
 #: (n_dims, map, n_components, seeds): each rule has negative weights there (checked below;
@@ -51,16 +32,9 @@ SIGNED_SETTINGS = [(2, "signed-rff", 16, (0, 1)), (5, "sgq", 64, (0, 1)),
 
 
 def signed_rff(X, kernel, n_components):
-    """RFF with two frequencies of weight -2 (the others share the extra mass), a test-only
-    signed rule whose negative part is large."""
-    rff = features.get("rff").build(X, kernel, n_components, np.random.default_rng(5))
-    n = rff.n_frequencies
-    signs = np.ones(n)
-    signs[:2] = -1.0
-    weights = np.full(n, (1.0 + 2 * 2.0) / (n - 2))
-    weights[:2] = 2.0
-    return SignedRFF(n_dims=X.shape[1], omega=rff.omega, frequency_weights=weights,
-                     offset=rff.offset, frequency_signs=signs)
+    """RFF with two frequencies of weight -2: a test-only signed rule with a large negative
+    part."""
+    return signed_random_fourier_features(X, kernel, n_components, 2.0, n_negative=2)
 
 
 def data(n_dims, seed):

@@ -15,7 +15,7 @@ from scalegp.features import fully_symmetric
 from scalegp.gp import MarginalLikelihood, Posterior
 
 from .conftest import all_kernels, kernel_id
-from .test_contract import dense_reference
+from scalegp.testing import dense_gp as dense_reference
 
 NAMES = ("gq", "sgq", "dfs", "sfs")
 SQRT3 = np.sqrt(3.0)

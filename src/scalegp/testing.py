@@ -1,0 +1,182 @@
+"""Checks that every feature map and engine path must pass, reusable by new maps and tests.
+
+The engine never builds an n x n matrix; these references do, on small data, so that the
+engine's streaming algebra can be compared with the dense GP it stands for:
+
+* :func:`dense_gp`: log p(y) and its gradient for K = Psi S Psi^T + s2 I (R&W eq. 5.9);
+* :func:`dense_positive_part_gp`: the same for the positive part of Psi S Psi^T
+  (``docs/positive-part.md``), with the predictive mean and variance;
+* :func:`check_engine_equals_dense`, :func:`check_features_grad`, :func:`check_map_protocol`,
+  :func:`check_chunked_statistics`: the contract every registered map is held to
+  (``tests/test_contract.py`` runs them over the registry);
+* :func:`signed_random_fourier_features`: a signed map with a chosen negative part, for the
+  engine's signed paths.
+
+Failures raise ``AssertionError`` (numpy.testing), so the checks work in any test runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import features
+from .gp import MarginalLikelihood, Posterior, Statistics
+
+__all__ = ["dense_gp", "dense_positive_part_gp", "check_engine_equals_dense",
+           "check_features_grad", "check_map_protocol", "check_chunked_statistics",
+           "SignedRandomFourierFeatures", "signed_random_fourier_features"]
+
+
+def dense_gp(Psi, signs, dPsi, y, noise_variance):
+    """log p(y), its gradient [dPsi directions..., log s2] and K, for K = Psi S Psi^T + s2 I.
+
+    d log p / d theta_i = 1/2 alpha^T dK_i alpha - 1/2 tr(K^{-1} dK_i) with
+    dK_i = dPsi_i S Psi^T + Psi S dPsi_i^T, and dK / d log s2 = s2 I.
+    """
+    S = np.ones(Psi.shape[1]) if signs is None else signs
+    K = (Psi * S) @ Psi.T + noise_variance * np.eye(len(y))
+    sign, logdet = np.linalg.slogdet(K)
+    assert sign > 0 and np.linalg.eigvalsh(K).min() > 0, "K is not positive definite"
+    alpha = np.linalg.solve(K, y)
+    value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
+    K_inv = np.linalg.inv(K)    # the dense reference, small n only
+    gradient = []
+    for dP in dPsi:
+        dK = (dP * S) @ Psi.T + (Psi * S) @ dP.T
+        gradient.append(0.5 * alpha @ dK @ alpha - 0.5 * np.trace(K_inv @ dK))
+    gradient.append(noise_variance * (0.5 * alpha @ alpha - 0.5 * np.trace(K_inv)))
+    return value, np.array(gradient), K
+
+
+def dense_positive_part_gp(Psi, signs, y, noise_variance, Psi_test):
+    """log p(y), predictive mean and latent variance of the eigen-clipped GP, the negative
+    trace dropped, and the number of positive eigenvalues.
+
+    A = Psi S Psi^T has its negative eigenvalues set to 0 (A+); off the training inputs the
+    repaired kernel is psi(x)^T W psi(z) with W = Psi^+ A+ Psi^{+T}, since A+ lies in
+    range(Psi).
+    """
+    A = (Psi * signs) @ Psi.T
+    lam, U = np.linalg.eigh(A)
+    A_plus = (U * np.maximum(lam, 0.0)) @ U.T
+    K = A_plus + noise_variance * np.eye(len(y))
+    sign, logdet = np.linalg.slogdet(K)
+    assert sign > 0, "the repaired covariance is not positive definite"
+    alpha = np.linalg.solve(K, y)
+    value = -0.5 * (y @ alpha + logdet + len(y) * np.log(2 * np.pi))
+    pinv = np.linalg.pinv(Psi)
+    W = pinv @ A_plus @ pinv.T
+    K_s = Psi_test @ W @ Psi.T
+    mean = K_s @ alpha
+    var = np.einsum("ij,jk,ik->i", Psi_test, W, Psi_test) - np.einsum(
+        "ij,ji->i", K_s, np.linalg.solve(K, K_s.T))
+    tol = len(y) * np.finfo(float).eps * np.abs(lam).max()
+    return value, mean, var, -lam[lam < 0].sum(), int(np.sum(lam > tol))
+
+
+def check_engine_equals_dense(feature_map, kernel, X, y, noise_variance, X_test):
+    """The streaming engine equals the dense GP on K = Psi S Psi^T + s2 I: likelihood (1e-10),
+    gradient (1e-8), mean, variance, covariance, the noise and the FITC-style corrections.
+
+    ``noise_variance`` must make K positive definite (a signed rule may need a larger one).
+    """
+    Psi = feature_map.features(X, kernel)
+    value_ref, grad_ref, K = dense_gp(Psi, feature_map.signs,
+                                      feature_map.features_grad(X, kernel), y, noise_variance)
+    value, grad = MarginalLikelihood(feature_map, kernel, X, y)(
+        np.append(kernel.theta, np.log(noise_variance)))
+    np.testing.assert_allclose(value, value_ref, rtol=1e-10)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-8, atol=1e-9 * np.abs(grad_ref).max())
+
+    posterior = Posterior.fit(feature_map, kernel, noise_variance, X, y)
+    np.testing.assert_allclose(posterior.log_marginal_likelihood, value_ref, rtol=1e-10)
+    Psi_s = feature_map.features(X_test, kernel)
+    S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
+    K_s = (Psi_s * S) @ Psi.T
+    mean_ref = K_s @ np.linalg.solve(K, y)
+    cov_ref = (Psi_s * S) @ Psi_s.T - K_s @ np.linalg.solve(K, K_s.T)
+    mean, var = posterior.predict(X_test, return_var=True)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(var, np.maximum(np.diag(cov_ref), 0), rtol=1e-8, atol=1e-10)
+    _, cov = posterior.predict(X_test, return_cov=True)
+    np.testing.assert_allclose(cov, cov_ref, rtol=1e-8, atol=1e-10)
+    _, var_noisy = posterior.predict(X_test, return_var=True, include_noise=True)
+    np.testing.assert_allclose(var_noisy, var + noise_variance, rtol=1e-12)
+    _, var_fitc = posterior.predict(X_test, return_var=True, diag_correction=True)
+    missing = kernel.diag(X_test) - np.einsum("ij,ij,j->i", Psi_s, Psi_s, S)
+    np.testing.assert_allclose(var_fitc, var + np.maximum(missing, 0), rtol=1e-10, atol=1e-12)
+
+
+def check_features_grad(feature_map, kernel, X, step: float = 1e-6):
+    """features_grad equals central differences of features in every log-parameter."""
+    analytic = feature_map.features_grad(X, kernel)
+    assert analytic.shape == (kernel.n_params, X.shape[0], feature_map.n_components)
+    theta = kernel.theta
+    for i in range(kernel.n_params):
+        shift = np.zeros_like(theta)
+        shift[i] = step
+        numeric = (feature_map.features(X, kernel.with_theta(theta + shift))
+                   - feature_map.features(X, kernel.with_theta(theta - shift))) / (2 * step)
+        np.testing.assert_allclose(analytic[i], numeric, rtol=1e-5, atol=1e-7)
+
+
+def check_map_protocol(feature_map, kernel, X, rebuild):
+    """Shape, dtype (float32 in, float32 out), signs in {-1, +1}, determinism of
+    ``rebuild()`` (the same build call again), completeness of ``state()``, input checks."""
+    Psi = feature_map.features(X, kernel)
+    assert Psi.shape == (X.shape[0], feature_map.n_components) and Psi.dtype == np.float64
+    assert feature_map.signs is None or set(np.unique(feature_map.signs)) <= {-1.0, 1.0}
+    Psi32 = feature_map.features(X.astype(np.float32), kernel)
+    assert Psi32.dtype == np.float32
+    np.testing.assert_allclose(Psi32, Psi, atol=1e-4 * max(1.0, np.abs(Psi).max()))
+    np.testing.assert_array_equal(rebuild().features(X, kernel), Psi)    # same seed, same map
+    rebuilt = type(feature_map)(**feature_map.state())
+    np.testing.assert_array_equal(rebuilt.features(X, kernel), Psi)      # state is complete
+    narrow = X[:, :1] if X.shape[1] > 1 else np.hstack([X, X])
+    for bad, message in ((narrow, f"X must have {X.shape[1]} column"),
+                         (np.full((1, X.shape[1]), np.nan), "X must be finite")):
+        try:
+            feature_map.features(bad, kernel)
+        except ValueError as error:
+            assert message in str(error), str(error)
+        else:
+            raise AssertionError(f"features accepted a bad input ({message})")
+    assert type(feature_map).description
+
+
+def check_chunked_statistics(feature_map, kernel, X, y):
+    """Statistics accumulated in chunks, or in two parts added, equal the one-shot ones."""
+    one_shot = Statistics.accumulate(feature_map, kernel, X, y, chunk_size=len(y))
+    chunked = Statistics.accumulate(feature_map, kernel, X, y, chunk_size=7)
+    half = len(y) // 2
+    split = (Statistics.accumulate(feature_map, kernel, X[:half], y[:half])
+             + Statistics.accumulate(feature_map, kernel, X[half:], y[half:]))
+    for other in (chunked, split):
+        np.testing.assert_allclose(other.gram, one_shot.gram, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(other.projection, one_shot.projection, rtol=1e-12,
+                                   atol=1e-12)
+    assert split.n_samples == one_shot.n_samples
+    np.testing.assert_allclose(split.y_norm2, one_shot.y_norm2, rtol=1e-12)
+
+
+@dataclass(frozen=True, eq=False)
+class SignedRandomFourierFeatures(features.get("rff")):
+    """Random Fourier features with chosen frequency signs and weights (not registered): a
+    signed rule whose negative part the tests set, for the engine's signed paths."""
+
+
+def signed_random_fourier_features(X, kernel, n_components: int, negative_weight: float,
+                                   n_negative: int, seed: int = 5):
+    """RFF whose first ``n_negative`` frequencies get weight -negative_weight and the others
+    share 1 + n_negative * negative_weight, so the total weight (the prior variance) is kept."""
+    rff = features.get("rff").build(X, kernel, n_components, np.random.default_rng(seed))
+    n = rff.n_frequencies
+    signs = np.ones(n)
+    signs[:n_negative] = -1.0
+    weights = np.full(n, (1.0 + n_negative * negative_weight) / (n - n_negative))
+    weights[:n_negative] = negative_weight
+    return SignedRandomFourierFeatures(n_dims=X.shape[1], omega=rff.omega,
+                                       frequency_weights=weights, offset=rff.offset,
+                                       frequency_signs=signs, phase_shifts=rff.phase_shifts)
