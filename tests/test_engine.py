@@ -21,7 +21,8 @@ from scalegp.testing import signed_random_fourier_features
 @dataclass(frozen=True, eq=False)
 class FixedFrequencyCosines(FixedBasisFeatureMap):
     """Test-only fixed basis: cos/sin at fixed ordinary frequencies eta_l with midpoint-rule
-    weights dv * p_theta(eta_l), i.e. a crude quadrature of the spectral integral (spec A.5).
+    weights dv * p_theta(eta_l), i.e. a crude quadrature of the spectral integral
+    (docs/gauss-legendre.md, section 1).
     Not registered (no name), so it stays out of the library's registry."""
 
     eta: np.ndarray

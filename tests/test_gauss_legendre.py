@@ -1,7 +1,8 @@
-"""Gauss-Legendre features: the 1-D rules, the truncation and node-count numbers of spec A.8,
-A.9 and A.13, the real feature construction and its separable evaluation, weights and their
-gradients, the choice of q, the QR variant, the semigroup kernel, and GLF-GPR against the exact
-GP (one representative case here, the full grid under ``-m slow``)."""
+"""Gauss-Legendre features: the 1-D rules, the truncation and node-count numbers of
+docs/gauss-legendre.md (sections 5, 6 and 10), the real feature construction and its separable
+evaluation, weights and their gradients, the choice of q, the QR variant, the semigroup kernel,
+and GLF-GPR against the exact GP (one representative case here, the full grid under
+``-m slow``)."""
 
 import warnings
 
@@ -96,8 +97,9 @@ def test_scaled_and_two_panel_rules():
     (sg.Cauchy(), 1, 1e-6, 14.5086577),
     (sg.Laplacian(), 2, 1e-3, 2546.16),
 ])
-def test_truncation_radius_reproduces_spec_a13(kernel, n_dims, tail, radius):
-    # the spec's numbers have 8 significant digits (6 for the Laplacian)
+def test_truncation_radius_reproduces_the_reference_table(kernel, n_dims, tail, radius):
+    # the reference radii (docs/gauss-legendre.md, section 10) have 8 significant digits (6 for
+    # the Laplacian)
     assert truncation_radius(kernel, n_dims, tail, variance=2.0) == pytest.approx(radius,
                                                                                  rel=1e-6)
 
@@ -120,17 +122,18 @@ def test_mass_outside_the_box_is_the_budget_delta(kernel):
 
 
 @pytest.mark.parametrize("kernel, width, low, high, noise, n, Q, q, digits", [
-    (sg.Gaussian(), 10, 0.2, 2.0, 1e-2, 800, 3.97, 283, 3),      # spec A.9, first table
+    (sg.Gaussian(), 10, 0.2, 2.0, 1e-2, 800, 3.97, 283, 3),  # docs/gauss-legendre.md, section 10
     (sg.Gaussian(), 10, 0.5, 5.0, 1e-2, 800, 1.59, 209, 3),
     (sg.Gaussian(), 1, 0.05, 1.0, 1e-3, 800, 17.23, 429, 3),
     (sg.Matern(nu=2.5), 1, 0.1, 1.0, 1e-2, 1000, 52.1, 2612, 3),  # second table
     (sg.Matern(nu=1.5), 1, 0.1, 1.0, 1e-2, 1000, 261, 17375, 3),
     (sg.Matern(nu=0.5), 1, 0.1, 1.0, 1e-2, 1000, 2.0e6, 3.3e8, 2),
 ])
-def test_truncation_and_node_count_bound_reproduce_spec_a9(kernel, width, low, high, noise,
+def test_truncation_and_node_count_bound_reproduce_the_reference_numbers(kernel, width, low, high, noise,
                                                           n, Q, q, digits):
-    """Q of Proposition 7 and q of the Theorem 11-12 bound, to the digits the spec gives
-    (q within 1: the spec's own minimization over rho was not exact either)."""
+    """Q of Proposition 7 and q of the Theorem 11-12 bound, to the digits of the reference
+    table (docs/gauss-legendre.md, section 10; q within 1: the minimization over rho that
+    produced the table was not exact either)."""
     kernel = kernel.with_params(length_scale=low, length_scale_bounds=(low, high),
                                 variance_bounds="fixed")
     box = HyperparameterBox.from_kernel(kernel, 1, noise)
@@ -143,7 +146,8 @@ def test_truncation_and_node_count_bound_reproduce_spec_a9(kernel, width, low, h
 
 # ----------------------------------------------------------------------------- features
 def complex_kernel_matrix(fmap, kernel, X):
-    """K~ = V D V^* of the full complex tensor rule (spec A.5), computed directly."""
+    """K~ = V D V^* of the full complex tensor rule (docs/gauss-legendre.md, section 1),
+    computed directly."""
     rules = [symmetric_rule(q, Q, p) for q, Q, p in
              zip(fmap.n_nodes, fmap.half_width, fmap.panels)]
     eta = np.stack([g.ravel() for g in np.meshgrid(*[r[0] for r in rules], indexing="ij")], 1)
@@ -522,8 +526,9 @@ def test_reciprocal_semigroup_kernel_values_laplace_form_and_gradient():
         kernel.sample_standard_frequencies(4, 2)
 
 
-def test_semigroup_features_reach_the_spec_reference_error():
-    """Spec A.11: d = 2, c = 0.7, Q = 30, q = 40: max |k~ - k| ~ 2.6e-10 on [0, 3]^2."""
+def test_semigroup_features_reach_the_reference_error():
+    """docs/gauss-legendre.md, section 10: d = 2, c = 0.7, Q = 30, q = 40: max |k~ - k| ~
+    2.6e-10 on [0, 3]^2."""
     kernel = ReciprocalSemigroup(length_scale=0.7)
     fmap = SemigroupGaussLegendreFeatures(n_dims=2, n_nodes=[40, 40], half_width=[30, 30])
     X = np.random.default_rng(0).uniform(0, 3, size=(300, 2))
@@ -562,6 +567,8 @@ def test_semigroup_kernel_by_name_in_the_estimator_with_a_model_file(tmp_path):
     rng = np.random.default_rng(9)
     X = rng.uniform(0, 2, size=(80, 2))
     y = 1.0 / (1.0 + X.sum(axis=1)) + 0.01 * rng.standard_normal(80)
+    X_test = rng.uniform(0, 2, size=(500, 2))
+    y_test = 1.0 / (1.0 + X_test.sum(axis=1)) + 0.01 * rng.standard_normal(500)
     kernel = sg.kernels.get("reciprocal_semigroup", length_scale=1.0,
                             length_scale_bounds=(0.5, 2.0), variance_bounds=(0.5, 2.0))
     assert isinstance(kernel, ReciprocalSemigroup) and not kernel.shift_invariant
@@ -578,7 +585,17 @@ def test_semigroup_kernel_by_name_in_the_estimator_with_a_model_file(tmp_path):
     direct = SemigroupGaussLegendreFeatures.build(X, kernel, 400, None,
                                                   noise_variance_lower=1e-4)
     np.testing.assert_array_equal(model.feature_map_.truncation_bound, direct.truncation_bound)
-    assert np.sqrt(np.mean((model.predict(X) - y) ** 2)) < 0.02
+    # Against the exact GP learning on the same data, on 500 held-out points. Measured (data
+    # seeds 9, 1, 2, 3): test RMSE ratio 0.998-1.005, rms gap of the means 0.011-0.021 of the
+    # exact test RMSE; asked: within 2 % and 0.1 (four times the largest deviation).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        exact_model = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-3,
+                                          noise_variance_bounds=(1e-4, 1e-1)).fit(X, y)
+    exact_mean = exact_model.predict(X_test)
+    exact_rmse = metrics.rmse(y_test, exact_mean)
+    assert metrics.rmse(y_test, model.predict(X_test)) == pytest.approx(exact_rmse, rel=0.02)
+    assert metrics.rmse(exact_mean, model.predict(X_test)) <= 0.1 * exact_rmse
     sg.save(model, tmp_path / "semigroup.npz")
     loaded = sg.load(tmp_path / "semigroup.npz")
     assert isinstance(loaded.kernel_, ReciprocalSemigroup)
@@ -639,7 +656,8 @@ def test_glf_learning_matches_the_exact_gp():
 
 
 #: Length scales near the exact GP's optimum on ``synthetic_data`` (ours); Theta is a box of
-#: ratio 4 (1-D) or 2 (2-D) around them: q grows with l_max / l_min (spec A.9).
+#: ratio 4 (1-D) or 2 (2-D) around them: q grows with l_max / l_min (docs/gauss-legendre.md,
+#: section 4).
 SLOW_CASES = [(sg.Gaussian(length_scale=0.086), 1), (sg.Matern(nu=2.5, length_scale=0.14), 1),
               (sg.Matern(nu=1.5, length_scale=0.21), 1), (sg.Gaussian(length_scale=0.165), 2),
               (sg.Matern(nu=2.5, length_scale=0.33), 2), (sg.Matern(nu=1.5, length_scale=0.485), 2)]

@@ -262,18 +262,25 @@ def test_invalid_settings_are_reported():
 
 @pytest.mark.parametrize("name", MAPS)
 def test_usable_by_name_from_estimator_and_transformer(name, tmp_path):
+    """Held-out RMSE at most 1.25 times the exact GP's at the same hyperparameters (500 test
+    points, 512 columns). Measured over 30 seeds, mean +- standard deviation (largest):
+    orf 1.016 +- 0.051 (1.129), sorf 1.010 +- 0.053 (1.132), qmc 1.003 +- 0.019 (1.035), ssr
+    1.013 +- 0.031 (1.069); 1.25 is the largest mean + 4 standard deviations (1.22, sorf),
+    rounded up."""
     rng = np.random.default_rng(2)
-    X = rng.uniform(-2, 2, size=(80, 2))
-    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(80)
-    est = sg.LowRankGPRegressor(approximation=name, n_components=64, kernel="gaussian",
-                                noise_variance=0.05, optimize=False, random_state=0).fit(X, y)
+    X, X_test = rng.uniform(-2, 2, size=(80, 2)), rng.uniform(-2, 2, size=(500, 2))
+    y, y_test = (np.sin(2 * Z[:, 0]) + 0.1 * rng.standard_normal(len(Z)) for Z in (X, X_test))
+    settings = dict(kernel="gaussian", noise_variance=0.05, optimize=False)
+    est = sg.LowRankGPRegressor(approximation=name, n_components=512, random_state=0,
+                                **settings).fit(X, y)
     mean, std = est.predict(X[:5], return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
-    assert np.sqrt(np.mean((est.predict(X) - y) ** 2)) < 0.3
+    exact_rmse = metrics.rmse(y_test, sg.ExactGPRegressor(**settings).fit(X, y).predict(X_test))
+    assert metrics.rmse(y_test, est.predict(X_test)) <= 1.25 * exact_rmse
     sg.save(est, tmp_path / "model.npz")
     np.testing.assert_allclose(sg.load(tmp_path / "model.npz").predict(X[:5]), mean,
                                rtol=1e-10)
-    Psi = sg.FeatureMapTransformer(approximation=name, n_components=64,
+    Psi = sg.FeatureMapTransformer(approximation=name, n_components=512,
                                    random_state=0).fit_transform(X)
     assert Psi.shape == (80, est.feature_map_.n_components)
 

@@ -104,7 +104,7 @@ def test_third_degree_rule_is_eq_8(n_dims, lam):
 
 
 @pytest.mark.parametrize("n_dims", [1, 2, 3, 5, 6, 8])
-def test_fifth_degree_rule_weights_of_spec_b4(n_dims):
+def test_fifth_degree_rule_weights_in_closed_form(n_dims):
     """lambda = sqrt3: w_0 = (d^2 - 7d + 18)/18, w_(1) = (4 - d)/18, w_(1,1) = 1/36."""
     rule = quadrature.fully_symmetric_rule(n_dims, 5)
     n_nonzero = np.count_nonzero(rule.nodes, axis=1)

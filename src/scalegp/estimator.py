@@ -565,7 +565,7 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _approximation_diagnostics(self, posterior) -> list:
         part = posterior.system.positive_part
-        if part is None:
+        if part is None or part.negative_mass == 0:    # nothing dropped on the training inputs
             return []
         return [(f"{posterior.feature_map.name} is a signed quadrature rule and its approximation "
                  f"Psi S Psi^T is indefinite; the model uses its positive part "

@@ -7,8 +7,8 @@ expressed through the m x m matrix
     M = s2 S + G,   G = Psi^T Psi,   b = Psi^T y,   beta = M^{-1} b,
 
 using the Woodbury identity K^{-1} = s2^{-1} (I - Psi M^{-1} Psi^T) and the determinant lemma
-det K = s2^{n-m} det(S) det(M) (spec A.6; DESIGN.md "The engine"). For S = I, M = L L^T and
-c = L^{-1} b, so the log marginal likelihood is
+det K = s2^{n-m} det(S) det(M) (docs/engine.md; GLF paper, Section 4.2). For S = I,
+M = L L^T and c = L^{-1} b, so the log marginal likelihood is
 
     log p(y) = -1/2 [ (y^T y - |c|^2) / s2 + (n - m) log s2 + 2 sum_i log L_ii + n log 2 pi ].
 
@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg.blas as blas
 
 from . import linalg
 from ._validation import check_dtype, check_matrix, check_positive_scalar, check_vector
@@ -54,25 +53,6 @@ def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
 def _chunks(n_samples: int, chunk_size: int):
     for start in range(0, n_samples, chunk_size):
         yield start, min(start + chunk_size, n_samples)
-
-
-def _symmetric_rank_k_update(G_upper: np.ndarray, Psi: np.ndarray,
-                             beta: float = 1.0) -> np.ndarray:
-    """Return beta G_upper + upper(Psi^T Psi) by a BLAS symmetric rank-k update (half a GEMM).
-
-    Only the upper triangle is written. The update is in place when G_upper is Fortran-ordered
-    of Psi's dtype. syrk reads a Fortran-ordered operand without a copy: Psi.T for a C-ordered
-    Psi (what feature maps return, trans=0: Psi.T Psi.T^T), else Psi itself (trans=1: Psi^T Psi).
-    """
-    syrk = blas.ssyrk if Psi.dtype == np.float32 else blas.dsyrk
-    if Psi.T.flags.f_contiguous:
-        return syrk(1.0, Psi.T, c=G_upper, beta=beta, trans=0, lower=0, overwrite_c=1)
-    return syrk(1.0, np.asfortranarray(Psi), c=G_upper, beta=beta, trans=1, lower=0,
-                overwrite_c=1)
-
-
-def _symmetrize_upper(G_upper: np.ndarray) -> np.ndarray:
-    return np.triu(G_upper) + np.triu(G_upper, 1).T
 
 
 @dataclass(frozen=True)
@@ -131,16 +111,16 @@ def _accumulate(feature_fn, n_components, check_input, kernel, X, y, chunk_size,
     for start, stop in _chunks(X.shape[0], chunk_size):
         Psi = np.asarray(feature_fn(X[start:stop], kernel), dtype=dtype)
         if dtype == np.float64:
-            G_upper = _symmetric_rank_k_update(G_upper, Psi)
+            G_upper = linalg.symmetric_rank_k_update(G_upper, Psi)
         else:
             # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
-            chunk_gram = _symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
+            chunk_gram = linalg.symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
             G_upper += chunk_gram
         b += Psi.T @ y[start:stop].astype(dtype, copy=False)
         del Psi  # before the next chunk's features, which then reuse its memory
         if progress is not None:
             progress(stop)
-    return Statistics(_symmetrize_upper(G_upper), b, float(y @ y), X.shape[0])
+    return Statistics(linalg.symmetrize_upper(G_upper), b, float(y @ y), X.shape[0])
 
 
 @dataclass(frozen=True)
@@ -307,7 +287,7 @@ def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
     """d log p / d log s2 = s2 [ alpha^T alpha / 2 - tr(K^{-1}) / 2 ] (dK / d log s2 = s2 I), where
 
     alpha^T alpha = s2^{-2} (y^T y - 2 b^T beta + beta^T G beta) and
-    tr(K^{-1}) = s2^{-1} (n - m + s2 tr(M^{-1} S)) (spec A.6, with signs).
+    tr(K^{-1}) = s2^{-1} (n - m + s2 tr(M^{-1} S)) (docs/engine.md, "Gradient").
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta
@@ -325,7 +305,7 @@ def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
     Since dPsi_i = Psi diag(g_i / 2), the general formula
     d log p / d theta_i = s2^{-1} beta^T (db_i - C_i^T beta) - tr(M^{-1} C_i), with
     C_i = Psi^T dPsi_i = G diag(g_i/2) and db_i = (g_i/2) * b, needs only O(m^2 P):
-    tr(M^{-1} G diag(g/2)) = sum_l (1 - s2 (M^{-1})_ll S_l) g_l / 2 (spec A.6).
+    tr(M^{-1} G diag(g/2)) = sum_l (1 - s2 (M^{-1})_ll S_l) g_l / 2 (docs/engine.md, "Gradient").
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta

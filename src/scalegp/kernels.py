@@ -1,12 +1,12 @@
 """Stationary kernels: exact values, spectral densities, frequency samplers, log-parameters.
 
-Fourier convention (METHODS.md decision 1, spec A.2): ordinary frequency,
+Fourier convention (docs/conventions.md; GLF paper Eq. 9): ordinary frequency,
 
     k(x, z) = int p(eta) cos(2 pi eta^T (x - z)) d eta,
 
-with the spectral density p scaled by the kernel variance s. The densities are those of
-spec A.3 (the GLF paper's Table 2). Monte-Carlo maps draw *standardized angular* frequencies
-omega from the unit-length-scale base distribution, so that
+with the spectral density p scaled by the kernel variance s. The densities are those of the
+GLF paper's Table 2 (docs/conventions.md, "Spectral densities"). Monte-Carlo maps draw
+*standardized angular* frequencies omega from the unit-length-scale base distribution, so that
 
     k(x, z) = s E[cos(omega^T (x - z) / l)],    eta = omega / (2 pi l).
 
@@ -280,8 +280,9 @@ class Kernel(abc.ABC):
         """d log p(eta) / d theta_i for the log-parameters, shape (n_frequencies, n_params).
 
         Differentiating log p instead of p keeps the gradient finite when p underflows.
-        The variance column is 1 (spec A.3); a length-scale column is
-        1 + d log p0(v) / d log v_j at v = l * eta (chain rule through v_j = l_j eta_j).
+        The variance column is 1; a length-scale column is
+        1 + d log p0(v) / d log v_j at v = l * eta (chain rule through v_j = l_j eta_j);
+        docs/conventions.md, "Log-density derivatives".
         """
         eta = self._check_frequencies(eta)
         scale = np.broadcast_to(self._length_scale, (eta.shape[1],))
@@ -323,7 +324,8 @@ def _log_bounds(bounds, value):
 class Gaussian(Kernel):
     """Gaussian (squared-exponential) kernel s exp(-1/2 sum_j (x_j - z_j)^2 / l_j^2).
 
-    Spectral density (spec A.3): p(eta) = s prod_j sqrt(2 pi) l_j exp(-2 pi^2 l_j^2 eta_j^2);
+    Spectral density (docs/conventions.md):
+    p(eta) = s prod_j sqrt(2 pi) l_j exp(-2 pi^2 l_j^2 eta_j^2);
     standardized angular frequencies omega ~ N(0, I).
     """
 
@@ -352,7 +354,7 @@ class Matern(Kernel):
 
     nu = 1/2: s exp(-r); 3/2: s (1 + sqrt3 r) exp(-sqrt3 r);
     5/2: s (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r).
-    Spectral density (spec A.3, R&W eq. 4.15 times s):
+    Spectral density (docs/conventions.md; R&W eq. 4.15 times s):
     p(eta) = s Gamma(nu + d/2) / Gamma(nu) (2 pi / nu)^{d/2} prod_j l_j
              (1 + (2 pi^2 / nu) sum_j l_j^2 eta_j^2)^{-(nu + d/2)};
     standardized angular frequencies omega follow a multivariate Student t with 2 nu dof.
@@ -425,7 +427,7 @@ class Matern(Kernel):
 class Cauchy(Kernel):
     """Product Cauchy kernel s prod_j 1 / (1 + (x_j - z_j)^2 / l_j^2).
 
-    Spectral density (spec A.3): p(eta) = s prod_j pi l_j exp(-2 pi l_j |eta_j|);
+    Spectral density (docs/conventions.md): p(eta) = s prod_j pi l_j exp(-2 pi l_j |eta_j|);
     standardized angular frequencies are Laplace(0, 1) per dimension.
     """
 
@@ -451,7 +453,7 @@ class Cauchy(Kernel):
 class Laplacian(Kernel):
     """Laplacian (product exponential) kernel s exp(-sum_j |x_j - z_j| / l_j).
 
-    Spectral density (spec A.3): p(eta) = s prod_j 2 l_j / (1 + 4 pi^2 l_j^2 eta_j^2);
+    Spectral density (docs/conventions.md): p(eta) = s prod_j 2 l_j / (1 + 4 pi^2 l_j^2 eta_j^2);
     standardized angular frequencies are standard Cauchy per dimension.
     """
 
@@ -478,8 +480,9 @@ class Laplacian(Kernel):
 class ReciprocalSemigroup(Kernel):
     """Reciprocal semigroup kernel on non-negative inputs, s prod_j c_j / (x_j + z_j + c_j).
 
-    A semigroup kernel depends on x + z, not x - z (GLF paper Section 6.3, spec A.11, after
-    Yang et al. 2014); its Laplace representation (Berg, Christensen & Ressel) is
+    A semigroup kernel depends on x + z, not x - z (GLF paper Section 6.3, after Yang et al.
+    2014; docs/gauss-legendre.md, section 9); its Laplace representation (Berg, Christensen &
+    Ressel) is
 
         k(x, z) = s int_{R^d_+} e^{-eta^T (x + z)} p_c(eta) d eta,
         p_c(eta) = prod_j c_j e^{-c_j eta_j}  (eta >= 0),

@@ -1,5 +1,7 @@
-"""Dense linear algebra: the only module of scalegp that factorizes a matrix.
+"""Dense linear algebra: the only module of scalegp that factorizes a matrix or calls BLAS.
 
+* :func:`symmetric_rank_k_update`: G + Psi^T Psi by BLAS ``?syrk`` (half a GEMM), upper
+  triangle only, in place; :func:`symmetrize_upper` completes the matrix.
 * :func:`cholesky`: Cholesky with adaptive jitter (relative to the mean diagonal, dtype-aware),
   a :class:`NumericalWarning` stating the amount, and :class:`NotPositiveDefiniteError` after
   the last try. The jitter actually used is returned so callers can record it.
@@ -13,13 +15,16 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas as blas
 import scipy.linalg.lapack
 
+from ._validation import check_positive_int
 from .errors import NotPositiveDefiniteError, NumericalWarning
 
 #: Number of jitter attempts after the plain factorization fails.
@@ -36,6 +41,26 @@ def _check_square_finite(A: np.ndarray, name: str) -> np.ndarray:
             "hyperparameters that produced it)"
         )
     return A
+
+
+def symmetric_rank_k_update(G_upper: np.ndarray, Psi: np.ndarray,
+                             beta: float = 1.0) -> np.ndarray:
+    """Return beta G_upper + upper(Psi^T Psi) by a BLAS symmetric rank-k update (half a GEMM).
+
+    Only the upper triangle is written. The update is in place when G_upper is Fortran-ordered
+    of Psi's dtype. syrk reads a Fortran-ordered operand without a copy: Psi.T for a C-ordered
+    Psi (what feature maps return, trans=0: Psi.T Psi.T^T), else Psi itself (trans=1: Psi^T Psi).
+    """
+    syrk = blas.ssyrk if Psi.dtype == np.float32 else blas.dsyrk
+    if Psi.T.flags.f_contiguous:
+        return syrk(1.0, Psi.T, c=G_upper, beta=beta, trans=0, lower=0, overwrite_c=1)
+    return syrk(1.0, np.asfortranarray(Psi), c=G_upper, beta=beta, trans=1, lower=0,
+                overwrite_c=1)
+
+
+def symmetrize_upper(G_upper: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose upper triangle is that of G_upper."""
+    return np.triu(G_upper) + np.triu(G_upper, 1).T
 
 
 def initial_jitter(A: np.ndarray) -> float:
@@ -213,8 +238,11 @@ def pivoted_cholesky(diagonal, column, *, max_rank: int | None = None,
         ``column(i)`` returns K[:, i] as an array of shape (n,).
     max_rank : int, optional
         Stop after this many pivots.
-    tol : float, optional
+    tol : float in [0, 1), optional
         Stop when trace(K - F F^T) <= tol * trace(K). At least one of max_rank/tol is needed.
+        Either way the factorization stops when the largest remaining diagonal is at most
+        n eps max(diag K) (LAPACK ?pstrf's default tolerance): such a pivot is roundoff, and
+        as a landmark it would make K[pivots, pivots] singular.
 
     Returns
     -------
@@ -222,25 +250,32 @@ def pivoted_cholesky(diagonal, column, *, max_rank: int | None = None,
     pivots : ndarray of int, shape (r,)
     """
     residual = np.array(diagonal, dtype=float)
-    if residual.ndim != 1 or not np.all(np.isfinite(residual)) or np.any(residual < 0):
-        raise ValueError("diagonal must be a finite non-negative 1-D array")
+    if (residual.ndim != 1 or residual.size == 0 or not np.all(np.isfinite(residual))
+            or np.any(residual < 0)):
+        raise ValueError("diagonal must be a non-empty finite non-negative 1-D array, got "
+                         f"shape {residual.shape}: {np.array2string(residual, threshold=6)}")
     n = residual.size
     if max_rank is None and tol is None:
         raise ValueError("pivoted_cholesky needs max_rank, tol or both")
-    rank_limit = n if max_rank is None else min(int(max_rank), n)
-    if rank_limit < 1:
-        raise ValueError(f"max_rank must be >= 1, got {max_rank!r}")
+    rank_limit = n if max_rank is None else min(check_positive_int(max_rank, "max_rank"), n)
+    if tol is not None and not (isinstance(tol, numbers.Real) and 0.0 <= tol < 1.0):
+        raise ValueError(f"tol must be a number in [0, 1) (a fraction of trace(K)), got {tol!r}")
     total = residual.sum()
+    roundoff = n * np.finfo(float).eps * residual.max()
     F = np.zeros((n, rank_limit))
     pivots = []
     for k in range(rank_limit):
         if tol is not None and residual.sum() <= tol * total:
             break
         i = int(np.argmax(residual))
-        if residual[i] <= 0:
+        if residual[i] <= roundoff:
             break
         pivots.append(i)
-        col = np.asarray(column(i), dtype=float) - F[:, :k] @ F[i, :k]
+        col = np.asarray(column(i), dtype=float)
+        if col.shape != (n,):
+            raise ValueError(f"column({i}) must return K[:, {i}] of shape ({n},), got shape "
+                             f"{col.shape}")
+        col = col - F[:, :k] @ F[i, :k]
         F[:, k] = col / np.sqrt(residual[i])
         residual -= F[:, k] ** 2
         residual[pivots] = 0.0

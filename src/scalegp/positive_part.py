@@ -114,7 +114,7 @@ class PositivePart:
     @property
     def negative_mass(self) -> float:
         """tr(A-) = sum(-lambda_-): the part of Psi S Psi^T the repair drops."""
-        return float(-self.eigenvalues[self.eigenvalues < 0].sum())
+        return float(np.sum(-self.eigenvalues[self.eigenvalues < 0]))
 
     @property
     def positive_mass(self) -> float:

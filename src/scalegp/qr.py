@@ -1,4 +1,4 @@
-"""The QR variant of the fixed-basis engine (GLF paper, Appendix A.2; spec A.7).
+"""The QR variant of the fixed-basis engine (GLF paper, Appendix A.2; docs/gauss-legendre.md).
 
 The engine's default path forms Phi^T Phi, whose condition number is that of Phi squared. For
 a :class:`~scalegp.features.base.FixedBasisFeatureMap` (Psi = Phi diag(sqrt(w(theta)))) this
@@ -25,7 +25,7 @@ __all__ = ["QRBasisStatistics", "QRMarginalLikelihood", "marginal_likelihood"]
 
 @dataclass(frozen=True)
 class QRBasisStatistics:
-    """The R-factor of [Phi | y] by a streaming TSQR (Appendix A.2, spec A.7).
+    """The R-factor of [Phi | y] by a streaming TSQR (Appendix A.2; docs/gauss-legendre.md).
 
     With [Phi | y] = Q [[R_V, t_y], [0, rho]], R_V^T R_V = Phi^T Phi and R_V^T t_y = Phi^T y
     without forming Phi^T Phi. Chunk by chunk, the R-factor of [R_previous; chunk] is the
@@ -77,7 +77,7 @@ class _QRFactorization:
 
 
 class QRMarginalLikelihood:
-    """log p(y | theta) and its gradient through the QR variant (Appendix A.2, spec A.7).
+    """log p(y | theta) and its gradient through the QR variant (Appendix A.2).
 
     Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the R-factor of the (2s x s) matrix
     [B; sqrt(s2) I] = Q R gives R^T R = M = s2 I + diag(h) Phi^T Phi diag(h) without forming
@@ -87,7 +87,7 @@ class QRMarginalLikelihood:
         beta = M^{-1} b = R^{-1} u,   y^T K^{-1} y = (|y|^2 - |u|^2) / s2,
         log det K = (n - s) log s2 + 2 sum_i log R_ii,   diag(M^{-1}) = row norms^2 of R^{-1},
 
-    so that (spec A.6)
+    so that (docs/engine.md, "Gradient"; derivation in docs/gauss-legendre.md, section 8)
 
         d log p / d theta_i = 1/2 sum_l g_il [beta_l^2 - (1 - s2 (M^{-1})_ll)],
         d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B beta|^2) / s2^2

@@ -281,8 +281,8 @@ def fully_symmetric_rule(n_dims: int, degree: int, generators=None) -> Quadratur
     lambda_p = (lambda_{p_1}, ..., lambda_{p_d}), lambda_0 = 0. Degree 3 (m = 1) is D-FS,
     Eqs. (7)-(8): a_0 = 1 - d / lambda^2 at the origin and 1 / (2 lambda^2) at +-lambda e_j.
     Degree 5 (m = 2) with lambda_1 = sqrt(3): w_0 = (d^2 - 7d + 18)/18, w_(1) = (4 - d)/18,
-    w_(1,1) = 1/36, and the lambda_2 generator gets weight 0 (spec B.4). Generators whose
-    weight is exactly 0 are dropped.
+    w_(1,1) = 1/36, and the lambda_2 generator gets weight 0 (docs/quadrature-features.md,
+    "D-FS, degree 5"). Generators whose weight is exactly 0 are dropped.
 
     Parameters
     ----------
@@ -483,7 +483,8 @@ def cosine_rule(rule: QuadratureRule) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def signed_weights(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(|a|, sign(a)) for a signed rule; the signs are None when no weight is negative.
 
-    A zero weight gets sign +1 (METHODS decision 6: the engine takes a +-1 sign vector).
+    A zero weight gets sign +1: the engine takes a +-1 sign vector (docs/decisions.md,
+    "Signed weights").
     """
     weights = np.asarray(weights, dtype=float)
     if np.all(weights >= 0):

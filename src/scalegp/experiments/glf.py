@@ -1,6 +1,6 @@
 """Experiments of the Gauss-Legendre features paper (Fink Shustin & Avron, JMLR 2022,
-Section 7; spec A.12): GLF-GPR against Exact-GPR and RFF-GPR (fixed base samples, equal
-numbers of real columns).
+Section 7): GLF-GPR against Exact-GPR and RFF-GPR (fixed base samples, equal numbers of real
+columns; docs/decisions.md, "Equal real columns and fixed base samples").
 
 - ``glf-synthetic-1d``, ``glf-synthetic-2d`` (Sections 7.1): the log marginal likelihood along
   each hyperparameter (exact, GLF, RFF), test MSE against the number of features, the learned
@@ -13,8 +13,8 @@ numbers of real columns).
   counts, maps of the predictive mean and standard deviation.
 
 The paper's test functions, sample sizes, noise levels, hyperparameter domains, initial values,
-Matern smoothness and node grids were lost (spec A.12); every constant below is ours and each
-output says so ("paper setting, constants ours").
+Matern smoothness and node grids were lost; every constant below is ours and each output says
+so ("paper setting, constants ours"; docs/decisions.md, "Lost paper constants").
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from . import register, write_figure, write_text
 CONSTANTS_NOTE = (
     "Paper setting, constants ours: the paper's test functions, sample sizes, noise levels, "
     "hyperparameter domains, initial values, Matern smoothness and node grids were lost "
-    "(spec A.12), so none of these numbers is the paper's."
+    "(docs/decisions.md), so none of these numbers is the paper's."
 )
 #: One colour per method in every panel.
 COLORS = {"exact": "k", "GLF": "C1", "RFF": "C2"}

@@ -11,8 +11,9 @@ feature map that supports the Gaussian kernel.
   on the features, and GP regression test RMSE and NLPD on the UCI sets at equal budgets.
 
 The paper's data splits, kernel widths, budgets, classifiers and numbers were not recovered
-(spec B.10); every setting below is ours and the outputs say so. Data: the UCI CSV files
-(x1..xd, y) under ``$SCALEGP_UCI_DIR`` or ``../shared/data/uci`` next to the repository;
+(docs/decisions.md, "Lost paper constants"); every setting below is ours and the outputs say
+so. Data: the UCI CSV files (x1..xd, y) under ``$SCALEGP_UCI_DIR`` or ``../shared/data/uci``
+next to the repository;
 letter from Debian's ``r-cran-mlbench`` (``apt-get download r-cran-mlbench && dpkg-deb -x
 r-cran-mlbench_*.deb DIR``) read with PyPI ``rdata``, at ``$SCALEGP_LETTER_RDA`` or the
 package's installed path; letter is skipped with a printed reason when either is missing.
@@ -41,7 +42,7 @@ UCI_SETS = ("airfoil", "concrete", "elevators")
 LETTER_RDA = Path("/usr/lib/R/site-library/mlbench/data/LetterRecognition.rda")
 CONSTANTS_NOTE = (
     "Paper setting, constants ours: the paper's splits, kernel widths, feature budgets, "
-    "classifier and numbers were not recovered (spec B.10), so none of these numbers is "
+    "classifier and numbers were not recovered (docs/decisions.md), so none of these numbers is "
     "the paper's. Inputs standardized; Gaussian kernel with length scale(s) from {width}; "
     "budgets are multiples of 2d + 2 real "
     "columns (the third-degree D-FS size); deterministic rules use the largest rule within "
@@ -235,7 +236,9 @@ def condition_18_summary(X: np.ndarray, kernel, rng, n_sample: int, n_frequencie
 
 
 def signed_ridge_fit(Psi: np.ndarray, signs, Y: np.ndarray, alpha: float) -> np.ndarray:
-    """W = (Psi^T Psi + alpha S)^{-1} Psi^T Y: kernel ridge with K~ = Psi S Psi^T (spec B.6.4).
+    """W = (Psi^T Psi + alpha S)^{-1} Psi^T Y: kernel ridge with K~ = Psi S Psi^T.
+
+    docs/quadrature-features.md, "Signed ridge regression".
 
     From the push-through identity S Psi^T (Psi S Psi^T + alpha I)^{-1} =
     (Psi^T Psi + alpha S)^{-1} Psi^T (S = S^{-1}); for S = I it is ordinary ridge regression
@@ -521,7 +524,8 @@ def letter_section(letter, methods, settings: Settings):
     lines = ["## letter: classification accuracy", "",
              f"First {n_train} rows train, last {n_test} test; length scale {width:.3g}; "
              f"one-vs-rest ridge classifier on the features, alpha = {LETTER_RIDGE} "
-             "(sign-aware for signed maps: (Psi^T Psi + alpha S)^-1 Psi^T Y, spec B.6.4); "
+             "(sign-aware for signed maps: (Psi^T Psi + alpha S)^-1 Psi^T Y, "
+             "docs/quadrature-features.md); "
              f"{settings.learning_seeds} seed(s).", "",
              *markdown_table(summary, ("accuracy",), "letter"),
              *failure_lines(failures, "letter"), ""]

@@ -26,7 +26,8 @@ from .qmc import scrambled_points
 from .random_fourier import data_centre
 from .spherical_radial import rules_within, spherical_radial_rule
 
-#: D-FS generator lambda_1 (Genz-Keister; the 3-point Gauss-Hermite node; spec B.2, [DD]).
+#: D-FS generator lambda_1 (Genz-Keister; the 3-point Gauss-Hermite node; docs/decisions.md,
+#: "The D-FS generator").
 DEFAULT_LAMBDA = float(np.sqrt(3.0))
 
 DEGREES = (3, 5)
@@ -42,7 +43,7 @@ def dfs_rule(n_dims: int, degree: int, lambda_: float = DEFAULT_LAMBDA):
     """The D-FS rule Q^(m,d), degree 2m + 1 in {3, 5}, with lambda_1 = ``lambda_``.
 
     Degree 5 takes lambda_2 from the Genz-Keister sequence; with lambda_1 = sqrt(3) its
-    weight is 0 and the rule has 2 d^2 + 1 nodes (spec B.4).
+    weight is 0 and the rule has 2 d^2 + 1 nodes (docs/quadrature-features.md, "D-FS, degree 5").
     """
     if degree not in DEGREES:
         raise ValueError(f"degree must be one of {DEGREES} or None, got {degree!r}")
@@ -62,15 +63,15 @@ class DeterministicFullySymmetricFeatures(FourierFeatureMap, name="dfs"):
 
     nodes 0 and +-lambda e_j (Eq. 8). The fifth-degree rule (lambda = sqrt(3)) adds the
     nodes +-lambda e_i +-lambda e_j with weight 1/36 and has weights w_0 = (d^2 - 7d + 18)/18
-    and w_(1) = (4 - d)/18 (spec B.4). The real feature map keeps one node of each +-pair
-    (doubled weight) and the origin:
+    and w_(1) = (4 - d)/18 (docs/quadrature-features.md, "D-FS, degree 5"). The real feature
+    map keeps one node of each +-pair (doubled weight) and the origin:
 
         psi(x) = sqrt(s |a_l|) [cos(gamma_l^T (x - c)/l), sin(gamma_l^T (x - c)/l)]_l,
 
     with sign(a_l) in ``frequency_signs`` where a weight is negative (degree 3 for
-    d > lambda^2, degree 5 for d > 4; METHODS decision 6); such a rule is not a positive
-    definite kernel, and on widely spread inputs K~ + s2 I can be indefinite (the engine
-    raises NotPositiveDefiniteError). Real columns: 2d + 2 (degree 3)
+    d > lambda^2, degree 5 for d > 4; docs/decisions.md, "Signed weights"); such a rule is
+    not a positive definite kernel, and on widely spread inputs K~ + s2 I can be indefinite
+    (the engine raises NotPositiveDefiniteError). Real columns: 2d + 2 (degree 3)
     and 2d^2 + 2 (degree 5, lambda = sqrt(3)). ``degree`` defaults to the larger degree that
     fits ``n_components``. Gaussian kernel only: the paper builds the rules for N(0, I).
     """
@@ -120,7 +121,7 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
 
     Notes
     -----
-    Liu et al. Eqs. (10)-(16), real-valued form (spec B.6, METHODS decision 7). The
+    Liu et al. Eqs. (10)-(16), real-valued form (docs/decisions.md, "S-FS in real form"). The
     randomized weights a~_0(omega) = 1 - |omega|^2/lambda^2, a~_j(omega) = |omega|^2 /
     (2 d lambda^2) (Eq. 11) give the control variate M(omega) = 1 - |omega|^2 (1 - Q)/d with
     E[M] = Q (Eq. 10). The estimator (Eqs. 12-14)
@@ -168,8 +169,9 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
         lambda_ : float, default sqrt(3)
             The D-FS generator of the control variate.
         sampling : {"mc", "qmc", "ssr"}, default "mc"
-            The points the control variate corrects (Remark 3, Section VI-C; spec B.6
-            item 5): i.i.d. N(0, I) ("mc"), scrambled Sobol points through the normal
+            The points the control variate corrects (Remark 3, Section VI-C;
+            docs/quadrature-features.md, "S-FS"): i.i.d. N(0, I) ("mc"), scrambled Sobol
+            points through the normal
             inverse CDF ("qmc"; each point still N(0, I), so the estimate stays unbiased),
             or the nodes and weights of averaged spherical-radial rules ("ssr"). S is the
             rule-weighted mean of |omega|^2; an SR rule integrates |omega|^2 exactly, so with
@@ -216,7 +218,7 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
 def control_variate_rule(omega: np.ndarray, lambda_: float,
                          base_weights: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Frequencies and signed weights of the S-FS kernel estimate (spec B.6, real form).
+    """Frequencies and signed weights of the S-FS estimate (docs/quadrature-features.md, "S-FS").
 
     R(z) = sum_l w_l cos(gamma_l^T z) with gamma = (omega_1..omega_D, 0, lambda e_1..e_d)
     and w = (v_1, ..., v_D, -c d, c, ..., c), c = (d - S) / (d lambda^2),

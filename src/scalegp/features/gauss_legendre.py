@@ -1,8 +1,8 @@
 """Gauss-Legendre features (GLF): a hyperparameter-free basis for GP regression.
 
 Fink Shustin & Avron, *Gauss-Legendre Features for Gaussian Process Regression*, JMLR 23
-(2022); the mathematics is restored in ``methods/glf-and-random-projection.md`` Part A (cited
-below as "spec A.x"). With the ordinary-frequency convention (Eq. 9, METHODS decision 1)
+(2022); the project's derivation of everything below is docs/gauss-legendre.md (cited by
+section). With the ordinary-frequency convention (Eq. 9; docs/conventions.md)
 
     k(x, z) = int_{R^d} p_theta(eta) cos(2 pi eta^T (x - z)) d eta,
 
@@ -16,10 +16,10 @@ hyperparameters theta; they enter through the diagonal weights w(theta) = W p_th
 (Section 4.2, Proposition 6), and after one O(n s^2) pass every likelihood-and-gradient
 evaluation costs O(s^3) (the engine's :class:`~scalegp.gp.BasisStatistics` path).
 
-This module holds the 1-D rules, the truncation rule (Proposition 7, spec A.8), the node-count
-bound (Theorems 10-12, spec A.9), the feature map ``"glf"`` and the map ``"glf-semigroup"`` of
-the reciprocal semigroup kernel (Section 6.3, spec A.11). The QR-based likelihood of
-Appendix A.2 (spec A.7) is in :mod:`scalegp.qr`.
+This module holds the 1-D rules, the truncation rule (Proposition 7; section 5 there), the
+node-count bound (Theorems 10-12; section 6), the feature map ``"glf"`` and the map
+``"glf-semigroup"`` of the reciprocal semigroup kernel (Section 6.3; section 9). The QR-based
+likelihood of Appendix A.2 (section 8) is in :mod:`scalegp.qr`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ FALLBACK_FACTOR = 10.0
 MAX_COMPONENTS = 16_384
 #: Default tolerance of ``n_nodes="auto"``.
 DEFAULT_TOLERANCE = 1e-3
-#: Growth factor of q_j per step of ``n_nodes="auto"`` (spec A.9, recipe step 4).
+#: Growth factor of q_j per step of ``n_nodes="auto"`` (docs/gauss-legendre.md, section 7).
 AUTO_GROWTH = 1.25
 #: Rows of the subsample on which ``n_nodes="auto"`` compares likelihoods and predictions.
 AUTO_SUBSAMPLE = 2000
@@ -84,9 +84,9 @@ def gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """The q-point Gauss-Legendre rule on [-1, 1]: nodes t_i (ascending) and weights omega_i.
 
     The nodes are the roots of the Legendre polynomial P_q, omega_i = 2 / ((1 - t_i^2)
-    P_q'(t_i)^2); the rule is exact for polynomials of degree <= 2q - 1 (spec A.5). The rule
-    is made exactly symmetric (t_{q+1-i} = -t_i, omega_{q+1-i} = omega_i), so that an odd q has
-    the node 0 exactly and the real-feature pairing of spec A.5 is exact.
+    P_q'(t_i)^2); the rule is exact for polynomials of degree <= 2q - 1. The rule is made
+    exactly symmetric (t_{q+1-i} = -t_i, omega_{q+1-i} = omega_i), so that an odd q has the
+    node 0 exactly and the real-feature pairing is exact (docs/gauss-legendre.md, sections 1-2).
     """
     t, omega = _legendre_rule(check_positive_int(n_nodes, "n_nodes"))
     return t.copy(), omega.copy()
@@ -105,9 +105,10 @@ def symmetric_rule(n_nodes: int, half_width: float, panels: int = 1):
     """A symmetric rule on [-Q, Q]: nodes eta_i and weights W_i with sum_i W_i f(eta_i) ~ int f.
 
     ``panels=1`` maps the q-point Gauss-Legendre rule: eta = Q t, W = Q omega. ``panels=2``
-    (for a density with a kink at 0, the Cauchy kernel's e^{-2 pi l |eta|}; spec A.5) uses
-    q/2 nodes on each of [-Q, 0] and [0, Q]: eta = (Q/2)(t + 1), W = (Q/2) omega on the right
-    panel, mirrored on the left; this is the half-line rule on [0, Q] with doubled weight.
+    (for a density with a kink at 0, the Cauchy kernel's e^{-2 pi l |eta|}) uses q/2 nodes on
+    each of [-Q, 0] and [0, Q]: eta = (Q/2)(t + 1), W = (Q/2) omega on the right panel,
+    mirrored on the left; this is the half-line rule on [0, Q] with doubled weight
+    (docs/gauss-legendre.md, section 1).
     """
     if panels == 1:
         t, omega = gauss_legendre(n_nodes)
@@ -192,7 +193,9 @@ def _full_grid(factors, algebra, j=0):
 
 
 def _half_grid(factors, positive, zero, algebra, j=0):
-    """One node of each pair {eta, -eta}, eta != 0, over dimensions j..d-1 (spec A.5).
+    """One node of each pair {eta, -eta}, eta != 0, over dimensions j..d-1.
+
+    docs/gauss-legendre.md, section 2.
 
     The representative is the node whose first nonzero coordinate is positive: a positive
     node of dimension j with anything after it, or the node 0 of dimension j followed by a
@@ -236,7 +239,7 @@ def _half_grid_phases(factors, positive, zero, cos_out, sin_out, j=0):
 # --------------------------------------------------------------------------- hyperparameter box
 @dataclass(frozen=True)
 class HyperparameterBox:
-    """The box Theta the rules are valid on (METHODS decision 3; spec A.8, "worst case").
+    """The box Theta the rules are valid on, at its worst cases (docs/gauss-legendre.md, section 4).
 
     Attributes
     ----------
@@ -245,7 +248,8 @@ class HyperparameterBox:
     variance_max : float
         Largest signal variance s_max.
     noise_variance_min : float
-        Smallest noise variance lambda_min (> 0: a ridge is required, spec A.2 item 4).
+        Smallest noise variance lambda_min (> 0: GLF needs a ridge; docs/decisions.md,
+        "Bounded hyperparameters").
     """
 
     length_scale_min: np.ndarray
@@ -302,7 +306,9 @@ def _box_side(bounds, value: np.ndarray, name: str) -> tuple[np.ndarray, np.ndar
 
 # --------------------------------------------------------------------------- truncation (Prop. 7)
 def _decay_class(kernel: Kernel):
-    """(sigma_j / l_j, radius r(t, d)) of the kernel's decay class (spec A.3, A.8).
+    """(sigma_j / l_j, radius r(t, d)) of the kernel's decay class.
+
+    docs/gauss-legendre.md, section 5.
 
     p(eta) <= C g(Sigma eta) with Sigma = diag(sigma); the mass outside the box
     {|Sigma eta|_inf <= r} is at most s t when r = r(t, d). With u_t = 1 - (1 - t)^{1/d}:
@@ -333,14 +339,19 @@ def _decay_class(kernel: Kernel):
 
 
 def truncation_radius(kernel: Kernel, n_dims: int, tail: float, variance: float) -> float:
-    """r with tail mass s * T(r) = ``tail`` for the kernel's decay class (spec A.8 table)."""
+    """r with tail mass s * T(r) = ``tail`` for the kernel's decay class.
+
+    docs/gauss-legendre.md, section 5.
+    """
     _, radius = _decay_class(kernel)
     return radius(tail / variance, n_dims)
 
 
 def truncation_half_widths(kernel: Kernel, box: HyperparameterBox, n_samples: int,
                            epsilon: float) -> np.ndarray:
-    """Q_j = r / sigma_j(l_j,min) of Proposition 7 at the worst case of Theta (spec A.8).
+    """Q_j = r / sigma_j(l_j,min) of Proposition 7 at the worst case of Theta.
+
+    docs/gauss-legendre.md, section 5.
 
     The tail budget is delta = epsilon lambda_min / (2 n M^2) with M = 1 for Fourier features
     (Eq. 19), so that the truncated integral is within epsilon lambda / 2 for every unit
@@ -355,12 +366,15 @@ def truncation_half_widths(kernel: Kernel, box: HyperparameterBox, n_samples: in
 
 
 # ------------------------------------------------------------------------ node counts (Thm 11-12)
-#: Values of log(rho - 1) over which the Bernstein ellipse E_rho is chosen (spec A.9).
+#: Values of log(rho - 1) over which the Bernstein ellipse E_rho is chosen
+#: (docs/gauss-legendre.md, section 6).
 _LOG_RHO_EXCESS = np.linspace(-40.0, math.log(50.0), 4000)
 
 
 def _log_density_bound(kernel: Kernel, box: HyperparameterBox, j: int, h, rho):
-    """log sup |p| over the Bernstein region of dimension j (spec A.9), worst case over Theta.
+    """log sup |p| over the Bernstein region of dimension j, worst case over Theta.
+
+    docs/gauss-legendre.md, section 6.
 
     h is the half-length of the interval the rule maps [-1, 1] onto. With b = (rho - 1/rho)/2
     and a = (rho + 1/rho)/2, |Im eta_j| <= h b on the ellipse (the other coordinates real),
@@ -392,7 +406,7 @@ def _log_density_bound(kernel: Kernel, box: HyperparameterBox, j: int, h, rho):
 def _log_panel_error(kernel: Kernel, box: HyperparameterBox, half_width: np.ndarray,
                      data_half_width: np.ndarray, panels: np.ndarray, j: int):
     """(log C_j, log rho) on the grid of rho: a panel of dimension j with q nodes errs by
-    <= n C_j rho^{-2q} for every unit vector beta (spec A.9, per unit n), where
+    <= n C_j rho^{-2q} for every unit vector beta (docs/gauss-legendre.md, section 6), where
 
         C_j = 2^{d-1} (64/15) (prod_i Q_i) e^{4 pi h_j b B_j} M_p,j(rho) / (rho^2 - 1),
 
@@ -413,7 +427,9 @@ def _log_panel_error(kernel: Kernel, box: HyperparameterBox, half_width: np.ndar
 def theoretical_node_counts(kernel: Kernel, box: HyperparameterBox, half_width: np.ndarray,
                             data_half_width: np.ndarray, n_samples: int, epsilon: float,
                             panels: np.ndarray) -> np.ndarray:
-    """q_j sufficient for the quadrature error to be <= epsilon lambda_min / 2 (spec A.9).
+    """q_j sufficient for the quadrature error to be <= epsilon lambda_min / 2.
+
+    docs/gauss-legendre.md, section 6.
 
     Gauss-Legendre on an integrand analytic in the Bernstein ellipse E_rho with |f| <= M
     errs by <= (64/15) M rho^{-2q} / (rho^2 - 1) (Trefethen, ATAP Thm 19.3); telescoping the
@@ -425,7 +441,7 @@ def theoretical_node_counts(kernel: Kernel, box: HyperparameterBox, half_width: 
     minimized over rho_j > 1 (b_j = (rho_j - 1/rho_j)/2, B_j the half-width of the centred
     data box, h_j = Q_j / panels the half-length of a panel; a two-panel rule needs this
     many nodes per panel). The constants are ours (the paper's were lost); the bound is
-    rigorous, and measured 1.4-1.7 times the empirical minimum (spec A.9).
+    rigorous, and measured 1.4-1.7 times the empirical minimum (docs/gauss-legendre.md, section 10).
     """
     d = half_width.size
     budget = math.log(d * n_samples / (0.5 * epsilon * box.noise_variance_min))
@@ -460,7 +476,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     truncation_bound : ndarray (n_dims,) or None
         R_j of Proposition 7 for the box Theta, epsilon and n the map was built with.
     theoretical_n_nodes : ndarray (n_dims,) or None
-        q_j of Theorems 11-12 (spec A.9) at Q = R (inf when no ellipse is admissible).
+        q_j of Theorems 11-12 at Q = R (inf when no ellipse is admissible).
     epsilon : float
         The spectral-equivalence target the two quantities above were computed for.
     solver : {"cholesky", "qr"}
@@ -472,10 +488,10 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
 
     Notes
     -----
-    Real features (spec A.5): the tensor grid eta_l = (Q_1 t_{1,i_1}, ..., Q_d t_{d,i_d})
-    with weights W_l = prod_j Q_j omega_{j,i_j} is symmetric under eta -> -eta. Taking one
-    node of each pair {eta_l, -eta_l} (the one whose first nonzero coordinate is positive;
-    the set S+) and the node 0 when every q_j is odd,
+    Real features (docs/gauss-legendre.md, section 2): the tensor grid
+    eta_l = (Q_1 t_{1,i_1}, ..., Q_d t_{d,i_d}) with weights W_l = prod_j Q_j omega_{j,i_j} is
+    symmetric under eta -> -eta. Taking one node of each pair {eta_l, -eta_l} (the one whose
+    first nonzero coordinate is positive; the set S+) and the node 0 when every q_j is odd,
 
         k~(x, z) = W_0 p(0) + sum_{l in S+} 2 W_l p(eta_l) [cos 2 pi eta_l^T x cos 2 pi eta_l^T z
                                                          + sin 2 pi eta_l^T x sin 2 pi eta_l^T z],
@@ -490,8 +506,8 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     cos(2 pi eta_i D), the per-dimension half-line rule (W' = 2W for eta_i > 0); the Cauchy
     kernel's rule has two panels, [-Q, 0] and [0, Q], as p_j is not analytic at 0.
 
-    Weights: d log w_l / d theta = d log p_theta(eta_l) / d theta (spec A.3), finite where
-    p_theta(eta_l) underflows (large length scales).
+    Weights: d log w_l / d theta = d log p_theta(eta_l) / d theta (docs/conventions.md,
+    "Log-density derivatives"), finite where p_theta(eta_l) underflows (large length scales).
     """
 
     n_nodes: np.ndarray
@@ -574,7 +590,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         n_components : int or None
             Budget of real columns s: with ``n_nodes=None`` the q_j are chosen with
             prod_j q_j <= n_components in proportion to R_j D_j (the Nyquist counts
-            pi R_j D_j of spec A.9, D_j the data box width; None: 256); with
+            pi R_j D_j of docs/gauss-legendre.md section 7, D_j the data box width; None: 256); with
             ``n_nodes="auto"`` the largest s tried, a hard cap (None: derived from the
             problem by :func:`auto_budget`). Ignored for integer and ``"theory"`` counts.
         rng : numpy.random.Generator, optional
@@ -791,7 +807,10 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         return scales * (density @ weights)
 
     def report(self) -> str:
-        """The node counts and truncation chosen, and the theoretical values (spec A.8-A.9)."""
+        """The node counts and truncation chosen, and the theoretical values.
+
+        docs/gauss-legendre.md, sections 5-7.
+        """
         def fmt(values, precision=4):
             if values is None:
                 return "not computed"
@@ -897,7 +916,7 @@ def _resolved_half_widths(n_nodes: np.ndarray, data_width: np.ndarray,
 
     The q-point rule integrates the phase e^{2 pi i eta Delta} over [-Q, Q] only once its
     exactness degree 2q - 1 exceeds the phase's 2 pi Q |Delta| (the Nyquist count q ~ pi Q D
-    of spec A.9, recipe step 4, read the other way); |Delta_j| <= D_j, the data box width.
+    read the other way; docs/gauss-legendre.md, section 7); |Delta_j| <= D_j, the data box width.
     Beyond R'_j, where the dropped mass is epsilon lambda_min / 2 (Proposition 7 without the
     Cauchy-Schwarz factor n), a wider box only costs resolution (build's Notes: our rule).
     """
@@ -956,16 +975,17 @@ def _auto(cls, common: dict, kernel: Kernel, box: HyperparameterBox, X: np.ndarr
           y: np.ndarray, width: np.ndarray, entrywise_bound: np.ndarray,
           cap: tuple[int, str], tolerance: float, noise_variance: float,
           rng: np.random.Generator) -> tuple[np.ndarray, str]:
-    """Node counts of ``n_nodes="auto"`` and their description (spec A.9, recipe step 4).
+    """Node counts of ``n_nodes="auto"`` and their description (docs/gauss-legendre.md, section 7).
 
     q grows by AUTO_GROWTH per dimension (Q by the resolution rule) until the log marginal
     likelihood per sample and the root-mean-square posterior mean at the samples (relative to
     std(y)) change by less than ``tolerance`` between two steps (the smaller of the two is
     returned), at the kernel's
     hyperparameters and with its length scales at the two extremes of Theta (where the
-    truncation, respectively the node count, is hardest; spec A.9), all with noise variance
-    ``noise_variance``. Compared on a subsample of at most AUTO_SUBSAMPLE rows. ``cap`` is
-    (the largest s, its description): n_components, or :func:`auto_budget`.
+    truncation, respectively the node count, is hardest; docs/gauss-legendre.md, section 4),
+    all with noise variance ``noise_variance``. Compared on a subsample of at most
+    AUTO_SUBSAMPLE rows. ``cap`` is (the largest s, its description): n_components, or
+    :func:`auto_budget`.
     """
     budget, budget_note = cap
     if X.shape[0] > AUTO_SUBSAMPLE:
@@ -1077,7 +1097,9 @@ def _warn_if_semigroup_unresolved(fmap, box: HyperparameterBox, data_max: np.nda
 
 @dataclass(frozen=True, eq=False)
 class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup"):
-    """Gauss-Legendre features of the reciprocal semigroup kernel (Section 6.3, spec A.11).
+    """Gauss-Legendre features of the reciprocal semigroup kernel (GLF paper, Section 6.3).
+
+    docs/gauss-legendre.md, section 9.
 
     Attributes
     ----------

@@ -18,7 +18,7 @@ from ._fourier import FourierFeatureMap
 from .random_fourier import data_centre
 
 #: 1-D points of the subsampled grid by default: the degree of Dao et al.'s released routine
-#: (``hermgauss(deg=8)``, spec B.9).
+#: (``hermgauss(deg=8)``; docs/decisions.md, "Baseline variants").
 DEFAULT_SUBSAMPLE_POINTS = 8
 
 GAUSSIAN_ONLY_REASON = (

@@ -57,7 +57,8 @@ class RandomFourierFeatures(FourierFeatureMap, name="rff"):
     S = n_components / 2 standardized frequencies omega_l are drawn once from the kernel's
     base spectral distribution (Gaussian: normal; Matern: Student t with 2 nu dof; Cauchy:
     Laplace per dimension; Laplacian: Cauchy per dimension) and rescaled by 1/l on every call,
-    so the features depend smoothly on theta (GLF paper Section 4.3, Eq. 15; spec A.10):
+    so the features depend smoothly on theta (GLF paper Section 4.3, Eq. 15;
+    docs/quadrature-features.md, "Monte-Carlo maps"):
 
         psi(x) = sqrt(s / S) [cos(omega_l^T x / l), sin(omega_l^T x / l)]_l,
 

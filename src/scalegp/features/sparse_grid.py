@@ -49,7 +49,7 @@ class SparseGridFeatures(FourierFeatureMap, name="sgq"):
     is exact for polynomials of total degree 2q + 1. Level 1 is the third-degree rule
     (1 - d/3) f(0) + (1/6) sum_j [f(sqrt3 e_j) + f(-sqrt3 e_j)], identical to D-FS with
     lambda = sqrt(3) (Liu et al. Section V); higher levels have negative weights, handled by
-    ``frequency_signs`` (METHODS decision 6):
+    ``frequency_signs`` (docs/decisions.md, "Signed weights"):
 
         k(x, y) ~ s sum_l sign_l |a_l| cos(gamma_l^T (x - y) / l),
 

@@ -78,7 +78,7 @@ class SphericalRadialFeatures(FourierFeatureMap, name="ssr"):
     -----
     For the Gaussian kernel, kappa(z) = E cos(g^T z), g ~ N(0, I_d). Munkhoeva et al. (2018,
     Section 3) estimate the integral with the degree-(3,3) stochastic spherical-radial rule
-    of Genz & Monahan (spec B.8):
+    of Genz & Monahan (docs/quadrature-features.md, "SSR"):
 
         SR_{Q,rho}(f) = (1 - d / rho^2) f(0)
                         + d / (2 (d+1) rho^2) sum_{j=1}^{d+1} [f(rho Q v_j) + f(-rho Q v_j)],
@@ -94,8 +94,9 @@ class SphericalRadialFeatures(FourierFeatureMap, name="ssr"):
 
     the centres of all rules merged into the frequency 0 with weight
     a_0 = (1/n) sum_k (1 - d / rho_k^2), which is negative with positive probability: its
-    sign goes to ``frequency_signs`` (METHODS decision 6; the engine then factorizes an
-    indefinite matrix and raises if K~ + s2 I is not positive definite). The weights sum to
+    sign goes to ``frequency_signs`` (docs/decisions.md, "Signed weights"; the engine then
+    factorizes an indefinite matrix and raises if K~ + s2 I is not positive definite). The
+    weights sum to
     1, so psi(x)^T S psi(x) = s exactly. The centre's sin column is identically zero (kept so
     every frequency is a cos/sin pair). Real columns: 2 (1 + n (d+1)) <= n_components.
 
