@@ -1,9 +1,14 @@
-"""Shared fixtures: small data sets and the kernels every test family is run over."""
+"""Shared fixtures: small data sets, the kernels every test family is run over, and the
+registry cases of the estimator-level tests (which maps, kernels and budgets they use)."""
+
+import functools
 
 import numpy as np
 import pytest
 
 import scalegp as sg
+from scalegp import features, kernels
+from scalegp.transformers import _build_feature_map
 
 
 def all_kernels(n_dims: int = 2, ard: bool = True):
@@ -31,3 +36,83 @@ def regression_data():
     X = rng.uniform(-2, 2, size=(60, 2))
     y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(60)
     return X, y
+
+
+# ------------------------------------------------- the registry in estimator-level tests
+
+#: scikit-learn checks that set ``n_components = 1`` (a PCA-like rank). A feature map may
+#: reject it (a quadrature rule's smallest rule has several columns; the Monte-Carlo maps
+#: accept it: one phase-shifted cosine); those checks are then rerun with the instance's own
+#: n_components by :func:`test_checks_that_set_one_component`.
+ONE_COMPONENT_CHECKS = (
+    "check_dont_overwrite_parameters", "check_fit2d_1feature", "check_fit2d_1sample",
+    "check_fit2d_predict1d", "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance",
+)
+
+
+def one_component_failures(estimator) -> dict:
+    """``expected_failed_checks``: the checks above, if the estimator's map rejects m = 1."""
+    if not hasattr(estimator, "n_components"):
+        return {}
+    X = np.random.default_rng(0).uniform(size=(20, 3))
+    try:
+        _build_feature_map(estimator.approximation, X, kernels.get(estimator.kernel), 1,
+                           estimator.approximation_options, np.random.default_rng(0))
+    except (ValueError, TypeError) as error:
+        reason = (f"the check sets n_components=1, which {estimator.approximation!r} rejects "
+                  f"({error}); rerun with a valid n_components in "
+                  "test_checks_that_set_one_component")
+        return {name: reason for name in ONE_COMPONENT_CHECKS}
+    return {}
+
+
+def keeping_n_components(estimator):
+    """A copy of ``estimator`` on which setting n_components = 1 keeps the current value.
+
+    Test-only: it lets the checks in ONE_COMPONENT_CHECKS test what they are about (one
+    sample, one feature, 1-D input, sample order, subsets) with a map that needs m >= 2.
+    """
+    class KeepsNComponents(type(estimator)):
+        def __setattr__(self, name, value):
+            if name == "n_components" and value == 1 and "n_components" in self.__dict__:
+                return
+            super().__setattr__(name, value)
+
+    KeepsNComponents.__name__ = type(estimator).__name__
+    return KeepsNComponents(**estimator.get_params())
+
+
+#: One kernel per family (the Matern nu only changes the spectral density's tail).
+KERNEL_FAMILIES = ("gaussian", "matern32", "cauchy", "laplacian")
+#: Maps of kernels outside the stationary families: a semigroup kernel needs inputs >= 0,
+#: which scikit-learn's checks do not give; they are tested in their own test files.
+NON_STATIONARY_MAPS = {"glf-semigroup"}
+STATIONARY_MAPS = [name for name in features.names() if name not in NON_STATIONARY_MAPS]
+#: Build options for maps that need some (none so far); passed as approximation_options.
+OPTIONS = {}
+
+
+def supported_kernels(name):
+    """The kernel families the map ``name`` supports."""
+    return [k for k in KERNEL_FAMILIES if features.get(name).supports(kernels.get(k))]
+
+
+@functools.lru_cache(maxsize=None)
+def smallest_n_components(name, kernel, n_dims):
+    """The smallest budget in (20, 32, 64, ...) that the map accepts in n_dims dimensions.
+
+    Deterministic rules (tensor grids, sparse grids, fully symmetric sets) have a minimum
+    size that grows with n_dims; random maps accept the first candidate.
+    """
+    X = np.random.default_rng(0).uniform(size=(20, n_dims))
+    errors = []
+    for n_components in (20, 32, 64, 128, 256, 512, 1024, 2048):
+        try:
+            _build_feature_map(name, X, kernels.get(kernel), n_components, OPTIONS.get(name),
+                               np.random.default_rng(0))
+        except ValueError as error:
+            errors.append(str(error))
+            continue
+        return n_components
+    raise AssertionError(f"{name} accepts no n_components up to 2048 in {n_dims}-D: {errors}")

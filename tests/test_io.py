@@ -13,7 +13,7 @@ import scalegp as sg
 from scalegp import io as model_io
 from scalegp.errors import InvalidModelFileError
 
-from .test_estimator import STATIONARY_MAPS, OPTIONS, smallest_n_components, supported_kernels
+from .conftest import STATIONARY_MAPS, OPTIONS, smallest_n_components, supported_kernels
 
 # ----------------------------------------------------------------------------- helpers
 

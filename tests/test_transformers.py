@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import scalegp as sg
 from scalegp import features
 
-from .test_estimator import (KERNEL_FAMILIES, STATIONARY_MAPS, ONE_COMPONENT_CHECKS, OPTIONS, keeping_n_components,
+from .conftest import (KERNEL_FAMILIES, STATIONARY_MAPS, ONE_COMPONENT_CHECKS, OPTIONS, keeping_n_components,
                              one_component_failures, smallest_n_components, supported_kernels)
 
 #: The largest input dimension scikit-learn's checks use.
