@@ -218,3 +218,21 @@ def test_estimator_fits_signed_rules_where_keeping_the_signs_is_refused(name):
                                 optimize=False).fit(X, y)
     exact_mean = exact.predict(X_test)
     assert np.linalg.norm(mean - exact_mean) / np.linalg.norm(exact_mean) < 0.8
+
+
+def test_tampered_repaired_spectrum_is_refused(tmp_path):
+    X, y, _ = data(5, 0)
+    model = sg.LowRankGPRegressor(approximation="dfs", n_components=64,
+                                  kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
+                                  optimize=False, random_state=0).fit(X, y)
+    sg.save(model, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    for name, spectrum, match in (
+            ("reordered", arrays["positive_part.eigenvalues"][::-1].copy(), "ascending order"),
+            ("one positive less", np.minimum(arrays["positive_part.eigenvalues"], 0.0),
+             "positive values")):
+        tampered = dict(arrays, **{"positive_part.eigenvalues": spectrum})
+        np.savez(tmp_path / f"{name}.npz", **tampered)
+        with pytest.raises(sg.InvalidModelFileError, match=match):
+            sg.load(tmp_path / f"{name}.npz")

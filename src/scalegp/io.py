@@ -1043,13 +1043,16 @@ class _Reader:
 
     def repaired_posterior(self, feature_map, kernel, cholesky_factor) -> gp.Posterior:
         """The Cholesky system of a positive part (k = r <= m repaired features, whose
-        spectrum holds exactly r positive eigenvalues among at most m)."""
+        spectrum, ascending, holds exactly r positive eigenvalues among at most m)."""
         m, k, size = self.symbols["m"], self.symbols["k"], self.symbols["spectrum"]
         if k > m or size > m:
             raise self.error(f"has a repaired system of {k} features and a spectrum of "
                              f"{size} eigenvalues, but its feature map has only {m}")
         transform = self.array(POSITIVE_PART_PREFIX + "transform")
         spectrum = self.array(POSITIVE_PART_PREFIX + "eigenvalues")
+        if np.any(np.diff(spectrum) < 0):
+            raise self.error(f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} that is not "
+                             "in ascending order (as the eigen-decomposition writes it)")
         if int(np.sum(spectrum > 0)) != k:
             raise self.error(
                 f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} with "
