@@ -12,6 +12,11 @@ M = L L^T and c = L^{-1} b, so the log marginal likelihood is
 
     log p(y) = -1/2 [ (y^T y - |c|^2) / s2 + (n - m) log s2 + 2 sum_i log L_ii + n log 2 pi ].
 
+A signed approximation is either kept (``signed_rule="keep"``: the eigen-factorized M above,
+refused where K is not positive definite) or replaced by its positive part
+(``signed_rule="repair"``: :mod:`scalegp.positive_part`, docs/positive-part.md), whose repaired
+features Psi T go through the S = I path.
+
 No function here builds an n x n matrix or imports a concrete feature map.
 """
 

@@ -10,6 +10,11 @@ GLF paper's Table 2 (docs/conventions.md, "Spectral densities"). Monte-Carlo map
 
     k(x, z) = s E[cos(omega^T (x - z) / l)],    eta = omega / (2 pi l).
 
+Each kernel also carries the laws of omega that the feature maps build on (docs/conventions.md,
+"Spectral laws the maps ask for"): its Gaussian scale-mixture form (orthogonal and
+spherical-radial maps), its inverse-CDF construction (quasi-Monte Carlo maps) and whether the
+law is N(0, I_d) (Gaussian-measure quadrature rules). Maps ask the kernel; none tests its class.
+
 Hyperparameters are log-parameters in a fixed order: log length scales (one, or one per
 dimension for ARD), then log variance. Kernels are immutable; ``with_theta`` returns a copy.
 """
@@ -20,6 +25,7 @@ import abc
 from typing import ClassVar
 
 import numpy as np
+from scipy import stats
 from scipy.special import gammaln
 
 from ._validation import (
@@ -64,6 +70,17 @@ class Kernel(abc.ABC):
     separable: ClassVar[bool] = False
     #: True when k depends on x - z only (Bochner: Fourier feature maps apply).
     shift_invariant: ClassVar[bool] = True
+    #: True when the standardized angular frequencies are omega ~ N(0, I_d): the measure that
+    #: Gauss-Hermite and fully symmetric rules integrate against (docs/conventions.md,
+    #: "Spectral laws the maps ask for").
+    spectral_measure_is_standard_normal: ClassVar[bool] = False
+    #: The Gaussian scale-mixture form omega = t * g, g ~ N(0, I_d) independent of t:
+    #: "radial" (one scalar t per frequency), "per_dimension" (t_j per coordinate) or None
+    #: (no such form known); see :meth:`sample_mixture_scales`.
+    scale_mixture: ClassVar[str | None] = None
+    #: Uniform coordinates beyond n_dims that :meth:`frequencies_from_uniform` consumes per
+    #: frequency, or None when no inverse-CDF construction of omega is known.
+    uniform_extra_dims: ClassVar[int | None] = None
 
     def __init__(self, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -314,6 +331,56 @@ class Kernel(abc.ABC):
     def _sample_base(self, rng: np.random.Generator, n_samples: int, n_dims: int) -> np.ndarray:
         """Sampler of omega = 2 pi v with v ~ p0."""
 
+    def sample_mixture_scales(self, n_frequencies: int, n_dims: int,
+                              rng: np.random.Generator) -> np.ndarray:
+        """Draw the scales t of omega = t * g, g ~ N(0, I_d) independent of t.
+
+        E cos(omega^T z) = E_t exp(-|t * z|^2 / 2) is then the kernel's correlation
+        (docs/conventions.md, "Spectral laws the maps ask for").
+
+        Parameters
+        ----------
+        n_frequencies, n_dims : int
+        rng : numpy.random.Generator
+
+        Returns
+        -------
+        ndarray of shape (n_frequencies, 1) when ``scale_mixture == "radial"``, else
+        (n_frequencies, n_dims).
+
+        Raises
+        ------
+        NotImplementedError
+            If the kernel has no known scale-mixture form (``scale_mixture is None``).
+        """
+        raise NotImplementedError(
+            f"kernel {self!r} has no known Gaussian scale-mixture form omega = t * g"
+        )
+
+    def frequencies_from_uniform(self, U: np.ndarray) -> np.ndarray:
+        """Map points U in (0, 1)^(d + uniform_extra_dims) to omega by inverse CDFs.
+
+        A uniform point maps to an omega of the exact base law, so scrambled low-discrepancy
+        points give unbiased quasi-Monte Carlo frequencies (docs/conventions.md, "Spectral
+        laws the maps ask for").
+
+        Parameters
+        ----------
+        U : ndarray (n_frequencies, n_dims + uniform_extra_dims), entries in (0, 1)
+
+        Returns
+        -------
+        omega : ndarray (n_frequencies, n_dims)
+
+        Raises
+        ------
+        NotImplementedError
+            If no inverse-CDF construction is known (``uniform_extra_dims is None``).
+        """
+        raise NotImplementedError(
+            f"kernel {self!r} has no known inverse-CDF construction of its frequencies"
+        )
+
 
 def _log_bounds(bounds, value):
     if bounds == "fixed":
@@ -331,6 +398,9 @@ class Gaussian(Kernel):
 
     name = "gaussian"
     separable = True
+    spectral_measure_is_standard_normal = True
+    scale_mixture = "radial"
+    uniform_extra_dims = 0
 
     def _correlation(self, U):
         return np.exp(-0.5 * np.einsum("...j,...j->...", U, U))
@@ -348,6 +418,14 @@ class Gaussian(Kernel):
     def _sample_base(self, rng, n_samples, n_dims):
         return rng.standard_normal((n_samples, n_dims))
 
+    def sample_mixture_scales(self, n_frequencies, n_dims, rng):
+        """t = 1: omega = g is already N(0, I_d) (no randomness drawn)."""
+        return np.ones((n_frequencies, 1))
+
+    def frequencies_from_uniform(self, U):
+        """omega_j = Phi^{-1}(u_j), Phi the standard normal CDF."""
+        return stats.norm.ppf(U)
+
 
 class Matern(Kernel):
     """Matern kernel, nu in {1/2, 3/2, 5/2}, with r = ||L^{-1}(x - z)||.
@@ -362,6 +440,8 @@ class Matern(Kernel):
 
     name = "matern"
     SUPPORTED_NU = (0.5, 1.5, 2.5)
+    scale_mixture = "radial"
+    uniform_extra_dims = 1
 
     def __init__(self, nu=2.5, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -423,6 +503,16 @@ class Matern(Kernel):
         w = chi2_rng.chisquare(2 * self.nu, size=(n_samples, 1))
         return g / np.sqrt(w / (2 * self.nu))
 
+    def sample_mixture_scales(self, n_frequencies, n_dims, rng):
+        """t = sqrt(2 nu / w), w ~ chi^2(2 nu): t g is the Student t with 2 nu dof."""
+        return np.sqrt(2 * self.nu / rng.chisquare(2 * self.nu, size=(n_frequencies, 1)))
+
+    def frequencies_from_uniform(self, U):
+        """omega = g sqrt(2 nu / w), g_j = Phi^{-1}(u_j) from the first d coordinates and
+        w = F^{-1}_{chi^2(2 nu)}(u_{d+1}) from the last one."""
+        w = stats.chi2.ppf(U[:, -1:], 2 * self.nu)
+        return stats.norm.ppf(U[:, :-1]) * np.sqrt(2 * self.nu / w)
+
 
 class Cauchy(Kernel):
     """Product Cauchy kernel s prod_j 1 / (1 + (x_j - z_j)^2 / l_j^2).
@@ -433,6 +523,8 @@ class Cauchy(Kernel):
 
     name = "cauchy"
     separable = True
+    scale_mixture = "per_dimension"
+    uniform_extra_dims = 0
 
     def _correlation(self, U):
         return np.prod(1.0 / (1.0 + U**2), axis=-1)
@@ -449,6 +541,15 @@ class Cauchy(Kernel):
     def _sample_base(self, rng, n_samples, n_dims):
         return rng.laplace(0.0, 1.0, size=(n_samples, n_dims))
 
+    def sample_mixture_scales(self, n_frequencies, n_dims, rng):
+        """t_j = sqrt(2 e_j), e_j ~ Exp(1): t_j g_j is Laplace(0, 1), since
+        E exp(-e z^2) = 1 / (1 + z^2)."""
+        return np.sqrt(2 * rng.standard_exponential((n_frequencies, n_dims)))
+
+    def frequencies_from_uniform(self, U):
+        """omega_j = F^{-1}(u_j), F the Laplace(0, 1) CDF."""
+        return stats.laplace.ppf(U)
+
 
 class Laplacian(Kernel):
     """Laplacian (product exponential) kernel s exp(-sum_j |x_j - z_j| / l_j).
@@ -459,6 +560,8 @@ class Laplacian(Kernel):
 
     name = "laplacian"
     separable = True
+    scale_mixture = "per_dimension"
+    uniform_extra_dims = 0
 
     def _correlation(self, U):
         return np.exp(-np.abs(U).sum(axis=-1))
@@ -475,6 +578,15 @@ class Laplacian(Kernel):
 
     def _sample_base(self, rng, n_samples, n_dims):
         return rng.standard_cauchy((n_samples, n_dims))
+
+    def sample_mixture_scales(self, n_frequencies, n_dims, rng):
+        """t_j = 1 / |n_j|, n_j ~ N(0, 1): t_j g_j is standard Cauchy, since
+        E exp(-z^2 / (2 n^2)) = exp(-|z|)."""
+        return 1.0 / np.abs(rng.standard_normal((n_frequencies, n_dims)))
+
+    def frequencies_from_uniform(self, U):
+        """omega_j = F^{-1}(u_j), F the standard Cauchy CDF."""
+        return stats.cauchy.ppf(U)
 
 
 class ReciprocalSemigroup(Kernel):

@@ -19,7 +19,7 @@ from scipy import stats
 
 from .. import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_scalar
-from ..kernels import Gaussian, Kernel
+from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
 from .gaussian_quadrature import largest_fitting, require_gaussian, rule_columns
 from .qmc import scrambled_points
@@ -82,7 +82,7 @@ class DeterministicFullySymmetricFeatures(FourierFeatureMap, name="dfs"):
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
         """Gaussian kernel only: the rules integrate against N(0, I) (Liu et al. Eq. 1)."""
-        return isinstance(kernel, Gaussian)
+        return kernel.spectral_measure_is_standard_normal
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *,
@@ -151,7 +151,7 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
         """Gaussian kernel only: the control variate uses E|omega|^2 = d under N(0, I)."""
-        return isinstance(kernel, Gaussian)
+        return kernel.spectral_measure_is_standard_normal
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *,

@@ -2,7 +2,8 @@
 grid and its subsampled variant, for the Gaussian kernel.
 
 Also the helpers shared by the deterministic quadrature maps of this package (``sgq``,
-``dfs``): the Gaussian-only check and the choice of the largest rule within a budget.
+``dfs``): the Gaussian-only check (``Kernel.spectral_measure_is_standard_normal``) and the
+choice of the largest rule within a budget.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from .. import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int
-from ..kernels import Gaussian, Kernel
+from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
 from .random_fourier import data_centre
 
@@ -29,8 +30,12 @@ GAUSSIAN_ONLY_REASON = (
 
 
 def require_gaussian(name: str, kernel: Kernel) -> None:
-    """Raise a ValueError naming the map and the kernel unless the kernel is Gaussian."""
-    if not isinstance(kernel, Gaussian):
+    """Raise a ValueError naming the map and the kernel unless its spectral measure is N(0, I).
+
+    Among the kernels of :mod:`scalegp.kernels` only the Gaussian kernel has that measure
+    (``kernel.spectral_measure_is_standard_normal``).
+    """
+    if not kernel.spectral_measure_is_standard_normal:
         raise ValueError(
             f"kernel must be a Gaussian kernel for {name} ({GAUSSIAN_ONLY_REASON}), "
             f"got {kernel!r}"
@@ -112,7 +117,7 @@ class GaussianQuadratureFeatures(FourierFeatureMap, name="gq"):
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
         """Gaussian kernel only: Gauss-Hermite nodes integrate against N(0, I)."""
-        return isinstance(kernel, Gaussian)
+        return kernel.spectral_measure_is_standard_normal
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, subsample: bool = False,

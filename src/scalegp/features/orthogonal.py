@@ -3,21 +3,15 @@ random features", NIPS 2016): "orf", Haar-orthogonal blocks with chi radii (thei
 and "sorf", the structured blocks sqrt(p) H D1 H D2 H D3 applied by a fast Walsh-Hadamard
 transform (their Section 4).
 
-Both couple the *Gaussian factor* of the frequencies. Every kernel of :mod:`scalegp.kernels`
-has a base spectral law that is a Gaussian scale mixture, omega = t * g with g ~ N(0, I_d)
-independent of the scale t (``*`` elementwise):
-
-    Gaussian     t = 1
-    Matern nu    t = sqrt(2 nu / w),  w ~ chi^2(2 nu)    one scalar: multivariate Student t
-    Cauchy       t_j = sqrt(2 e_j),   e_j ~ Exp(1)       per dimension: Laplace(0, 1)
-    Laplacian    t_j = 1 / |n_j|,     n_j ~ N(0, 1)      per dimension: standard Cauchy
-
-In each case E cos(omega^T z) = E_t exp(-|t * z|^2 / 2) is the kernel's correlation: the
-Student-t characteristic function (Matern), prod_j 1 / (1 + z_j^2) since E exp(-e z^2) =
-1 / (1 + z^2) (Cauchy), exp(-sum_j |z_j|) since E exp(-z^2 / (2 n^2)) = exp(-|z|)
-(Laplacian). The rows g_l are orthogonal within a block and each is marginally N(0, I_d);
-the scales t_l are drawn independently per frequency, so each omega_l keeps the exact
-marginal law of the kernel's base distribution.
+Both couple the *Gaussian factor* of the frequencies. A kernel whose base spectral law is a
+Gaussian scale mixture, omega = t * g with g ~ N(0, I_d) independent of the scale t (``*``
+elementwise), says so (``Kernel.scale_mixture``: "radial" for one scalar t per frequency,
+"per_dimension" for t_j per coordinate) and draws t (``Kernel.sample_mixture_scales``); the
+laws of t are tabulated in docs/conventions.md, "Spectral laws the maps ask for". Then
+E cos(omega^T z) = E_t exp(-|t * z|^2 / 2) is the kernel's correlation. The rows g_l are
+orthogonal within a block and each is marginally N(0, I_d); the scales t_l are drawn
+independently per frequency, so each omega_l keeps the exact marginal law of the kernel's
+base distribution.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ import numpy as np
 from scipy.linalg import hadamard
 
 from .._validation import as_generator, check_matrix
-from ..kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
+from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
 from .random_fourier import (data_centre, draw_phase_shifts, monte_carlo_frequencies,
                              monte_carlo_weights)
@@ -51,54 +45,7 @@ SORF_RADII = ("chi", "fixed")
 MIN_BLOCK_SIZE = 16
 
 
-# ----------------------------------------------------------------------------- scale mixtures
-
-def _matern_scales(kernel, n_frequencies, n_dims, rng):
-    return np.sqrt(2 * kernel.nu / rng.chisquare(2 * kernel.nu, size=(n_frequencies, 1)))
-
-
-def _cauchy_scales(kernel, n_frequencies, n_dims, rng):
-    return np.sqrt(2 * rng.standard_exponential((n_frequencies, n_dims)))
-
-
-def _laplacian_scales(kernel, n_frequencies, n_dims, rng):
-    return 1.0 / np.abs(rng.standard_normal((n_frequencies, n_dims)))
-
-
-def _gaussian_scales(kernel, n_frequencies, n_dims, rng):
-    return np.ones((n_frequencies, 1))
-
-
-#: kernel family -> sampler of the scales t (shape (S, 1) for radial laws, (S, d) otherwise).
-_SCALE_SAMPLERS = {Gaussian: _gaussian_scales, Matern: _matern_scales,
-                   Cauchy: _cauchy_scales, Laplacian: _laplacian_scales}
-
-#: Families whose scale is one scalar per frequency (omega = t g: a radial law).
-RADIAL_FAMILIES = (Gaussian, Matern)
-
-
-def has_scale_mixture(kernel: Kernel) -> bool:
-    """Whether the kernel's base spectral law has a known Gaussian scale-mixture form."""
-    return isinstance(kernel, tuple(_SCALE_SAMPLERS))
-
-
-def mixture_scales(kernel: Kernel, n_frequencies: int, n_dims: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """Draw the scales t of omega = t * g, g ~ N(0, I_d), for ``n_frequencies`` frequencies.
-
-    Returns
-    -------
-    ndarray of shape (n_frequencies, 1) (Gaussian, Matern) or (n_frequencies, n_dims)
-    (the product kernels Cauchy and Laplacian).
-    """
-    for family, sampler in _SCALE_SAMPLERS.items():
-        if isinstance(kernel, family):
-            return sampler(kernel, n_frequencies, n_dims, rng)
-    raise ValueError(
-        "kernel must be one of Gaussian, Matern, Cauchy, Laplacian (a Gaussian scale "
-        f"mixture), got {kernel!r}"
-    )
-
+# ----------------------------------------------------------------------------- support
 
 def require_support(cls, kernel: Kernel, reason: str) -> None:
     """Raise a ValueError naming the map, the kernel and the reason unless supported."""
@@ -165,8 +112,8 @@ class OrthogonalRandomFeatures(FourierFeatureMap, name="orf"):
 
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
-        """The four kernel families (Gaussian scale mixtures)."""
-        return has_scale_mixture(kernel)
+        """Kernels with a Gaussian scale-mixture form (``kernel.scale_mixture``)."""
+        return kernel.scale_mixture is not None
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, **options):
@@ -192,7 +139,7 @@ class OrthogonalRandomFeatures(FourierFeatureMap, name="orf"):
         rng = as_generator(rng)
         direction_rng, scale_rng = rng.spawn(2)
         omega = (orthogonal_gaussian_rows(n_frequencies, n_dims, direction_rng)
-                 * mixture_scales(kernel, n_frequencies, n_dims, scale_rng))
+                 * kernel.sample_mixture_scales(n_frequencies, n_dims, scale_rng))
         return cls(n_dims=n_dims, omega=omega,
                    frequency_weights=monte_carlo_weights(n_frequencies, n_single),
                    offset=data_centre(X), phase_shifts=draw_phase_shifts(rng, n_single))
@@ -325,8 +272,8 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
 
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
-        """Gaussian and Matern: the mixture scale is one scalar per frequency."""
-        return isinstance(kernel, RADIAL_FAMILIES)
+        """Radial scale mixtures (Gaussian, Matern): one scalar scale t per frequency."""
+        return kernel.scale_mixture == "radial"
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, radius: str = "chi",
@@ -364,7 +311,7 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
             norms = np.sqrt(radius_rng.chisquare(p, size=n_frequencies))
         else:
             norms = np.full(n_frequencies, np.sqrt(p))
-        row_scales = norms * mixture_scales(kernel, n_frequencies, n_dims, scale_rng)[:, 0]
+        row_scales = norms * kernel.sample_mixture_scales(n_frequencies, n_dims, scale_rng)[:, 0]
         rows = sorf_blocks(sign_diagonals).reshape(-1, p)[:n_frequencies, :n_dims]
         return cls(n_dims=n_dims, omega=row_scales[:, None] * rows,
                    frequency_weights=monte_carlo_weights(n_frequencies, n_single),

@@ -1,6 +1,7 @@
 """Quasi-Monte Carlo features (Yang, Sindhwani, Avron & Mahoney, "Quasi-Monte Carlo feature
 maps for shift-invariant kernels", ICML 2014): randomly scrambled low-discrepancy points
-mapped through the inverse CDF of the kernel's base spectral law."""
+mapped through the inverse CDF of the kernel's base spectral law
+(``Kernel.frequencies_from_uniform``; docs/conventions.md, "Spectral laws the maps ask for")."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import numpy as np
 from scipy import stats
 
 from .._validation import as_generator, check_matrix
-from ..kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
+from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
+from .orthogonal import require_support
 from .random_fourier import (data_centre, draw_phase_shifts, monte_carlo_frequencies,
                              monte_carlo_weights)
 
@@ -21,39 +23,6 @@ SEQUENCES = ("sobol", "halton")
 #: faces; scrambled Sobol coordinates lie on a grid of spacing 2^-30, so only u = 0 moves,
 #: with probability 2^-30 per coordinate: a change of law far below any resolvable error.
 _EPS = np.finfo(float).eps
-
-
-def _normal(kernel, U):
-    return stats.norm.ppf(U)
-
-
-def _matern(kernel, U):
-    # Student t with 2 nu dof: g sqrt(2 nu / w), g ~ N(0, I_d), w ~ chi^2(2 nu), the last
-    # coordinate of U giving w.
-    w = stats.chi2.ppf(U[:, -1:], 2 * kernel.nu)
-    return stats.norm.ppf(U[:, :-1]) * np.sqrt(2 * kernel.nu / w)
-
-
-def _laplace(kernel, U):
-    return stats.laplace.ppf(U)
-
-
-def _cauchy(kernel, U):
-    return stats.cauchy.ppf(U)
-
-
-#: kernel family -> (extra uniform coordinates, inverse CDF of the base spectral law).
-_INVERSE_CDFS = {Gaussian: (0, _normal), Matern: (1, _matern),
-                 Cauchy: (0, _laplace), Laplacian: (0, _cauchy)}
-
-
-def _inverse_cdf(kernel: Kernel):
-    for family, entry in _INVERSE_CDFS.items():
-        if isinstance(kernel, family):
-            return entry
-    raise ValueError(
-        f"kernel must be one of Gaussian, Matern, Cauchy, Laplacian for qmc, got {kernel!r}"
-    )
 
 
 def scrambled_points(n_points: int, n_dims: int, sequence: str,
@@ -81,18 +50,20 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
     -----
     Yang et al. (2014), Section 3: replace the i.i.d. frequencies of RFF by
     omega_l = Phi^{-1}(t_l), t_l a low-discrepancy sequence in (0, 1)^d and Phi^{-1} the
-    coordinate-wise inverse CDF of the spectral law (their Algorithm 1), with equal weights
+    coordinate-wise inverse CDF of the spectral law (their Algorithm 1;
+    ``kernel.frequencies_from_uniform``), with equal weights
     (an odd n_components adds one point with a single phase-shifted cosine, module
     ``_fourier``):
 
         psi(x) = sqrt(s / S) [cos(omega_l^T (x - c) / l), sin(omega_l^T (x - c) / l)]_l.
 
-    Base laws and their inverse CDFs: Gaussian N(0, 1) per dimension; Cauchy kernel
-    Laplace(0, 1) per dimension; Laplacian kernel standard Cauchy per dimension; Matern the
-    multivariate Student t with 2 nu dof as g sqrt(2 nu / w), g from N(0, 1) inverse CDFs of
-    d coordinates and w from the chi^2(2 nu) inverse CDF of one extra coordinate (points in
-    (0, 1)^(d+1)). The points are randomly scrambled (scipy.stats.qmc, seeded from ``rng``),
-    so each omega_l has the exact law and the estimate is unbiased, while the points stay
+    Base laws and their inverse CDFs (docs/conventions.md, "Spectral laws the maps ask for"):
+    Gaussian N(0, 1) per dimension; Cauchy kernel Laplace(0, 1) per dimension; Laplacian
+    kernel standard Cauchy per dimension; Matern the multivariate Student t with 2 nu dof as
+    g sqrt(2 nu / w), g from N(0, 1) inverse CDFs of d coordinates and w from the
+    chi^2(2 nu) inverse CDF of one extra coordinate (points in (0, 1)^(d + e), e =
+    ``kernel.uniform_extra_dims``). The points are randomly scrambled (scipy.stats.qmc,
+    seeded from ``rng``), so each omega_l has the exact law and the estimate is unbiased, while the points stay
     equidistributed: for integrands of bounded variation the error decays like the
     discrepancy, O((log S)^d / S) (Koksma-Hlawka), faster than RFF's S^(-1/2) for small d.
     """
@@ -102,8 +73,8 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
 
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
-        """The four kernel families (their base laws have closed-form inverse CDFs)."""
-        return isinstance(kernel, tuple(_INVERSE_CDFS))
+        """Kernels with an inverse-CDF construction (``kernel.uniform_extra_dims``)."""
+        return kernel.uniform_extra_dims is not None
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *,
@@ -125,11 +96,12 @@ class QuasiMonteCarloFeatures(FourierFeatureMap, name="qmc"):
         kernel.check_n_dims(X.shape[1])
         if sequence not in SEQUENCES:
             raise ValueError(f"sequence must be one of {SEQUENCES}, got {sequence!r}")
-        extra_dims, inverse_cdf = _inverse_cdf(kernel)
+        require_support(cls, kernel, "no inverse-CDF construction of its frequencies is known")
         n_frequencies, n_single = monte_carlo_frequencies(n_components)
         n_dims = X.shape[1]
         rng = as_generator(rng)
-        points = scrambled_points(n_frequencies, n_dims + extra_dims, sequence, rng)
-        return cls(n_dims=n_dims, omega=inverse_cdf(kernel, points),
+        points = scrambled_points(n_frequencies, n_dims + kernel.uniform_extra_dims,
+                                  sequence, rng)
+        return cls(n_dims=n_dims, omega=kernel.frequencies_from_uniform(points),
                    frequency_weights=monte_carlo_weights(n_frequencies, n_single),
                    offset=data_centre(X), phase_shifts=draw_phase_shifts(rng, n_single))

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from .. import quadrature
 from .._validation import check_matrix, check_positive_int
-from ..kernels import Gaussian, Kernel
+from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
 from .gaussian_quadrature import largest_fitting, require_gaussian, rule_columns
 from .random_fourier import data_centre
@@ -68,7 +68,7 @@ class SparseGridFeatures(FourierFeatureMap, name="sgq"):
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
         """Gaussian kernel only: the Gauss-Hermite rules integrate against N(0, I)."""
-        return isinstance(kernel, Gaussian)
+        return kernel.spectral_measure_is_standard_normal
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, level: int | None = 1):

@@ -13,7 +13,7 @@ from .. import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
-from .orthogonal import haar_orthogonal, has_scale_mixture, mixture_scales, require_support
+from .orthogonal import haar_orthogonal, require_support
 from .random_fourier import data_centre
 
 
@@ -46,7 +46,7 @@ def spherical_radial_rule(kernel: Kernel, n_rules: int, n_dims: int,
     Q = haar_orthogonal((n_rules, n_dims, n_dims), rotation_rng)
     rho2 = radius_rng.chisquare(n_dims + 2, size=n_rules)                 # rho ~ chi(d + 2)
     nodes = np.sqrt(rho2)[:, None, None] * (simplex_vertices(n_dims) @ Q.transpose(0, 2, 1))
-    nodes = nodes * mixture_scales(kernel, n_rules, n_dims, scale_rng)[:, None, :]
+    nodes = nodes * kernel.sample_mixture_scales(n_rules, n_dims, scale_rng)[:, None, :]
     node_weights = np.repeat(n_dims / ((n_dims + 1) * rho2 * n_rules), n_dims + 1)
     centre_weight = np.mean(1.0 - n_dims / rho2)
     omega = np.vstack([np.zeros((1, n_dims)), nodes.reshape(-1, n_dims)])
@@ -114,7 +114,7 @@ class SphericalRadialFeatures(FourierFeatureMap, name="ssr"):
     def supports(cls, kernel: Kernel) -> bool:
         """The four kernel families (Gaussian scale mixtures; the non-Gaussian ones are our
         extension of the method)."""
-        return has_scale_mixture(kernel)
+        return kernel.scale_mixture is not None
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, **options):
