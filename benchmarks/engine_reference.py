@@ -65,21 +65,24 @@ def engine_numbers() -> dict:
             if not cls.supports(kernel):
                 continue
             fmap = cls.build(X, kernel, N_COMPONENTS, np.random.default_rng(0))
-            theta = np.append(kernel.theta, np.log(NOISE))
             rules = ["keep"] if fmap.signs is None else ["keep", "repair"]
             for rule in rules:
-                key = f"{name}/{kernel_id(kernel)}/{rule}"
-                try:
-                    value, gradient = MarginalLikelihood(fmap, kernel, X, y,
-                                                         signed_rule=rule)(theta)
-                    mean, var = Posterior.fit(fmap, kernel, NOISE, X, y,
-                                              signed_rule=rule).predict(Xs, return_var=True)
-                except NotPositiveDefiniteError:
-                    out[key] = "not positive definite"
-                    continue
-                out[key] = {"value": [value], "gradient": gradient.tolist(),
-                            "mean": mean.tolist(), "var": var.tolist()}
+                out[f"{name}/{kernel_id(kernel)}/{rule}"] = conditioned(
+                    fmap, kernel, X, y, Xs, NOISE, rule)
     return out
+
+
+def conditioned(fmap, kernel, X, y, Xs, noise, rule):
+    """Log ML, gradient, mean and variance at (kernel, noise), or why there are none."""
+    try:
+        value, gradient = MarginalLikelihood(fmap, kernel, X, y, signed_rule=rule)(
+            np.append(kernel.theta, np.log(noise)))
+        mean, var = Posterior.fit(fmap, kernel, noise, X, y,
+                                  signed_rule=rule).predict(Xs, return_var=True)
+    except NotPositiveDefiniteError:
+        return "not positive definite"
+    return {"value": [value], "gradient": gradient.tolist(), "mean": mean.tolist(),
+            "var": var.tolist()}
 
 
 def signed_numbers() -> dict:
@@ -93,17 +96,8 @@ def signed_numbers() -> dict:
     for name in ("sgq", "dfs", "sfs", "ssr"):
         fmap = features.get(name).build(X, kernel, 64, np.random.default_rng(0))
         for rule, noise in (("keep", 2.0), ("repair", 0.05)):
-            key = f"{name}/{rule}/noise{noise:g}"
-            try:
-                value, gradient = MarginalLikelihood(fmap, kernel, X, y, signed_rule=rule)(
-                    np.append(kernel.theta, np.log(noise)))
-                mean, var = Posterior.fit(fmap, kernel, noise, X, y,
-                                          signed_rule=rule).predict(Xs, return_var=True)
-            except NotPositiveDefiniteError:
-                out[key] = "not positive definite"
-                continue
-            out[key] = {"value": [value], "gradient": gradient.tolist(),
-                        "mean": mean.tolist(), "var": var.tolist()}
+            out[f"{name}/{rule}/noise{noise:g}"] = conditioned(fmap, kernel, X, y, Xs, noise,
+                                                               rule)
     return out
 
 

@@ -41,12 +41,12 @@ def dense_gp(Psi, signs, dPsi, y, noise_variance):
     assert sign > 0 and np.linalg.eigvalsh(K).min() > 0, "K is not positive definite"
     alpha = np.linalg.solve(K, y)
     value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
-    K_inv = np.linalg.inv(K)    # the dense reference, small n only
     gradient = []
     for dP in dPsi:
         dK = (dP * S) @ Psi.T + (Psi * S) @ dP.T
-        gradient.append(0.5 * alpha @ dK @ alpha - 0.5 * np.trace(K_inv @ dK))
-    gradient.append(noise_variance * (0.5 * alpha @ alpha - 0.5 * np.trace(K_inv)))
+        gradient.append(0.5 * alpha @ dK @ alpha - 0.5 * np.trace(np.linalg.solve(K, dK)))
+    trace_K_inv = np.trace(np.linalg.solve(K, np.eye(len(y))))
+    gradient.append(noise_variance * (0.5 * alpha @ alpha - 0.5 * trace_K_inv))
     return value, np.array(gradient), K
 
 
