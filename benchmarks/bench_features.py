@@ -104,7 +104,7 @@ def time_maps(n_samples: int, n_dims: int, repeats: int) -> list[dict]:
         row = {"name": name, "d": n_dims, "m": fmap.n_components,
                "total": best_time(lambda: fmap.features(X, kernel), 1)}
         if isinstance(fmap, FourierFeatureMap):
-            U = fmap.scaled_inputs(X, kernel)
+            U = fmap.at(kernel).scaled_inputs(X)
             row["phases"] = best_time(lambda: fmap.phases(U), repeats)
             row["rest"] = row["total"] - row["phases"]
         rows.append(row)
@@ -123,7 +123,7 @@ def phase_sweep(n_samples: int, repeats: int) -> list[dict]:
         row = {"d": n_dims, "S": n_components // 2}
         for name in ("orf", "sorf"):
             fmap = features.get(name).build(X, kernel, n_components, np.random.default_rng(0))
-            U = fmap.scaled_inputs(X, kernel)
+            U = fmap.at(kernel).scaled_inputs(X)
             row[name] = best_time(lambda: fmap.phases(U), repeats)
         rows.append(row)
         print(f"  sweep {row}", flush=True)

@@ -190,7 +190,7 @@ def test_sorf_phases_equal_dense_product(n_dims, n_components, n_samples):
     kernel = sg.Matern(nu=2.5, length_scale=0.7)
     X = np.random.default_rng(1).uniform(-1, 1, size=(n_samples, n_dims))
     fmap = build("sorf", X, kernel, n_components, 3)
-    U = fmap.scaled_inputs(X, kernel)
+    U = fmap.at(kernel).scaled_inputs(X)
     np.testing.assert_allclose(fmap.phases(U), U @ fmap.omega.T, rtol=1e-10, atol=1e-10)
     U32 = U.astype(np.float32)
     np.testing.assert_allclose(fmap.phases(U32), U @ fmap.omega.T, rtol=1e-4, atol=1e-4)

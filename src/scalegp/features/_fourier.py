@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import Kernel
-from .base import FeatureMap, feature_dtype
+from .base import FeatureMap, MapAtTheta, feature_dtype
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,57 +79,72 @@ class FourierFeatureMap(FeatureMap):
         pairs = self.frequency_signs[:self.n_pairs]
         return np.concatenate([pairs, pairs, self.frequency_signs[self.n_pairs:]])
 
-    def scaled_inputs(self, X, kernel: Kernel) -> np.ndarray:
-        """u = (x - c) / l in the dtype of X."""
-        X = self.check_input(X, kernel)
-        dtype = feature_dtype(X)
-        return ((X - self.offset.astype(dtype)) / kernel.length_scale.astype(dtype)).astype(dtype)
-
     def phases(self, U: np.ndarray) -> np.ndarray:
         """z = U omega^T, shape (n_samples, n_frequencies); SORF overrides with a fast transform."""
         return U @ self.omega.T.astype(U.dtype)
-
-    def _amplitudes(self, kernel: Kernel, dtype) -> np.ndarray:
-        return np.sqrt(kernel.variance * self.frequency_weights).astype(dtype)
 
     def _single_phases(self, Z: np.ndarray) -> np.ndarray:
         """z_l + b_l for the phase-shifted frequencies, shape (n_samples, n_single)."""
         return Z[:, self.n_pairs:] + self.phase_shifts.astype(Z.dtype)
 
-    def features(self, X, kernel: Kernel) -> np.ndarray:
-        U = self.scaled_inputs(X, kernel)
-        Z = self.phases(U)
-        amplitude = self._amplitudes(kernel, U.dtype)
-        Psi = np.empty((U.shape[0], self.n_components), dtype=U.dtype)
-        m = self.n_pairs
+    def at(self, kernel: Kernel) -> "FourierAtTheta":
+        return FourierAtTheta(self, kernel)
+
+
+class FourierAtTheta(MapAtTheta):
+    """A Fourier map at theta: the length scales and the amplitudes sqrt(s a_l) are fixed
+    once; a chunk costs its phases z = ((x - c) / l) omega^T and their cosines and sines, which
+    the features and their gradient share."""
+
+    def __init__(self, feature_map: FourierFeatureMap, kernel: Kernel):
+        super().__init__(feature_map, kernel)
+        self.length_scale = kernel.length_scale
+        self.amplitude = np.sqrt(kernel.variance * feature_map.frequency_weights)
+
+    def scaled_inputs(self, X) -> np.ndarray:
+        """u = (x - c) / l in the dtype of X."""
+        X = self.check_input(X)
+        dtype = feature_dtype(X)
+        return ((X - self.feature_map.offset.astype(dtype))
+                / self.length_scale.astype(dtype)).astype(dtype)
+
+    def features(self, X) -> np.ndarray:
+        fmap = self.feature_map
+        U = self.scaled_inputs(X)
+        Z = fmap.phases(U)
+        amplitude = self.amplitude.astype(U.dtype)
+        Psi = np.empty((U.shape[0], fmap.n_components), dtype=U.dtype)
+        m = fmap.n_pairs
         np.cos(Z[:, :m], out=Psi[:, :m])
         np.sin(Z[:, :m], out=Psi[:, m:2 * m])
         Psi[:, :m] *= amplitude[:m]
         Psi[:, m:2 * m] *= amplitude[:m]
-        if self.phase_shifts is not None:
-            Psi[:, 2 * m:] = np.cos(self._single_phases(Z)) * (math.sqrt(2.0) * amplitude[m:])
+        if fmap.phase_shifts is not None:
+            Psi[:, 2 * m:] = np.cos(fmap._single_phases(Z)) * (math.sqrt(2.0) * amplitude[m:])
         return Psi
 
-    def features_grad(self, X, kernel: Kernel) -> np.ndarray:
-        U = self.scaled_inputs(X, kernel)
-        Z = self.phases(U)
-        amplitude = self._amplitudes(kernel, U.dtype)
-        m = self.n_pairs
+    def features_and_grad(self, X) -> tuple[np.ndarray, np.ndarray]:
+        fmap = self.feature_map
+        U = self.scaled_inputs(X)
+        Z = fmap.phases(U)
+        amplitude = self.amplitude.astype(U.dtype)
+        m = fmap.n_pairs
         cos_part = np.cos(Z[:, :m]) * amplitude[:m]
         sin_part = np.sin(Z[:, :m]) * amplitude[:m]
-        if self.phase_shifts is None:
+        if fmap.phase_shifts is None:
             single_cos = single_sin = np.empty((U.shape[0], 0), dtype=U.dtype)
         else:
             single_amplitude = math.sqrt(2.0) * amplitude[m:]
-            single_cos = np.cos(self._single_phases(Z)) * single_amplitude
-            single_sin = np.sin(self._single_phases(Z)) * single_amplitude
-        omega = self.omega.astype(U.dtype)
-        if kernel.anisotropic:
+            single_cos = np.cos(fmap._single_phases(Z)) * single_amplitude
+            single_sin = np.sin(fmap._single_phases(Z)) * single_amplitude
+        omega = fmap.omega.astype(U.dtype)
+        if self.kernel.anisotropic:
             # dz / d log l_j = -u_j omega_j for each dimension j
-            phase_grads = [-(U[:, j:j + 1] * omega[:, j]) for j in range(self.n_dims)]
+            phase_grads = [-(U[:, j:j + 1] * omega[:, j]) for j in range(fmap.n_dims)]
         else:
             phase_grads = [-Z]
         grads = [np.hstack([-sin_part * dz[:, :m], cos_part * dz[:, :m],
                             -single_sin * dz[:, m:]]) for dz in phase_grads]
-        grads.append(0.5 * np.hstack([cos_part, sin_part, single_cos]))
-        return np.stack(grads)
+        Psi = np.hstack([cos_part, sin_part, single_cos])
+        grads.append(0.5 * Psi)
+        return Psi, np.stack(grads)

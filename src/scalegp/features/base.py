@@ -91,13 +91,29 @@ class FeatureMap(abc.ABC):
         """Sign vector S (entries +-1) with k ~ Psi diag(S) Psi^T, or None when all are +1."""
         return None
 
-    @abc.abstractmethod
+    def at(self, kernel: Kernel) -> "MapAtTheta":
+        """The map evaluated at the kernel's hyperparameters: everything that depends on theta
+        but not on the inputs (frequency scaling, weights) is done here, once, and each chunk
+        of inputs then costs only what depends on it (docs/engine.md, "Feature maps at theta").
+
+        The default binds the kernel to :meth:`features` and :meth:`features_grad`; a family
+        of maps overrides it to do its per-theta work once (Fourier and fixed-basis maps).
+        """
+        return MapAtTheta(self, kernel)
+
     def features(self, X, kernel: Kernel) -> np.ndarray:
-        """Psi, shape (n_samples, n_components), in the dtype of X (float32 or float64)."""
+        """Psi, shape (n_samples, n_components), in the dtype of X (float32 or float64).
+
+        A map defines this or :meth:`at` (whose ``features`` it then calls)."""
+        if type(self).at is FeatureMap.at:
+            raise NotImplementedError(f"{type(self).__name__} defines neither at nor features")
+        return self.at(kernel).features(X)
 
     def features_grad(self, X, kernel: Kernel) -> np.ndarray:
         """dPsi / d theta_i for the kernel's log-parameters, shape (n_params, n_samples, m)."""
-        raise NotImplementedError(f"{type(self).__name__} has no analytic features_grad")
+        if type(self).at is FeatureMap.at:
+            raise NotImplementedError(f"{type(self).__name__} has no analytic features_grad")
+        return self.at(kernel).features_and_grad(X)[1]
 
     def check_input(self, X, kernel: Kernel) -> np.ndarray:
         """Validate X against the map (dtype preserved for float32)."""
@@ -153,14 +169,61 @@ class FixedBasisFeatureMap(FeatureMap):
         """d w_l / d theta_i = w_l d log w_l / d theta_i, shape (n_params, n_components)."""
         return self.weights(kernel) * self.log_weights_grad(kernel)
 
-    def features(self, X, kernel: Kernel) -> np.ndarray:
-        Phi = self.basis(X)
-        return Phi * np.sqrt(self.weights(kernel)).astype(Phi.dtype)
+    def at(self, kernel: Kernel) -> "FixedBasisAtTheta":
+        return FixedBasisAtTheta(self, kernel)
 
-    def features_grad(self, X, kernel: Kernel) -> np.ndarray:
-        Psi = self.features(X, kernel)
-        half_log_grad = 0.5 * self.log_weights_grad(kernel)
-        return Psi[None, :, :] * half_log_grad[:, None, :].astype(Psi.dtype)
+
+class MapAtTheta:
+    """A feature map at fixed hyperparameters (:meth:`FeatureMap.at`).
+
+    Attributes
+    ----------
+    feature_map : FeatureMap
+    kernel : Kernel
+    """
+
+    def __init__(self, feature_map: FeatureMap, kernel: Kernel):
+        self.feature_map = feature_map
+        self.kernel = kernel
+
+    @property
+    def n_components(self) -> int:
+        return self.feature_map.n_components
+
+    @property
+    def signs(self) -> np.ndarray | None:
+        return self.feature_map.signs
+
+    def check_input(self, X) -> np.ndarray:
+        return self.feature_map.check_input(X, self.kernel)
+
+    def features(self, X) -> np.ndarray:
+        """Psi of a chunk of inputs, shape (n_samples, n_components), in the dtype of X."""
+        return self.feature_map.features(X, self.kernel)
+
+    def features_and_grad(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(Psi, dPsi / d theta) of a chunk, shapes (n, m) and (n_params, n, m), from one
+        evaluation of everything they share."""
+        return (self.feature_map.features(X, self.kernel),
+                self.feature_map.features_grad(X, self.kernel))
+
+
+class FixedBasisAtTheta(MapAtTheta):
+    """Psi = Phi diag(h) with h = sqrt(w(theta)) and dPsi_i = Psi diag(g_i / 2),
+    g_i = d log w / d theta_i: h and g are computed once per theta."""
+
+    def __init__(self, feature_map: FixedBasisFeatureMap, kernel: Kernel):
+        super().__init__(feature_map, kernel)
+        self.sqrt_weights = np.sqrt(feature_map.weights(kernel))
+        self.half_log_weights_grad = 0.5 * feature_map.log_weights_grad(kernel)
+
+    def features(self, X) -> np.ndarray:
+        Phi = self.feature_map.basis(X)
+        return Phi * self.sqrt_weights.astype(Phi.dtype)
+
+    def features_and_grad(self, X) -> tuple[np.ndarray, np.ndarray]:
+        Psi = self.features(X)
+        return Psi, Psi[None, :, :] * self.half_log_weights_grad[:, None, :].astype(Psi.dtype)
 
 
 def registry() -> dict[str, type[FeatureMap]]:
