@@ -58,6 +58,7 @@ from scalegp import exact, features, gp  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
 from scalegp.experiments.glf import target_function  # noqa: E402
 from scalegp.features.gauss_legendre import GaussLegendreFeatures  # noqa: E402
+from scalegp.hyperparameters import Hyperparameters  # noqa: E402
 from scalegp.optimize import learn_hyperparameters  # noqa: E402
 
 NOISE_BOUNDS = (1e-4, 1.0)
@@ -87,9 +88,12 @@ def glf_map(X, kernel, n_components):
 
 
 def learn(objective, kernel):
+    """(learned kernel, noise variance, optimization result) from INITIAL_NOISE."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BoundaryWarning)
-        return learn_hyperparameters(objective, kernel, INITIAL_NOISE, NOISE_BOUNDS)
+        learned, result = learn_hyperparameters(
+            objective, Hyperparameters(kernel, INITIAL_NOISE, NOISE_BOUNDS))
+    return learned.kernel, learned.noise_variance, result
 
 
 def gemm_rate(n: int, repeats: int = 3) -> float:
@@ -212,7 +216,7 @@ def target_run(n: int, n_components: int, dtype: str) -> dict:
     passed = time.perf_counter()
     learned, noise, result = learn(objective, kernel)
     learned_at = time.perf_counter()
-    posterior = objective.posterior(learned, noise)
+    posterior = objective.posterior(Hyperparameters(learned, noise))
     done = time.perf_counter()
     posterior.predict(X[:10])
     return dict(n=n, s=fmap.n_components, dtype=dtype, build=built - start,

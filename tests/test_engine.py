@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from scalegp.hyperparameters import Hyperparameters
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError, NumericalWarning
 from scalegp.features.base import FixedBasisFeatureMap
@@ -239,13 +240,15 @@ def test_learning_improves_likelihood_and_warns_on_bounds(regression_data):
     start = objective(np.append(kernel.theta, np.log(0.5)))[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        learned, noise, result = sg.learn_hyperparameters(
-            objective, kernel, 0.5, (1e-4, 10.0), n_restarts=2, rng=np.random.default_rng(1))
+        learned, result = sg.learn_hyperparameters(
+            objective, Hyperparameters(kernel, 0.5, (1e-4, 10.0)), n_restarts=2,
+            rng=np.random.default_rng(1))
     assert result.log_marginal_likelihood > start + 10
     assert result.n_starts == 3
-    assert objective.value(np.append(learned.theta, np.log(noise))) == pytest.approx(
-        result.log_marginal_likelihood, rel=1e-10)
-    on_bound = np.isclose(learned.length_scale, 0.5) | np.isclose(learned.length_scale, 5.0)
+    assert objective.value(learned.theta) == pytest.approx(result.log_marginal_likelihood,
+                                                           rel=1e-10)
+    scales = learned.kernel.length_scale
+    on_bound = np.isclose(scales, 0.5) | np.isclose(scales, 5.0)
     bound_warnings = [w for w in caught if issubclass(w.category, sg.BoundaryWarning)]
     assert bool(on_bound.any()) == bool(bound_warnings)
 
@@ -254,13 +257,13 @@ def test_bound_warning_when_optimum_is_outside_box(regression_data):
     X, y = regression_data
     kernel = sg.Gaussian(length_scale=5.0, length_scale_bounds=(4.0, 50.0))   # truth ~ 0.5-1
     with pytest.warns(sg.BoundaryWarning, match="length_scale = 4 sits on its lower bound 4"):
-        sg.learn_hyperparameters(sg.ExactMarginalLikelihood(kernel, X, y), kernel, 0.1,
-                                 (1e-4, 10.0))
+        sg.learn_hyperparameters(sg.ExactMarginalLikelihood(kernel, X, y),
+                                 Hyperparameters(kernel, 0.1, (1e-4, 10.0)))
 
 
 def test_noise_can_be_fixed(regression_data):
     X, y = regression_data
     kernel = sg.Gaussian(length_scale=1.0)
-    _, noise, _ = sg.learn_hyperparameters(sg.ExactMarginalLikelihood(kernel, X, y), kernel,
-                                           0.05, "fixed")
-    assert noise == pytest.approx(0.05, rel=1e-12)
+    learned, _ = sg.learn_hyperparameters(sg.ExactMarginalLikelihood(kernel, X, y),
+                                          Hyperparameters(kernel, 0.05, "fixed"))
+    assert learned.noise_variance == pytest.approx(0.05, rel=1e-12)

@@ -6,6 +6,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process import kernels as skk
 
 import scalegp as sg
+from scalegp.hyperparameters import Hyperparameters
 
 NOISE = 0.05
 
@@ -55,7 +56,7 @@ def test_optimizing_from_same_start_reaches_scikit_learn_likelihood(ours, theirs
     X, y, _ = data(1)
     reference = GaussianProcessRegressor(theirs, alpha=NOISE, n_restarts_optimizer=0).fit(X, y)
     objective = sg.ExactMarginalLikelihood(ours, X, y)
-    _, _, result = sg.learn_hyperparameters(objective, ours, NOISE, "fixed")
+    _, result = sg.learn_hyperparameters(objective, Hyperparameters(ours, NOISE, "fixed"))
     assert result.log_marginal_likelihood == pytest.approx(
         reference.log_marginal_likelihood_value_, abs=1e-4)
 

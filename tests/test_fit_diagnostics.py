@@ -73,13 +73,15 @@ class _WrongGradient:
         value, gradient = self.objective(theta)
         return value, -gradient
 
-    def posterior(self, kernel, noise_variance):
-        return self.objective.posterior(kernel, noise_variance)
+    def posterior(self, theta):
+        return self.objective.posterior(theta)
 
 
 class _WrongGradientGP(sg.ExactGPRegressor):
-    def _objective(self, state, kernel, X, y, progress=None):
-        return _WrongGradient(super()._objective(state, kernel, X, y, progress))
+    def _objective(self, state, hyperparameters, X, y, progress=None,
+                   sample_noise_variance=None):
+        return _WrongGradient(super()._objective(state, hyperparameters, X, y, progress,
+                                                 sample_noise_variance))
 
 
 def test_abnormal_line_search_counts_as_not_converged():

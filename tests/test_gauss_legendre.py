@@ -11,6 +11,7 @@ import pytest
 import scipy.integrate
 
 import scalegp as sg
+from scalegp.hyperparameters import Hyperparameters
 from scalegp import exact, gp, metrics
 from scalegp.experiments.glf import synthetic_data
 from scalegp.features.gauss_legendre import (
@@ -414,8 +415,8 @@ def test_qr_variant_equals_normal_equations(n_samples, n_nodes):
         np.testing.assert_allclose(grad, grad_ref, rtol=1e-8,
                                    atol=1e-10 * np.abs(grad_ref).max())
     one_shot = QRBasisStatistics.accumulate(fmap, X, y, chunk_size=n_samples)
-    R = qr.statistics.factor
-    np.testing.assert_allclose(R.T @ R, one_shot.factor.T @ one_shot.factor, atol=1e-10)
+    R, R_one = qr.statistics.basis_factor, one_shot.basis_factor
+    np.testing.assert_allclose(R.T @ R, R_one.T @ R_one, atol=1e-10)
     np.testing.assert_allclose(R.T @ R, fmap.basis(X).T @ fmap.basis(X), atol=1e-10)
 
 
@@ -436,7 +437,8 @@ def test_qr_posterior_equals_normal_equations_posterior(data_2d):
     kernel = boxed(sg.Matern(nu=1.5, length_scale=[0.3, 0.5]), 0.1, 1.0)
     fmap = build(X, kernel, n_nodes=(9, 8), solver="qr")
     X_test = np.random.default_rng(8).uniform(0, 1, size=(30, 2))
-    qr_posterior = QRMarginalLikelihood(fmap, kernel, X, y).posterior(kernel, 0.03)
+    qr_posterior = QRMarginalLikelihood(fmap, kernel, X, y).posterior(
+        Hyperparameters(kernel, 0.03))
     normal = gp.Posterior.fit(fmap, kernel, 0.03, X, y)
     assert qr_posterior.log_marginal_likelihood == pytest.approx(
         normal.log_marginal_likelihood, rel=1e-11)
@@ -615,14 +617,17 @@ def compare_with_exact(kernel, n_samples, n_dims, seed, ratio):
     noise_bounds = (1e-3, 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sg.BoundaryWarning)
-        exact_kernel, exact_noise, exact_result = sg.learn_hyperparameters(
-            exact.ExactMarginalLikelihood(kernel, X, y), kernel, 0.03, noise_bounds)
+        exact_learned, exact_result = sg.learn_hyperparameters(
+            exact.ExactMarginalLikelihood(kernel, X, y), Hyperparameters(kernel, 0.03,
+                                                                         noise_bounds))
+        exact_kernel, exact_noise = exact_learned.kernel, exact_learned.noise_variance
         fmap = GaussLegendreFeatures.build(X, kernel, 6000, rng, n_nodes="auto", y=y,
                                            noise_variance=0.03,
                                            noise_variance_lower=noise_bounds[0])
         objective = gp.MarginalLikelihood(fmap, kernel, X, y)
-        glf_kernel, glf_noise, glf_result = sg.learn_hyperparameters(objective, kernel, 0.03,
-                                                                     noise_bounds)
+        glf_learned, glf_result = sg.learn_hyperparameters(
+            objective, Hyperparameters(kernel, 0.03, noise_bounds))
+        glf_kernel, glf_noise = glf_learned.kernel, glf_learned.noise_variance
     exact_rmse = metrics.rmse(y_test, exact.ExactPosterior.fit(
         exact_kernel, exact_noise, X, y).predict(X_test))
     glf_rmse = metrics.rmse(y_test, gp.Posterior.from_statistics(

@@ -36,6 +36,7 @@ from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_within_bounds)
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
+from .hyperparameters import Hyperparameters
 from .optimize import learn_hyperparameters
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
@@ -111,29 +112,13 @@ def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) 
     return values
 
 
-def _search_box(kernel, valid):
-    """kernel.bounds intersected with a feature map's ``valid`` log box (None: no narrowing).
-
-    Warns for each row it narrows; raises ValueError when a row's intersection is empty.
-    """
-    if valid is None:
-        return None
-    box = kernel.bounds
-    low, high = np.maximum(box[:, 0], valid[:, 0]), np.minimum(box[:, 1], valid[:, 1])
-    for name, (a, b), (c, d) in zip(kernel.param_names, np.exp(valid), np.exp(box)):
-        if max(a, c) > min(b, d):
-            raise ValueError(
-                f"the feature map approximates the kernel only for {name} in [{a:.4g}, "
-                f"{b:.4g}], which does not meet its bounds [{c:.4g}, {d:.4g}]; move the "
-                "bounds or raise n_components")
-    for row, name in enumerate(kernel.param_names):
-        if low[row] > box[row, 0] or high[row] < box[row, 1]:
-            warnings.warn(
-                f"searching {name} in [{np.exp(low[row]):.4g}, {np.exp(high[row]):.4g}] (the "
-                f"box the feature map's rule resolves) instead of [{np.exp(box[row, 0]):.4g}, "
-                f"{np.exp(box[row, 1]):.4g}]; raise n_components for a wider box",
-                UserWarning, stacklevel=3)
-    return np.column_stack([low, high])
+def _check_sample_noise_variance(values, n_samples: int) -> np.ndarray:
+    """Known per-row noise variances: finite, >= 0, one per row."""
+    values = check_vector(values, "sample_noise_variance", n_samples=n_samples)
+    if np.any(values < 0):
+        row = int(np.flatnonzero(values < 0)[0])
+        raise ValueError(f"sample_noise_variance must be >= 0, got {values[row]!r} at row {row}")
+    return values
 
 
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -159,7 +144,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     }
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, X, y, progress=None):
+    def fit(self, X, y, progress=None, sample_noise_variance=None):
         """Learn the hyperparameters (if ``optimize``) and condition on (X, y).
 
         Parameters
@@ -169,6 +154,12 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         progress : callable, optional
             ``progress(rows_done)``, called after each chunk of a streaming pass over the
             data (the command line draws a progress bar with it).
+        sample_noise_variance : array-like of shape (n_samples,), optional
+            Known noise variances v_i of the observations (measurement errors, >= 0, in the
+            units of y squared), added to the learned ``noise_variance``: the noise of row i
+            has variance noise_variance + v_i (docs/engine.md, "Noise models"). With known
+            variances every likelihood evaluation passes over the data, also for a
+            fixed-basis map.
 
         Returns
         -------
@@ -196,26 +187,30 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         if self.normalize_y:                    # constant targets: centre only (std 1)
             y_mean, y_std = (float(value) for value in _location_scale(y))
         y_fit = (y - y_mean) / y_std
+        if sample_noise_variance is not None:
+            sample_noise_variance = _check_sample_noise_variance(sample_noise_variance,
+                                                                 X.shape[0]) / y_std**2
 
         build_rng, restart_rng = as_generator(self.random_state).spawn(2)
-        noise_lower = noise_variance if noise_bounds == "fixed" else noise_bounds[0]
+        hyperparameters = Hyperparameters(kernel, noise_variance, noise_bounds)
         state = self._prepare(X, kernel, build_rng,
                               {"y": y_fit, "noise_variance": noise_variance,
-                               "noise_variance_lower": noise_lower})
+                               "noise_variance_lower": hyperparameters.noise_variance_lower})
         # One objective serves learning and conditioning, so a fixed-basis map (GLF) makes
         # a single pass over the data.
-        objective = self._objective(state, kernel, X, y_fit, progress)
+        objective = self._objective(state, hyperparameters, X, y_fit, progress,
+                                    sample_noise_variance)
         result = None
         if self.optimize:
-            kernel, noise_variance, result = learn_hyperparameters(
-                objective, kernel, noise_variance, noise_bounds,
-                n_restarts=n_restarts, rng=restart_rng,
-                kernel_bounds=_search_box(kernel, self._valid_log_bounds(state, kernel)))
-        posterior = objective.posterior(kernel, noise_variance)
+            hyperparameters, result = learn_hyperparameters(
+                objective, hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
+                n_restarts=n_restarts, rng=restart_rng)
+        posterior = objective.posterior(hyperparameters)
         noise_only = noise_only_log_marginal_likelihood(y_fit)
         diagnostics = self._diagnose(posterior, result, X, y, y_mean, y_std, noise_only)
         self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
-                         y_train_std=y_std, training_data=(X, y_fit), X_train_mean=X_mean,
+                         y_train_std=y_std, training_data=(X, y_fit, sample_noise_variance),
+                         X_train_mean=X_mean,
                          X_train_scale=X_scale, noise_only_log_marginal_likelihood=noise_only,
                          fit_warnings=[message for message, _ in diagnostics])
         for message, category in diagnostics:
@@ -403,8 +398,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 f"({', '.join(self.kernel_.param_names)}, noise_variance; log scale), "
                 f"got shape {theta.shape}"
             )
-        X, y = self._training_data
-        objective = self._objective(self._fitted_state(), self.kernel_, X, y)
+        X, y, sample_noise_variance = self._training_data
+        objective = self._objective(self._fitted_state(),
+                                    Hyperparameters(self.kernel_, self.noise_variance_), X, y,
+                                    None, sample_noise_variance)
         value, gradient = objective(theta)
         return (value, gradient) if eval_gradient else value
 
@@ -549,10 +546,12 @@ class LowRankGPRegressor(_GPRegressor):
     def _valid_log_bounds(self, feature_map, kernel):
         return feature_map.valid_log_bounds(kernel)
 
-    def _objective(self, feature_map, kernel, X, y, progress=None):
+    def _objective(self, feature_map, hyperparameters, X, y, progress=None,
+                   sample_noise_variance=None):
         # the map's solver picks the objective: normal equations, or QR for solver="qr"
-        return qr.marginal_likelihood(feature_map, kernel, X, y, dtype=self._dtype,
-                                      progress=progress, signed_rule=self.signed_rule)
+        return qr.marginal_likelihood(feature_map, hyperparameters, X, y, dtype=self._dtype,
+                                      progress=progress, signed_rule=self.signed_rule,
+                                      sample_noise_variance=sample_noise_variance)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -603,8 +602,10 @@ class ExactGPRegressor(_GPRegressor):
     def _prepare(self, X, kernel, rng, fit_context):
         return None
 
-    def _objective(self, _state, kernel, X, y, _progress=None):
-        return exact.ExactMarginalLikelihood(kernel, X, y)
+    def _objective(self, _state, hyperparameters, X, y, _progress=None,
+                   sample_noise_variance=None):
+        return exact.ExactMarginalLikelihood(hyperparameters, X, y,
+                                             sample_noise_variance=sample_noise_variance)
 
     def _fitted_state(self):
         return None

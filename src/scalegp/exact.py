@@ -1,6 +1,7 @@
 """The dense exact GP (Rasmussen & Williams 2006, Algorithm 2.1): the independent reference.
 
-K = k(X, X) + s2 I = L L^T, alpha = L^{-T} L^{-1} y,
+K = k(X, X) + D = L L^T, alpha = L^{-T} L^{-1} y, with D = s2 I, or diag(s2 + v_i) with known
+per-row noise variances v_i (docs/engine.md, "Noise models"),
 log p(y) = -1/2 y^T alpha - sum_i log L_ii - n/2 log 2 pi,
 d log p / d theta_i = 1/2 tr((alpha alpha^T - K^{-1}) dK/d theta_i)   (R&W eq. 5.9).
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from . import linalg
 from ._validation import check_matrix, check_positive_scalar, check_vector
+from .hyperparameters import Hyperparameters
 from .kernels import Kernel
 
 #: Largest training set the dense reference accepts: an n x n float64 Gram of 10,000 rows is
@@ -33,24 +35,37 @@ def check_size(n_samples: int) -> None:
         )
 
 
-def _prepare(kernel: Kernel, X, y):
+def _prepare(kernel: Kernel, X, y, sample_noise_variance=None):
     X = check_matrix(X, "X")
     check_size(X.shape[0])
     kernel.check_n_dims(X.shape[1])
     y = check_vector(y, "y", n_samples=X.shape[0])
-    return X, y
+    if sample_noise_variance is not None:
+        sample_noise_variance = check_vector(sample_noise_variance, "sample_noise_variance",
+                                             n_samples=X.shape[0])
+        if np.any(sample_noise_variance < 0):
+            raise ValueError("sample_noise_variance must be >= 0 on every row")
+    return X, y, sample_noise_variance
+
+
+def _covariance(kernel: Kernel, noise_variance: float, X, sample_noise_variance):
+    """K = k(X, X) + s2 I (+ diag(v)), and its Cholesky factor with the jitter used."""
+    K = kernel(X)
+    K[np.diag_indices(X.shape[0])] += noise_variance
+    if sample_noise_variance is not None:
+        K[np.diag_indices(X.shape[0])] += sample_noise_variance
+    L, jitter = linalg.cholesky(K, name="K + noise_variance I")
+    return L, jitter
 
 
 def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
-                            eval_gradient: bool = False):
+                            eval_gradient: bool = False, sample_noise_variance=None):
     """log p(y | X, theta), and optionally its gradient with respect to
     [kernel.theta..., log noise_variance]."""
     noise_variance = check_positive_scalar(noise_variance, "noise_variance")
-    X, y = _prepare(kernel, X, y)
+    X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
     n = X.shape[0]
-    K = kernel(X)
-    K[np.diag_indices(n)] += noise_variance
-    L, _ = linalg.cholesky(K, name="K + noise_variance I")
+    L, _ = _covariance(kernel, noise_variance, X, sample_noise_variance)
     alpha = linalg.cho_solve(L, y)
     value = -0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L) - 0.5 * n * math.log(2 * math.pi)
     if not eval_gradient:
@@ -75,13 +90,12 @@ class ExactPosterior:
     jitter: float
 
     @classmethod
-    def fit(cls, kernel: Kernel, noise_variance, X, y) -> "ExactPosterior":
+    def fit(cls, kernel: Kernel, noise_variance, X, y,
+            sample_noise_variance=None) -> "ExactPosterior":
         noise_variance = check_positive_scalar(noise_variance, "noise_variance")
-        X, y = _prepare(kernel, X, y)
+        X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
         n = X.shape[0]
-        K = kernel(X)
-        K[np.diag_indices(n)] += noise_variance
-        L, jitter = linalg.cholesky(K, name="K + noise_variance I")
+        L, jitter = _covariance(kernel, noise_variance, X, sample_noise_variance)
         alpha = linalg.cho_solve(L, y)
         value = (-0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L)
                  - 0.5 * n * math.log(2 * math.pi))
@@ -112,20 +126,34 @@ class ExactPosterior:
 
 
 class ExactMarginalLikelihood:
-    """theta = [kernel.theta..., log noise_variance] -> (log p(y), gradient), dense."""
+    """The exact objective: theta = [kernel.theta..., log noise_variance] -> log p(y) and its
+    gradient (dense), and the posterior at theta; theta is owned by ``hyperparameters``
+    (:class:`~scalegp.hyperparameters.Hyperparameters`, or a kernel taken as one)."""
 
-    def __init__(self, kernel: Kernel, X, y):
-        self.kernel = kernel
-        self.X, self.y = _prepare(kernel, X, y)
+    def __init__(self, hyperparameters, X, y, *, sample_noise_variance=None):
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.X, self.y, self.sample_noise_variance = _prepare(
+            self.hyperparameters.kernel, X, y, sample_noise_variance)
         self.n_evaluations = 0
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.hyperparameters.kernel
+
+    def value(self, theta) -> float:
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return log_marginal_likelihood(kernel, noise_variance, self.X, self.y,
+                                       sample_noise_variance=self.sample_noise_variance)
 
     def __call__(self, theta):
         self.n_evaluations += 1
-        theta = np.asarray(theta, dtype=float)
-        kernel = self.kernel.with_theta(theta[:-1])
-        return log_marginal_likelihood(kernel, float(np.exp(theta[-1])), self.X, self.y,
-                                       eval_gradient=True)
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return log_marginal_likelihood(kernel, noise_variance, self.X, self.y,
+                                       eval_gradient=True,
+                                       sample_noise_variance=self.sample_noise_variance)
 
-    def posterior(self, kernel: Kernel, noise_variance: float) -> "ExactPosterior":
-        """The exact posterior at (kernel, noise_variance)."""
-        return ExactPosterior.fit(kernel, noise_variance, self.X, self.y)
+    def posterior(self, theta) -> "ExactPosterior":
+        """The exact posterior at theta (or at a :class:`Hyperparameters`' values)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        return ExactPosterior.fit(kernel, noise_variance, self.X, self.y,
+                                  self.sample_noise_variance)

@@ -17,6 +17,13 @@ refused where K is not positive definite) or replaced by its positive part
 (``signed_rule="repair"``: :mod:`scalegp.positive_part`, docs/positive-part.md), whose repaired
 features Psi T go through the S = I path.
 
+Rows may carry weights w^_i = s2 / d_i for a heteroscedastic diagonal d_i (known per-row
+variances, the FITC-style correction: :mod:`scalegp.noise`); the statistics are then weighted
+sums and log p gains -sum_i log w^_i (docs/engine.md, "Noise models").
+
+Statistics are sums over rows of pure functions of a chunk (:func:`chunk_statistics`,
+:func:`chunk_gradient`), so they stream, add (``a + b``) and reduce in any order.
+
 No function here builds an n x n matrix or imports a concrete feature map.
 """
 
@@ -30,10 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linalg
-from ._validation import check_dtype, check_matrix, check_positive_scalar, check_vector
+from ._validation import check_dtype
+from .data import as_source
 from .errors import NotPositiveDefiniteError
-from .features.base import FeatureMap, FixedBasisFeatureMap
+from .features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
+from .hyperparameters import Hyperparameters
 from .kernels import Kernel
+from .noise import HOMOSCEDASTIC, NoiseModel, missing_prior_variance
 from .positive_part import PositivePart, positive_part_gradient
 
 #: How the engine treats a signed approximation Psi S Psi^T (quadrature rules with negative
@@ -64,21 +74,26 @@ def _chunks(n_samples: int, chunk_size: int):
 class Statistics:
     """Sufficient statistics of a feature-space GP: sums over rows, so they stream and add.
 
+    With row weights w^_i = s2 / d_i (all 1 for homoscedastic noise; :mod:`scalegp.noise`):
+
     Attributes
     ----------
     gram : (m, m) float64
-        G = Psi^T Psi.
+        G = Psi^T W^ Psi.
     projection : (m,) float64
-        b = Psi^T y.
+        b = Psi^T W^ y.
     y_norm2 : float
-        y^T y.
+        y^T W^ y.
     n_samples : int
+    log_weight_sum : float
+        sum_i log w^_i (0 for homoscedastic noise).
     """
 
     gram: np.ndarray
     projection: np.ndarray
     y_norm2: float
     n_samples: int
+    log_weight_sum: float = 0.0
 
     def __add__(self, other: "Statistics") -> "Statistics":
         if self.gram.shape != other.gram.shape:
@@ -87,45 +102,82 @@ class Statistics:
                 "components"
             )
         return Statistics(self.gram + other.gram, self.projection + other.projection,
-                          self.y_norm2 + other.y_norm2, self.n_samples + other.n_samples)
+                          self.y_norm2 + other.y_norm2, self.n_samples + other.n_samples,
+                          self.log_weight_sum + other.log_weight_sum)
 
     @classmethod
-    def accumulate(cls, feature_map: FeatureMap, kernel: Kernel, X, y, *,
-                   chunk_size: int | None = None, dtype=None, progress=None) -> "Statistics":
-        """Psi^T Psi, Psi^T y, y^T y and n in one streaming pass over row chunks.
+    def accumulate(cls, feature_map: FeatureMap, kernel: Kernel, X, y=None, *,
+                   chunk_size: int | None = None, dtype=None, progress=None,
+                   noise: NoiseModel = HOMOSCEDASTIC, noise_variance: float | None = None,
+                   sample_noise_variance=None) -> "Statistics":
+        """Psi^T W^ Psi, Psi^T W^ y, y^T W^ y, n (and sum log w^) in one streaming pass.
 
-        Memory is O(m^2 + chunk_size * m). Each chunk's Gram update is a symmetric rank-k
-        update in ``dtype`` (float64 default, float32 allowed); chunk results are summed in
-        float64. ``progress``, if given, is called as ``progress(rows_done)`` after each chunk.
+        ``X`` is an array (with ``y``) or a data source (:mod:`scalegp.data`). Memory is
+        O(m^2 + chunk_size * m). Each chunk's Gram update is a symmetric rank-k update in
+        ``dtype`` (float64 default, float32 allowed); chunk results are summed in float64.
+        ``progress``, if given, is called as ``progress(rows_done)`` after each chunk.
+        A heteroscedastic diagonal (``noise``, ``sample_noise_variance``) needs the
+        ``noise_variance`` s2 its weights are relative to.
         """
-        return _accumulate(feature_map.features, feature_map.n_components,
-                           feature_map.check_input, kernel, X, y, chunk_size, dtype, progress)
+        dtype = check_dtype(dtype)
+        source = as_source(X, y, noise_variance=sample_noise_variance, dtype=dtype)
+        return accumulate_statistics(feature_map.at(kernel), source, noise=noise,
+                                     noise_variance=noise_variance, chunk_size=chunk_size,
+                                     dtype=dtype, progress=progress)
 
 
-def _accumulate(feature_fn, n_components, check_input, kernel, X, y, chunk_size, dtype,
-                progress) -> Statistics:
+def _row_weights(at_map, chunk, Psi, noise, noise_variance):
+    """w^ of a chunk, or None when every row has weight 1 (homoscedastic)."""
+    if not noise.fitc and chunk.noise_variance is None:
+        return None
+    if noise_variance is None:
+        raise ValueError("a heteroscedastic noise model needs the noise_variance its row "
+                         "weights are relative to")
+    return noise.relative_weights(at_map, chunk, np.asarray(Psi, dtype=np.float64),
+                                  noise_variance)
+
+
+def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOMOSCEDASTIC,
+                          noise_variance: float | None = None, chunk_size: int | None = None,
+                          dtype=None, progress=None, chunks=None) -> Statistics:
+    """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
+    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer)."""
     dtype = check_dtype(dtype)
-    X = check_matrix(X, "X", dtype=dtype)
-    check_input(X[:1], kernel)
-    y = check_vector(y, "y", n_samples=X.shape[0])
-    m = n_components
+    m = at_map.n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
     G_upper = np.zeros((m, m), dtype=np.float64, order="F")
     b = np.zeros(m)
+    y_norm2, log_weight_sum, n_samples = 0.0, 0.0, 0
     chunk_gram = np.zeros((m, m), dtype=dtype, order="F")
-    for start, stop in _chunks(X.shape[0], chunk_size):
-        Psi = np.asarray(feature_fn(X[start:stop], kernel), dtype=dtype)
+    for chunk in (source.chunks(chunk_size) if chunks is None else chunks):
+        Psi = np.asarray(at_map.features(chunk.X.astype(dtype, copy=False)), dtype=dtype)
+        weights = _row_weights(at_map, chunk, Psi, noise, noise_variance)
+        y_chunk = chunk.y
+        if weights is not None:
+            Psi *= np.sqrt(weights).astype(dtype)[:, None]
+            y_chunk = np.sqrt(weights) * y_chunk
+            log_weight_sum += float(np.sum(np.log(weights)))
         if dtype == np.float64:
             G_upper = linalg.symmetric_rank_k_update(G_upper, Psi)
         else:
             # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
             chunk_gram = linalg.symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
             G_upper += chunk_gram
-        b += Psi.T @ y[start:stop].astype(dtype, copy=False)
+        b += Psi.T @ y_chunk.astype(dtype, copy=False)
+        y_norm2 += float(y_chunk @ y_chunk)
+        n_samples += chunk.X.shape[0]
         del Psi  # before the next chunk's features, which then reuse its memory
         if progress is not None:
-            progress(stop)
-    return Statistics(linalg.symmetrize_upper(G_upper), b, float(y @ y), X.shape[0])
+            progress(chunk.start + chunk.X.shape[0])
+    return Statistics(linalg.symmetrize_upper(G_upper), b, y_norm2, n_samples, log_weight_sum)
+
+
+def chunk_statistics(at_map: MapAtTheta, chunk, *, noise: NoiseModel = HOMOSCEDASTIC,
+                     noise_variance: float | None = None, dtype=None) -> Statistics:
+    """The statistics of one chunk: a pure function, so a sum over chunks in any order (or a
+    Dask tree reduction) gives the statistics of all rows."""
+    return accumulate_statistics(at_map, None, noise=noise, noise_variance=noise_variance,
+                                 dtype=dtype, chunks=[chunk])
 
 
 @dataclass(frozen=True)
@@ -139,20 +191,28 @@ class BasisStatistics:
     statistics: Statistics
 
     @classmethod
-    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y, *, chunk_size=None,
+    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y=None, *, chunk_size=None,
                    dtype=None, progress=None) -> "BasisStatistics":
-        def basis(X_chunk, _kernel):
-            return feature_map.basis(X_chunk)
-
-        def check(X_chunk, _kernel):
-            return X_chunk
-        return cls(_accumulate(basis, feature_map.n_components, check, None, X, y,
-                               chunk_size, dtype, progress))
+        dtype = check_dtype(dtype)
+        source = as_source(X, y, dtype=dtype)
+        return cls(accumulate_statistics(_BasisOnly(feature_map), source,
+                                         chunk_size=chunk_size, dtype=dtype,
+                                         progress=progress))
 
     def at(self, feature_map: FixedBasisFeatureMap, kernel: Kernel) -> Statistics:
         h = np.sqrt(feature_map.weights(kernel))
         s = self.statistics
         return Statistics(s.gram * np.outer(h, h), s.projection * h, s.y_norm2, s.n_samples)
+
+
+class _BasisOnly(MapAtTheta):
+    """Phi of a fixed-basis map, as a map at theta (its statistics hold for every theta)."""
+
+    def __init__(self, feature_map: FixedBasisFeatureMap):
+        super().__init__(feature_map, None)
+
+    def features(self, X) -> np.ndarray:
+        return self.feature_map.basis(X)
 
 
 @dataclass(frozen=True)
@@ -284,7 +344,7 @@ def _log_marginal_likelihood(statistics: Statistics, system: FactorizedSystem) -
     n, m = statistics.n_samples, system.n_components
     quadratic = (statistics.y_norm2 - statistics.projection @ system.beta) / s2
     value = -0.5 * (quadratic + (n - m) * math.log(s2) + system.logabsdet()
-                    + n * math.log(2 * math.pi))
+                    - statistics.log_weight_sum + n * math.log(2 * math.pi))
     return float(value)
 
 
@@ -321,122 +381,159 @@ def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
     return data_term - half @ diag_MinvG
 
 
-def feature_gradient(feature_map: FeatureMap, kernel: Kernel, X, y, system: FactorizedSystem,
-                     *, chunk_size: int | None = None, dtype=None) -> np.ndarray:
-    """Kernel-parameter gradient for a map whose features depend on theta (second pass).
+def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
+                   noise: NoiseModel = HOMOSCEDASTIC) -> np.ndarray:
+    """One chunk's share of d log p / d theta, theta = [kernel log-parameters..., log s2]: a pure
+    function of the chunk given the factorized system, so shares add in any order.
 
-    d log p / d theta_i = s2^{-1} (r_i - q_i) - t_i with, summed over row chunks,
-    r_i = (dPsi_i beta)^T y, q_i = (dPsi_i beta)^T (Psi beta), t_i = sum(W o dPsi_i),
-    W = Psi M^{-1}: O(n m^2 + n m P) per evaluation, and only 3 P scalars to reduce.
-    (Derivation: Psi^T K^{-1} = S M^{-1} Psi^T and Psi^T alpha = S beta.)
+    With r = y - Psi beta, W^ the relative row weights (1 when homoscedastic) and
+    Q = Psi M^{-1} (docs/engine.md, "Gradient"):
+
+        kernel part:  sum_i w^_i r_i (dpsi_ij^T beta) / s2 - sum_i w^_i q_i^T dpsi_ij,
+        diagonal:     1/2 sum_i (d d_i / d theta_j) [w^_i^2 r_i^2 / s2^2 - w^_i / s2
+                                                    + w^_i^2 psi_i^T M^{-1} psi_i / s2],
+
+    the general form of 1/2 alpha^T dK alpha - 1/2 tr(K^{-1} dK) for K = Psi S Psi^T + D
+    (R&W eq. 5.9), using Psi^T alpha = S beta. For homoscedastic noise the diagonal term is
+    left to :func:`noise_gradient`, which needs only the statistics (last entry 0 here).
     """
-    dtype = check_dtype(dtype)
-    X = check_matrix(X, "X", dtype=dtype)
-    y = check_vector(y, "y", n_samples=X.shape[0])
     s2 = system.noise_variance + system.jitter
     beta = system.beta
-    chunk_size = chunk_size or default_chunk_size(feature_map.n_components * (kernel.n_params + 2),
+    Psi, dPsi = at_map.features_and_grad(chunk.X)
+    Psi, dPsi = Psi.astype(np.float64, copy=False), dPsi.astype(np.float64, copy=False)
+    weights = _row_weights(at_map, chunk, Psi, noise, system.noise_variance)
+    Q = system.solve(Psi.T).T
+    fitted = Psi @ beta
+    dPsi_beta = dPsi @ beta                                    # (P, rows)
+    if weights is None:
+        kernel = (dPsi_beta @ chunk.y - dPsi_beta @ fitted) / s2 - np.einsum(
+            "ij,pij->p", Q, dPsi)
+        return np.append(kernel, 0.0)
+    residual = chunk.y - fitted
+    kernel = (dPsi_beta @ (weights * residual) / s2
+              - np.einsum("ij,pij,i->p", Q, dPsi, weights))
+    quadratic = np.einsum("ij,ij->i", Q, Psi)
+    per_row = 0.5 * ((weights * residual / s2) ** 2 - weights / s2 + weights**2 * quadratic / s2)
+    variance_grad = noise.row_variances_grad(at_map, chunk, Psi, dPsi, system.noise_variance)
+    return np.append(kernel, 0.0) + variance_grad @ per_row
+
+
+def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
+                        noise: NoiseModel = HOMOSCEDASTIC, chunk_size: int | None = None,
+                        dtype=None) -> np.ndarray:
+    """The sum of :func:`chunk_gradient` over the source's chunks (a second pass)."""
+    dtype = check_dtype(dtype)
+    n_params = at_map.kernel.n_params
+    chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
                                                   dtype.itemsize)
-    r = np.zeros(kernel.n_params)
-    q = np.zeros(kernel.n_params)
-    t = np.zeros(kernel.n_params)
-    for start, stop in _chunks(X.shape[0], chunk_size):
-        Xc = X[start:stop]
-        Psi = feature_map.features(Xc, kernel).astype(np.float64)
-        dPsi = feature_map.features_grad(Xc, kernel).astype(np.float64)
-        W = system.solve(Psi.T).T
-        Psi_beta = Psi @ beta
-        dPsi_beta = dPsi @ beta                                # (P, rows)
-        r += dPsi_beta @ y[start:stop]
-        q += dPsi_beta @ Psi_beta
-        t += np.einsum("ij,pij->p", W, dPsi)
-    return (r - q) / s2 - t
+    gradient = np.zeros(n_params + 1)
+    for chunk in source.chunks(chunk_size):
+        gradient += chunk_gradient(at_map, chunk, system, noise=noise)
+    return gradient
 
 
 class MarginalLikelihood:
-    """log p(y | theta) and its gradient as a function of all log-parameters.
+    """The low-rank objective: log p(y | theta), its gradient, and the posterior at theta.
 
-    theta = [kernel.theta..., log noise_variance]. For a :class:`FixedBasisFeatureMap` the
-    basis statistics are accumulated once in the constructor and each call costs O(m^3),
-    independent of n; otherwise each call makes two streaming passes over the data.
+    theta = [kernel.theta..., log noise_variance], owned by :class:`~scalegp.hyperparameters.
+    Hyperparameters` (a kernel alone is taken as its hyperparameters). For a
+    :class:`FixedBasisFeatureMap` and homoscedastic noise the basis statistics are accumulated
+    once in the constructor and each call costs O(m^3), independent of n; otherwise each call
+    makes two streaming passes over the data (statistics, then the gradient's shares).
     ``signed_rule`` ("keep" or "repair", :data:`SIGNED_RULES`) says how a signed map's
-    approximation is treated; it has no effect on maps without signs.
+    approximation is treated; it has no effect on maps without signs. ``noise`` is the noise
+    model (:mod:`scalegp.noise`); per-row known variances come with the data
+    (``sample_noise_variance``, or a source's per-row noise variances).
     """
 
-    def __init__(self, feature_map: FeatureMap, kernel: Kernel, X, y, *,
+    def __init__(self, feature_map: FeatureMap, hyperparameters, X, y=None, *,
                  chunk_size: int | None = None, dtype=None, progress=None,
-                 signed_rule: str = "keep"):
+                 signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
+                 sample_noise_variance=None):
         if signed_rule not in SIGNED_RULES:
             raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
         self.feature_map = feature_map
-        self.kernel = kernel
-        self.X = check_matrix(X, "X", dtype=check_dtype(dtype))
-        self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.dtype = check_dtype(dtype)
+        self.source = as_source(X, y, noise_variance=sample_noise_variance, dtype=self.dtype)
         self.chunk_size = chunk_size
-        self.dtype = dtype
         self.progress = progress
         self.signed_rule = signed_rule
+        self.noise = noise
+        self.homoscedastic = noise.is_homoscedastic(self.source)
+        if (not self.homoscedastic and feature_map.signs is not None
+                and signed_rule == "repair"):
+            raise NotImplementedError(
+                "the positive-part repair of a signed rule is defined for homoscedastic noise "
+                "only; use signed_rule='keep' or a map without negative weights")
         self.n_evaluations = 0
         self.basis_statistics = None
-        if isinstance(feature_map, FixedBasisFeatureMap):
+        if isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic:
             self.basis_statistics = BasisStatistics.accumulate(
-                feature_map, self.X, self.y, chunk_size=chunk_size, dtype=dtype,
+                feature_map, self.source, chunk_size=chunk_size, dtype=self.dtype,
                 progress=progress)
 
-    def kernel_at(self, theta) -> tuple[Kernel, float]:
-        theta = np.asarray(theta, dtype=float)
-        return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
+    @property
+    def kernel(self) -> Kernel:
+        return self.hyperparameters.kernel
 
-    def statistics(self, kernel: Kernel, progress=None) -> Statistics:
+    def statistics(self, at_map: MapAtTheta, noise_variance: float,
+                   progress=None) -> Statistics:
         if self.basis_statistics is not None:
-            return self.basis_statistics.at(self.feature_map, kernel)
-        return Statistics.accumulate(self.feature_map, kernel, self.X, self.y,
-                                     chunk_size=self.chunk_size, dtype=self.dtype,
-                                     progress=progress)
+            return self.basis_statistics.at(self.feature_map, at_map.kernel)
+        return accumulate_statistics(at_map, self.source, noise=self.noise,
+                                     noise_variance=noise_variance, chunk_size=self.chunk_size,
+                                     dtype=self.dtype, progress=progress)
+
+    def _condition(self, theta, progress=None):
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        at_map = self.feature_map.at(kernel)
+        statistics = self.statistics(at_map, noise_variance, progress)
+        value, system, conditioned = condition(statistics, noise_variance,
+                                               self.feature_map.signs, self.signed_rule)
+        return at_map, statistics, value, system, conditioned
 
     def value(self, theta) -> float:
-        kernel, noise_variance = self.kernel_at(theta)
-        return condition(self.statistics(kernel), noise_variance, self.feature_map.signs,
-                         self.signed_rule)[0]
+        return self._condition(theta)[2]
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        kernel, noise_variance = self.kernel_at(theta)
-        statistics = self.statistics(kernel)
-        value, system, conditioned = condition(statistics, noise_variance,
-                                               self.feature_map.signs, self.signed_rule)
-        gradient = np.append(self._kernel_gradient(kernel, system, statistics),
-                             noise_gradient(conditioned, system))
+        at_map, statistics, value, system, conditioned = self._condition(theta)
+        if system.positive_part is not None:
+            gradient = np.append(self._positive_part_gradient(at_map, system, statistics),
+                                 noise_gradient(conditioned, system))
+        elif self.basis_statistics is not None:
+            gradient = np.append(
+                fixed_basis_gradient(statistics, system,
+                                     self.feature_map.log_weights_grad(at_map.kernel)),
+                noise_gradient(conditioned, system))
+        else:
+            gradient = accumulate_gradient(at_map, self.source, system, noise=self.noise,
+                                           chunk_size=self.chunk_size, dtype=self.dtype)
+            if self.homoscedastic:
+                gradient[-1] = noise_gradient(conditioned, system)
         return value, gradient
 
-    def _kernel_gradient(self, kernel: Kernel, system: FactorizedSystem,
-                         statistics: Statistics) -> np.ndarray:
+    def _positive_part_gradient(self, at_map: MapAtTheta, system: FactorizedSystem,
+                                statistics: Statistics) -> np.ndarray:
         """The kernel-parameter part; ``statistics`` are those of the map's own features."""
-        fixed = self.basis_statistics is not None
-        if system.positive_part is not None:
-            options = (dict(gram=statistics.gram, projection=statistics.projection,
-                            log_weights_grad=self.feature_map.log_weights_grad(kernel))
-                       if fixed else
-                       dict(feature_map=self.feature_map, kernel=kernel, X=self.X, y=self.y,
-                            chunk_size=self.chunk_size or default_chunk_size(
-                                self.feature_map.n_components * (kernel.n_params + 2)),
-                            dtype=self.dtype))
-            return positive_part_gradient(system.positive_part,
-                                          system.noise_variance + system.jitter,
-                                          self.feature_map.signs, **options)
-        if fixed:
-            return fixed_basis_gradient(statistics, system,
-                                        self.feature_map.log_weights_grad(kernel))
-        return feature_gradient(self.feature_map, kernel, self.X, self.y, system,
-                                chunk_size=self.chunk_size, dtype=self.dtype)
+        s2 = system.noise_variance + system.jitter
+        if self.basis_statistics is not None:
+            return positive_part_gradient(
+                system.positive_part, s2, self.feature_map.signs, gram=statistics.gram,
+                projection=statistics.projection,
+                log_weights_grad=self.feature_map.log_weights_grad(at_map.kernel))
+        return positive_part_gradient(
+            system.positive_part, s2, self.feature_map.signs, at_map=at_map,
+            chunks=self.source.chunks(self.chunk_size or default_chunk_size(
+                at_map.n_components * (at_map.kernel.n_params + 2))))
 
-    def posterior(self, kernel: Kernel, noise_variance: float) -> "Posterior":
-        """The posterior at (kernel, noise_variance): from the cached basis statistics for a
-        fixed-basis map (no pass over the data), otherwise from one streaming pass."""
-        return Posterior.from_statistics(self.feature_map, kernel, noise_variance,
-                                         self.statistics(kernel, self.progress),
-                                         signed_rule=self.signed_rule)
+    def posterior(self, theta) -> "Posterior":
+        """The posterior at theta (or at a :class:`Hyperparameters`' values): from the cached basis statistics for a fixed-basis map (no
+        pass over the data), otherwise from one streaming pass."""
+        at_map, statistics, value, system, _ = self._condition(theta, self.progress)
+        return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples)
 
 
 @dataclass(frozen=True)
@@ -459,15 +556,17 @@ class Posterior:
         return self.system.noise_variance
 
     @classmethod
-    def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y, *,
+    def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y=None, *,
             chunk_size: int | None = None, dtype=None, progress=None,
-            signed_rule: str = "keep") -> "Posterior":
+            signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
+            sample_noise_variance=None) -> "Posterior":
         """Accumulate the statistics at fixed hyperparameters and condition on (X, y)."""
-        noise_variance = check_positive_scalar(noise_variance, "noise_variance")
-        statistics = Statistics.accumulate(feature_map, kernel, X, y, chunk_size=chunk_size,
-                                           dtype=dtype, progress=progress)
-        return cls.from_statistics(feature_map, kernel, noise_variance, statistics,
-                                   signed_rule=signed_rule)
+        hyperparameters = Hyperparameters(kernel, noise_variance)
+        objective = MarginalLikelihood(feature_map, hyperparameters, X, y,
+                                       chunk_size=chunk_size, dtype=dtype, progress=progress,
+                                       signed_rule=signed_rule, noise=noise,
+                                       sample_noise_variance=sample_noise_variance)
+        return objective.posterior(hyperparameters)
 
     @classmethod
     def from_statistics(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance: float,
@@ -476,9 +575,14 @@ class Posterior:
                                                 signed_rule)
         return cls(feature_map, kernel, system, value, statistics.n_samples)
 
+    @functools.cached_property
+    def at_map(self) -> MapAtTheta:
+        """The feature map at the posterior's hyperparameters."""
+        return self.feature_map.at(self.kernel)
+
     def _features(self, X) -> np.ndarray:
         """The features the system is written in (repaired for a positive-part system)."""
-        return self.system.project(self.feature_map.features(X, self.kernel).astype(np.float64))
+        return self.system.project(self.at_map.features(X).astype(np.float64))
 
     def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
                 include_noise: bool = False, diag_correction: bool = False,
@@ -489,7 +593,7 @@ class Posterior:
         """
         if return_var and return_cov:
             raise ValueError("return_var and return_cov cannot both be True")
-        X = self.feature_map.check_input(X, self.kernel)
+        X = self.at_map.check_input(X)
         if return_cov:
             Psi = self._features(X)
             cov = self.system.noise_variance * Psi @ self.system.solve(Psi.T)
@@ -518,6 +622,5 @@ class Posterior:
         return mean, var
 
     def _missing_prior_variance(self, X, Psi) -> np.ndarray:
-        """k(x, x) - psi(x)^T S psi(x), floored at 0."""
-        approx = np.einsum("ij,ij,j->i", Psi, Psi, self.system.signs_or_ones())
-        return np.maximum(self.kernel.diag(X) - approx, 0.0)
+        """k(x, x) - psi(x)^T S psi(x), floored at 0 (in the system's own features)."""
+        return missing_prior_variance(self.kernel, X, Psi, self.system.signs)

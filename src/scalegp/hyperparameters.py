@@ -60,6 +60,17 @@ class Hyperparameters:
         check_within_bounds(self.noise_variance, bounds, NOISE_NAME)
         object.__setattr__(self, "noise_variance_bounds", bounds)
 
+    @classmethod
+    def of(cls, hyperparameters) -> "Hyperparameters":
+        """``hyperparameters`` itself, or a kernel taken as one (noise variance 1, fixed): an
+        objective needs only the kernel to decode theta."""
+        if isinstance(hyperparameters, Hyperparameters):
+            return hyperparameters
+        if isinstance(hyperparameters, Kernel):
+            return cls(hyperparameters, 1.0)
+        raise TypeError("expected Hyperparameters or a Kernel, got "
+                        f"{type(hyperparameters).__name__}")
+
     # ----------------------------------------------------------------- the vector
     @property
     def n_params(self) -> int:
@@ -87,6 +98,13 @@ class Hyperparameters:
                 f"theta must have shape ({self.n_params},) ({', '.join(self.names)}; log "
                 f"scale), got shape {theta.shape}")
         return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
+
+    def values(self, theta_or_hyperparameters) -> tuple[Kernel, float]:
+        """(kernel, noise_variance) of a theta vector (decoded) or of a Hyperparameters
+        (taken as they are, so values given by the user are not rounded through log/exp)."""
+        if isinstance(theta_or_hyperparameters, Hyperparameters):
+            return theta_or_hyperparameters.kernel, theta_or_hyperparameters.noise_variance
+        return self.decode(theta_or_hyperparameters)
 
     def at(self, theta) -> "Hyperparameters":
         """The same box with the values theta."""

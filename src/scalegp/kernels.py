@@ -255,6 +255,13 @@ class Kernel(abc.ABC):
         X = check_matrix(X, "X")
         return np.full(X.shape[0], self._variance)
 
+    def diag_gradient(self, X) -> np.ndarray:
+        """d k(x, x) / d theta_i for each row, shape (n_params, n): a stationary kernel has
+        k(x, x) = s, so 0 for the length scales and s for log s."""
+        grad = np.zeros((self.n_params, check_matrix(X, "X").shape[0]))
+        grad[-1] = self._variance
+        return grad
+
     def gradient(self, X) -> np.ndarray:
         """dK/d theta_i for the log-parameters, shape (n_params, n, n) (small n only)."""
         U = self._scaled_differences(X, None)
@@ -627,6 +634,16 @@ class ReciprocalSemigroup(Kernel):
         X = _non_negative(X, "X")
         self.check_n_dims(X.shape[1])
         return self._variance * self._correlation(2.0 * X / self._length_scale)
+
+    def diag_gradient(self, X) -> np.ndarray:
+        """d k(x, x) / d theta with u = 2 x / c: s kappa(u) u_j / (1 + u_j) per log c_j
+        (summed over j for one c), and k(x, x) for log s; shape (n_params, n)."""
+        X = _non_negative(X, "X")
+        self.check_n_dims(X.shape[1])
+        U = 2.0 * X / self._length_scale
+        per_dim = self._variance * self._correlation_grad_log_scale(U)        # (n, d)
+        scales = per_dim.T if self.anisotropic else per_dim.sum(axis=1)[None, :]
+        return np.vstack([scales, self._variance * self._correlation(U)[None, :]])
 
     def _correlation(self, U):
         return np.prod(1.0 / (1.0 + U), axis=-1)

@@ -1,8 +1,9 @@
 """Hyperparameter learning: L-BFGS-B on log-parameters inside their box.
 
 The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
-:class:`~scalegp.gp.MarginalLikelihood` or the exact reference); parameters whose lower and
-upper bounds coincide are held fixed. Restarts are drawn uniformly in the box from an
+:class:`~scalegp.gp.MarginalLikelihood` or the exact reference), theta and its box given by
+:class:`~scalegp.hyperparameters.Hyperparameters`; parameters whose lower and upper bounds
+coincide are held fixed. Restarts are drawn uniformly in the box from an
 explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`.
 """
 
@@ -16,6 +17,7 @@ import scipy.optimize
 
 from ._validation import as_generator, check_positive_int
 from .errors import BoundaryWarning
+from .hyperparameters import Hyperparameters
 
 #: An optimum closer than this (in log units) to a bound counts as "on the bound".
 BOUNDARY_TOLERANCE = 1e-5
@@ -100,28 +102,17 @@ def _warn_on_bounds(theta, bounds, free, names) -> None:
                 )
 
 
-def noise_log_bounds(noise_variance: float, noise_variance_bounds) -> tuple[float, float]:
-    """Log-space bounds of the noise variance ("fixed" pins it)."""
-    if noise_variance_bounds == "fixed":
-        return (np.log(noise_variance),) * 2
-    return (np.log(noise_variance_bounds[0]), np.log(noise_variance_bounds[1]))
+def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_restarts: int = 0,
+                          rng=None) -> tuple[Hyperparameters, OptimizationResult]:
+    """Maximize the objective over theta inside the box of ``hyperparameters``.
 
-
-def learn_hyperparameters(objective, kernel, noise_variance: float, noise_variance_bounds, *,
-                          n_restarts: int = 0, rng=None, kernel_bounds=None):
-    """Maximize the likelihood over [kernel.theta..., log noise_variance] inside the box.
-
-    ``objective`` takes that vector (e.g. :class:`scalegp.gp.MarginalLikelihood`,
-    :class:`scalegp.exact.ExactMarginalLikelihood`). ``kernel_bounds`` (log, shape
-    (kernel.n_params, 2), inside ``kernel.bounds``) replaces the kernel's box, e.g. by the
-    part of it a feature map resolves (:meth:`scalegp.features.FeatureMap.valid_log_bounds`).
-    Returns the learned kernel, the learned noise variance and the
+    ``objective`` takes theta = [kernel.theta..., log noise_variance] (any objective of the
+    engine: :class:`scalegp.gp.MarginalLikelihood`, :class:`scalegp.qr.QRMarginalLikelihood`,
+    :class:`scalegp.exact.ExactMarginalLikelihood`); ``hyperparameters`` gives the start and
+    the box (:class:`~scalegp.hyperparameters.Hyperparameters`, which may have been narrowed
+    to where a feature map is valid). Returns the hyperparameters at the optimum and the
     :class:`OptimizationResult`.
     """
-    theta0 = np.append(kernel.theta, np.log(noise_variance))
-    kernel_bounds = kernel.bounds if kernel_bounds is None else np.asarray(kernel_bounds,
-                                                                           dtype=float)
-    bounds = np.vstack([kernel_bounds, noise_log_bounds(noise_variance, noise_variance_bounds)])
-    result = maximize_likelihood(objective, theta0, bounds, n_restarts=n_restarts, rng=rng,
-                                 names=kernel.param_names + ["noise_variance"])
-    return kernel.with_theta(result.theta[:-1]), float(np.exp(result.theta[-1])), result
+    result = maximize_likelihood(objective, hyperparameters.theta, hyperparameters.bounds,
+                                 n_restarts=n_restarts, rng=rng, names=hyperparameters.names)
+    return hyperparameters.at(result.theta), result

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import linalg
-from ._validation import check_dtype, check_matrix, check_vector
 
 __all__ = ["PositivePart", "SignedSpectrum", "positive_part_gradient"]
 
@@ -165,15 +164,15 @@ def _divided_differences(lam: np.ndarray) -> np.ndarray:
 
 
 def positive_part_gradient(part: PositivePart, noise_variance: float, signs, *, gram=None,
-                           projection=None, log_weights_grad=None, feature_map=None,
-                           kernel=None, X=None, y=None, chunk_size: int = 2048,
-                           dtype=None) -> np.ndarray:
+                           projection=None, log_weights_grad=None, at_map=None,
+                           chunks=None) -> np.ndarray:
     """Kernel-parameter gradient of log N(y | 0, A+ + s2 I) (module docstring).
 
     For a fixed basis (Psi = Phi diag(sqrt(w)), ``log_weights_grad`` g given with ``gram`` and
     ``projection``), dPsi_i = Psi diag(g_i / 2) and the row sum collapses to statistics:
     sum_l (g_il / 2) [G N1 S + (Psi^T r) (S n2)^T]_ll with Psi^T r = (b - G G^+ b) / s2.
-    Otherwise one streaming pass over (X, y) with ``feature_map.features_grad``.
+    Otherwise one streaming pass over the ``chunks`` of the data with the features and their
+    gradient of ``at_map`` (the map at theta).
     """
     signs = np.asarray(signs, dtype=float)
     N1S, Sn2 = part.gradient_matrices(noise_variance, signs)
@@ -182,15 +181,11 @@ def positive_part_gradient(part: PositivePart, noise_variance: float, signs, *, 
         Psi_r = (projection - gram @ pseudo_solution) / noise_variance
         diagonal = np.einsum("ij,ji->i", gram, N1S) + Psi_r * Sn2
         return 0.5 * log_weights_grad @ diagonal
-    dtype = check_dtype(dtype)
-    X = check_matrix(X, "X", dtype=dtype)
-    y = check_vector(y, "y", n_samples=X.shape[0])
-    gradient = np.zeros(kernel.n_params)
-    for start in range(0, X.shape[0], chunk_size):
-        Xc = X[start:start + chunk_size]
-        Psi = feature_map.features(Xc, kernel).astype(np.float64)
-        dPsi = feature_map.features_grad(Xc, kernel).astype(np.float64)
-        r = (y[start:start + chunk_size] - Psi @ pseudo_solution) / noise_variance
+    gradient = np.zeros(at_map.kernel.n_params)
+    for chunk in chunks:
+        Psi, dPsi = at_map.features_and_grad(chunk.X)
+        Psi, dPsi = Psi.astype(np.float64, copy=False), dPsi.astype(np.float64, copy=False)
+        r = (chunk.y - Psi @ pseudo_solution) / noise_variance
         Z = Psi @ N1S + np.outer(r, Sn2)
         gradient += np.einsum("ij,pij->p", Z, dPsi)
     return gradient

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import gp, linalg
-from ._validation import check_dtype, check_matrix, check_vector
+from ._validation import check_dtype
+from .data import as_source
 from .features.base import FeatureMap, FixedBasisFeatureMap
+from .hyperparameters import Hyperparameters
 from .kernels import Kernel
+from .noise import HOMOSCEDASTIC, NoiseModel
 
 __all__ = ["QRBasisStatistics", "QRMarginalLikelihood", "marginal_likelihood"]
 
@@ -28,41 +31,78 @@ class QRBasisStatistics:
     """The R-factor of [Phi | y] by a streaming TSQR (Appendix A.2; docs/gauss-legendre.md).
 
     With [Phi | y] = Q [[R_V, t_y], [0, rho]], R_V^T R_V = Phi^T Phi and R_V^T t_y = Phi^T y
-    without forming Phi^T Phi. Chunk by chunk, the R-factor of [R_previous; chunk] is the
-    R-factor of all rows so far.
+    without forming Phi^T Phi. The R-factor of two row blocks is the R-factor of their stacked
+    R-factors, so statistics add (``a + b``, :meth:`__add__`): chunk by chunk, or as a tree in
+    any order. The rows of R are signed so that diag(R) >= 0, which makes R unique where
+    [Phi | y] has full column rank.
 
     Attributes
     ----------
-    factor : (s, s)
-        R_V, upper triangular (zero rows where n < s).
-    projection : (s,)
-        t_y = Q_V^T y.
+    factor : (s + 1, s + 1)
+        The R-factor of [Phi | y] (zero rows where n < s + 1); R_V = factor[:s, :s],
+        t_y = factor[:s, s].
     y_norm2 : float
     n_samples : int
     """
 
     factor: np.ndarray
-    projection: np.ndarray
     y_norm2: float
     n_samples: int
 
+    @property
+    def basis_factor(self) -> np.ndarray:
+        """R_V, (s, s) upper triangular."""
+        s = self.factor.shape[0] - 1
+        return np.triu(self.factor[:s, :s])
+
+    @property
+    def projection(self) -> np.ndarray:
+        """t_y = Q_V^T y, (s,)."""
+        s = self.factor.shape[0] - 1
+        return self.factor[:s, s].copy()
+
+    def __add__(self, other: "QRBasisStatistics") -> "QRBasisStatistics":
+        if self.factor.shape != other.factor.shape:
+            raise ValueError(f"cannot add QR statistics of {self.factor.shape[0] - 1} and "
+                             f"{other.factor.shape[0] - 1} components")
+        return QRBasisStatistics(_padded_factor(np.vstack([self.factor, other.factor])),
+                                 self.y_norm2 + other.y_norm2, self.n_samples + other.n_samples)
+
     @classmethod
-    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y, *,
+    def of_chunk(cls, feature_map: FixedBasisFeatureMap, chunk) -> "QRBasisStatistics":
+        """The statistics of one chunk: a pure function of it."""
+        block = np.hstack([feature_map.basis(chunk.X), chunk.y[:, None]])
+        return cls(_padded_factor(block), float(chunk.y @ chunk.y), chunk.X.shape[0])
+
+    @classmethod
+    def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y=None, *,
                    chunk_size: int | None = None, progress=None) -> "QRBasisStatistics":
         """One streaming pass; ``progress(rows_done)`` is called after each chunk."""
-        X = check_matrix(X, "X", n_dims=feature_map.n_dims)
-        y = check_vector(y, "y", n_samples=X.shape[0])
-        s = feature_map.n_components
-        chunk_size = chunk_size or gp.default_chunk_size(s + 1)
-        R = np.zeros((0, s + 1))
-        for start in range(0, X.shape[0], chunk_size):
-            stop = min(start + chunk_size, X.shape[0])
-            block = np.hstack([feature_map.basis(X[start:stop]), y[start:stop, None]])
-            R = linalg.triangular_factor(np.vstack([R, block]))
+        source = as_source(X, y)
+        if source.n_dims != feature_map.n_dims:
+            raise ValueError(f"X must have {feature_map.n_dims} columns (the map's inputs), "
+                             f"got {source.n_dims}")
+        # The raw block is stacked under the running R-factor: R([A; B]) = R([R(A); B]), the
+        # same sum as ``+ of_chunk`` without factoring each chunk twice.
+        k = feature_map.n_components + 1
+        factor, y_norm2, n_samples = np.zeros((0, k)), 0.0, 0
+        for chunk in source.chunks(chunk_size or gp.default_chunk_size(k)):
+            block = np.hstack([feature_map.basis(chunk.X), chunk.y[:, None]])
+            factor = linalg.triangular_factor(np.vstack([factor, block]))
+            y_norm2 += float(chunk.y @ chunk.y)
+            n_samples += chunk.X.shape[0]
             if progress is not None:
-                progress(stop)
-        R = np.vstack([R, np.zeros((s + 1 - R.shape[0], s + 1))])
-        return cls(np.triu(R[:s, :s]), R[:s, s].copy(), float(y @ y), X.shape[0])
+                progress(chunk.start + chunk.X.shape[0])
+        return cls(_pad_rows(factor, k), y_norm2, n_samples)
+
+
+def _padded_factor(A: np.ndarray) -> np.ndarray:
+    """The R-factor of A (k columns) as a k x k matrix: zero rows below min(n, k)."""
+    return _pad_rows(linalg.triangular_factor(A), A.shape[1])
+
+
+def _pad_rows(R: np.ndarray, k: int) -> np.ndarray:
+    return np.vstack([R, np.zeros((k - R.shape[0], k))]) if R.shape[0] < k else R
 
 
 @dataclass(frozen=True)
@@ -98,31 +138,39 @@ class QRMarginalLikelihood:
     float64 (the variant exists for accuracy).
     """
 
-    def __init__(self, feature_map: FixedBasisFeatureMap, kernel: Kernel, X, y, *,
-                 chunk_size: int | None = None, dtype=None, progress=None):
+    def __init__(self, feature_map: FixedBasisFeatureMap, hyperparameters, X, y=None, *,
+                 chunk_size: int | None = None, dtype=None, progress=None,
+                 noise: NoiseModel = HOMOSCEDASTIC, sample_noise_variance=None):
         if not isinstance(feature_map, FixedBasisFeatureMap):
             raise TypeError("the QR variant needs a fixed-basis feature map (Psi = Phi "
                             f"diag(sqrt(w))), got {type(feature_map).__name__}")
         if check_dtype(dtype) != np.float64:
             raise ValueError("solver='qr' computes in float64 (it exists for accuracy); "
                              "use dtype='float64' or the default solver 'cholesky'")
+        source = as_source(X, y, noise_variance=sample_noise_variance)
+        if not noise.is_homoscedastic(source):
+            raise NotImplementedError(
+                "solver='qr' supports homoscedastic noise only (its R-factor of [Phi | y] is "
+                "accumulated once for every theta); per-row noise variances and the FITC "
+                "diagonal need solver='cholesky'")
         self.feature_map = feature_map
-        self.kernel = kernel
-        self.statistics = QRBasisStatistics.accumulate(feature_map, X, y,
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.statistics = QRBasisStatistics.accumulate(feature_map, source,
                                                        chunk_size=chunk_size,
                                                        progress=progress)
         self.n_evaluations = 0
 
-    def kernel_at(self, theta) -> tuple[Kernel, float]:
-        theta = np.asarray(theta, dtype=float)
-        return self.kernel.with_theta(theta[:-1]), float(np.exp(theta[-1]))
+    @property
+    def kernel(self) -> Kernel:
+        return self.hyperparameters.kernel
 
     def _factor(self, kernel: Kernel, noise_variance: float) -> _QRFactorization:
         stats = self.statistics
-        s = stats.projection.size
-        B = stats.factor * np.sqrt(self.feature_map.weights(kernel))
+        t_y = stats.projection
+        s = t_y.size
+        B = stats.basis_factor * np.sqrt(self.feature_map.weights(kernel))
         L = linalg.triangular_factor(np.vstack([B, math.sqrt(noise_variance) * np.eye(s)])).T
-        b = B.T @ stats.projection
+        b = B.T @ t_y
         u = linalg.solve_lower(L, b)
         value = -0.5 * ((stats.y_norm2 - u @ u) / noise_variance
                         + (stats.n_samples - s) * math.log(noise_variance)
@@ -132,13 +180,12 @@ class QRMarginalLikelihood:
         return _QRFactorization(float(value), B, L, u, beta)
 
     def value(self, theta) -> float:
-        kernel, noise_variance = self.kernel_at(theta)
-        return self._factor(kernel, noise_variance).value
+        return self._factor(*self.hyperparameters.decode(theta)).value
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        kernel, s2 = self.kernel_at(theta)
+        kernel, s2 = self.hyperparameters.decode(theta)
         qr = self._factor(kernel, s2)
         stats = self.statistics
         inverse_diagonal = linalg.inverse_diagonal_from_cholesky(qr.L)
@@ -149,21 +196,22 @@ class QRMarginalLikelihood:
         trace_inverse = (stats.n_samples - qr.beta.size + s2 * inverse_diagonal.sum()) / s2
         return qr.value, np.append(kernel_grad, 0.5 * s2 * (alpha_norm2 - trace_inverse))
 
-    def posterior(self, kernel: Kernel, noise_variance: float) -> gp.Posterior:
-        """The posterior at (kernel, noise_variance) from the R-factor (no pass over the data,
-        and Phi^T Phi is never formed: L = R^T is M's Cholesky factor)."""
+    def posterior(self, theta) -> gp.Posterior:
+        """The posterior at theta (or at a :class:`Hyperparameters`' values) from the R-factor (no pass over the data, and Phi^T Phi is
+        never formed: L = R^T is M's Cholesky factor)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
         qr = self._factor(kernel, noise_variance)
         system = gp.FactorizedSystem(noise_variance, None, qr.L, None, qr.beta, 0.0)
         return gp.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)
 
 
-def marginal_likelihood(feature_map: FeatureMap, kernel: Kernel, X, y, **options):
+def marginal_likelihood(feature_map: FeatureMap, hyperparameters, X, y=None, **options):
     """The learning objective for the map's ``solver``: :class:`QRMarginalLikelihood` for
     ``"qr"``, otherwise the engine's :class:`scalegp.gp.MarginalLikelihood` (normal
     equations). ``options``: ``chunk_size``, ``dtype``, ``progress``, ``signed_rule`` (the QR
     variant's maps have no negative weights, so it needs no signed rule)."""
     if getattr(feature_map, "solver", "cholesky") == "qr":
         options.pop("signed_rule", None)
-        return QRMarginalLikelihood(feature_map, kernel, X, y, **options)
-    return gp.MarginalLikelihood(feature_map, kernel, X, y, **options)
+        return QRMarginalLikelihood(feature_map, hyperparameters, X, y, **options)
+    return gp.MarginalLikelihood(feature_map, hyperparameters, X, y, **options)

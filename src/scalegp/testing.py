@@ -3,10 +3,12 @@
 The engine never builds an n x n matrix; these references do, on small data, so that the
 engine's streaming algebra can be compared with the dense GP it stands for:
 
-* :func:`dense_gp`: log p(y) and its gradient for K = Psi S Psi^T + s2 I (R&W eq. 5.9);
+* :func:`dense_gp`: log p(y) and its gradient for K = Psi S Psi^T + s2 I, or any diagonal
+  D (R&W eq. 5.9), with :func:`dense_diagonal` the noise models' diagonals;
 * :func:`dense_positive_part_gp`: the same for the positive part of Psi S Psi^T
   (``docs/positive-part.md``), with the predictive mean and variance;
-* :func:`check_engine_equals_dense`, :func:`check_features_grad`, :func:`check_map_protocol`,
+* :func:`check_engine_equals_dense`, :func:`check_heteroscedastic_engine_equals_dense`,
+  :func:`check_features_grad`, :func:`check_map_protocol`,
   :func:`check_chunked_statistics`: the contract every registered map is held to
   (``tests/test_contract.py`` runs them over the registry);
 * :func:`signed_random_fourier_features`: a signed map with a chosen negative part, for the
@@ -24,30 +26,59 @@ import numpy as np
 from . import features
 from .gp import MarginalLikelihood, Posterior, Statistics
 
-__all__ = ["dense_gp", "dense_positive_part_gp", "check_engine_equals_dense",
+__all__ = ["dense_gp", "dense_diagonal", "dense_positive_part_gp", "check_engine_equals_dense",
+           "check_heteroscedastic_engine_equals_dense",
            "check_features_grad", "check_map_protocol", "check_chunked_statistics",
            "SignedRandomFourierFeatures", "signed_random_fourier_features"]
 
 
-def dense_gp(Psi, signs, dPsi, y, noise_variance):
-    """log p(y), its gradient [dPsi directions..., log s2] and K, for K = Psi S Psi^T + s2 I.
+def dense_gp(Psi, signs, dPsi, y, noise_variance, diagonal=None, diagonal_grad=None):
+    """log p(y), its gradient [dPsi directions..., log s2] and K, for K = Psi S Psi^T + D.
 
-    d log p / d theta_i = 1/2 alpha^T dK_i alpha - 1/2 tr(K^{-1} dK_i) with
-    dK_i = dPsi_i S Psi^T + Psi S dPsi_i^T, and dK / d log s2 = s2 I.
+    D = s2 I by default, or diag(``diagonal``) with ``diagonal_grad`` (P + 1, n) its
+    derivatives in the same directions (the last one log s2). d log p / d theta_i =
+    1/2 alpha^T dK_i alpha - 1/2 tr(K^{-1} dK_i) with dK_i = dPsi_i S Psi^T + Psi S dPsi_i^T
+    + diag(d D_i), and dK / d log s2 = s2 I for D = s2 I.
     """
+    n = len(y)
     S = np.ones(Psi.shape[1]) if signs is None else signs
-    K = (Psi * S) @ Psi.T + noise_variance * np.eye(len(y))
+    if diagonal is None:
+        diagonal = np.full(n, float(noise_variance))
+        diagonal_grad = np.zeros((len(dPsi) + 1, n))
+        diagonal_grad[-1] = noise_variance
+    K = (Psi * S) @ Psi.T + np.diag(diagonal)
     sign, logdet = np.linalg.slogdet(K)
     assert sign > 0 and np.linalg.eigvalsh(K).min() > 0, "K is not positive definite"
     alpha = np.linalg.solve(K, y)
-    value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
+    value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * n * np.log(2 * np.pi)
+    K_inv = np.linalg.solve(K, np.eye(n))
     gradient = []
-    for dP in dPsi:
-        dK = (dP * S) @ Psi.T + (Psi * S) @ dP.T
-        gradient.append(0.5 * alpha @ dK @ alpha - 0.5 * np.trace(np.linalg.solve(K, dK)))
-    trace_K_inv = np.trace(np.linalg.solve(K, np.eye(len(y))))
-    gradient.append(noise_variance * (0.5 * alpha @ alpha - 0.5 * trace_K_inv))
+    for dP, dD in zip(list(dPsi) + [np.zeros_like(Psi)], diagonal_grad):
+        dK = (dP * S) @ Psi.T + (Psi * S) @ dP.T + np.diag(dD)
+        gradient.append(0.5 * alpha @ dK @ alpha - 0.5 * np.sum(K_inv * dK))
     return value, np.array(gradient), K
+
+
+def dense_diagonal(feature_map, kernel, X, noise_variance, sample_noise_variance=None,
+                   fitc=False):
+    """d_i = s2 + v_i [+ max(k(x_i, x_i) - psi_i^T S psi_i, 0)] and its gradient (P + 1, n),
+    computed with dense numpy from the features (the reference of :mod:`scalegp.noise`)."""
+    Psi, dPsi = feature_map.features(X, kernel), feature_map.features_grad(X, kernel)
+    S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
+    n = X.shape[0]
+    diagonal = np.full(n, float(noise_variance))
+    grad = np.zeros((kernel.n_params + 1, n))
+    grad[-1] = noise_variance
+    if sample_noise_variance is not None:
+        diagonal += sample_noise_variance
+    if fitc:
+        missing = kernel.diag(X) - np.sum(Psi * S * Psi, axis=1)
+        diagonal += np.maximum(missing, 0)
+        for j in range(kernel.n_params):
+            exact_part = kernel.diag_gradient(X)[j]
+            grad[j] = np.where(missing > 0, exact_part - 2 * np.sum(Psi * S * dPsi[j], axis=1),
+                               0.0)
+    return diagonal, grad
 
 
 def dense_positive_part_gp(Psi, signs, y, noise_variance, Psi_test):
@@ -107,6 +138,37 @@ def check_engine_equals_dense(feature_map, kernel, X, y, noise_variance, X_test)
     _, var_fitc = posterior.predict(X_test, return_var=True, diag_correction=True)
     missing = kernel.diag(X_test) - np.einsum("ij,ij,j->i", Psi_s, Psi_s, S)
     np.testing.assert_allclose(var_fitc, var + np.maximum(missing, 0), rtol=1e-10, atol=1e-12)
+
+
+def check_heteroscedastic_engine_equals_dense(feature_map, kernel, X, y, noise_variance,
+                                             X_test, *, noise, sample_noise_variance=None,
+                                             tolerance: float = 1e-10):
+    """With a heteroscedastic diagonal (known per-row variances and/or the FITC-style term),
+    the engine equals the dense GP on K = Psi S Psi^T + D: log p, gradient, predictive mean and
+    latent variance, to ``tolerance`` (relative to each array's largest entry)."""
+    Psi = feature_map.features(X, kernel)
+    diagonal, diagonal_grad = dense_diagonal(feature_map, kernel, X, noise_variance,
+                                             sample_noise_variance, noise.fitc)
+    value_ref, grad_ref, K = dense_gp(Psi, feature_map.signs,
+                                      feature_map.features_grad(X, kernel), y, noise_variance,
+                                      diagonal, diagonal_grad)
+    objective = MarginalLikelihood(feature_map, kernel, X, y, noise=noise,
+                                   sample_noise_variance=sample_noise_variance)
+    value, grad = objective(np.append(kernel.theta, np.log(noise_variance)))
+    np.testing.assert_allclose(value, value_ref, rtol=tolerance)
+    np.testing.assert_allclose(grad, grad_ref, rtol=0, atol=tolerance * np.abs(grad_ref).max())
+    posterior = objective.posterior(np.append(kernel.theta, np.log(noise_variance)))
+    np.testing.assert_allclose(posterior.log_marginal_likelihood, value_ref, rtol=tolerance)
+    Psi_s = feature_map.features(X_test, kernel)
+    S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
+    K_s = (Psi_s * S) @ Psi.T
+    mean_ref = K_s @ np.linalg.solve(K, y)
+    var_ref = np.sum(Psi_s * S * Psi_s, axis=1) - np.sum(K_s * np.linalg.solve(K, K_s.T).T,
+                                                         axis=1)
+    mean, var = posterior.predict(X_test, return_var=True)
+    np.testing.assert_allclose(mean, mean_ref, rtol=0, atol=tolerance * np.abs(mean_ref).max())
+    np.testing.assert_allclose(var, np.maximum(var_ref, 0), rtol=0,
+                               atol=tolerance * np.abs(var_ref).max())
 
 
 def check_features_grad(feature_map, kernel, X, step: float = 1e-6):

@@ -30,6 +30,7 @@ from .. import datasets, exact, features, gp, metrics
 from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
 from ..kernels import Gaussian, Kernel, Matern
+from ..hyperparameters import Hyperparameters
 from ..optimize import learn_hyperparameters
 from . import register, write_figure, write_text
 
@@ -133,17 +134,20 @@ class Fit:
 
 
 def _learn(objective, kernel):
+    """(learned kernel, noise variance, optimization result, posterior) from the kernel's
+    hyperparameters and INITIAL_NOISE in the kernel's box and NOISE_BOUNDS."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BoundaryWarning)
-        return learn_hyperparameters(objective, kernel, INITIAL_NOISE, NOISE_BOUNDS)
+        learned, result = learn_hyperparameters(
+            objective, Hyperparameters(kernel, INITIAL_NOISE, NOISE_BOUNDS))
+    return learned.kernel, learned.noise_variance, result, objective.posterior(learned)
 
 
 def fit_exact(kernel: Kernel, X, y) -> Fit:
     """Exact-GPR (dense; the reference)."""
     start = time.perf_counter()
     objective = exact.ExactMarginalLikelihood(kernel, X, y)
-    learned, noise, result = _learn(objective, kernel)
-    posterior = objective.posterior(learned, noise)
+    learned, noise, result, posterior = _learn(objective, kernel)
     return Fit("exact", X.shape[0], learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 
@@ -162,8 +166,7 @@ def fit_glf(kernel: Kernel, X, y, n_nodes) -> Fit:
     start = time.perf_counter()
     fmap = glf_map(X, kernel, n_nodes)
     objective = gp.MarginalLikelihood(fmap, kernel, X, y)
-    learned, noise, result = _learn(objective, kernel)
-    posterior = objective.posterior(learned, noise)          # from the cached statistics
+    learned, noise, result, posterior = _learn(objective, kernel)   # posterior: no pass
     return Fit("GLF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 
@@ -173,8 +176,7 @@ def fit_rff(kernel: Kernel, X, y, n_components: int, seed: int) -> Fit:
     start = time.perf_counter()
     fmap = features.get("rff").build(X, kernel, n_components, np.random.default_rng(seed))
     objective = gp.MarginalLikelihood(fmap, kernel, X, y)
-    learned, noise, result = _learn(objective, kernel)
-    posterior = objective.posterior(learned, noise)
+    learned, noise, result, posterior = _learn(objective, kernel)
     return Fit("RFF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
 

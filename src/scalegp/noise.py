@@ -1,0 +1,102 @@
+"""Noise models: the diagonal D of the approximate covariance K = Psi S Psi^T + D.
+
+Three diagonals (docs/engine.md, "Noise models"):
+
+* homoscedastic, d_i = s2: the learned noise variance, the same on every row;
+* known per-row variances v_i (measurement errors) added to it, d_i = s2 + v_i;
+* the FITC-style diagonal d_i = s2 [+ v_i] + c_i, c_i = max(k(x_i, x_i) - psi_i^T S psi_i, 0),
+  the prior variance the low-rank model misses at x_i (Snelson & Ghahramani 2006; the
+  modified predictive process of Finley et al. 2009), floored at 0 where a map over-shoots
+  k(x_i, x_i).
+
+The engine writes every diagonal through row weights relative to the noise variance,
+w^_i = s2 / d_i (1 for the homoscedastic model): with W^ = diag(w^),
+
+    M = s2 S + Psi^T W^ Psi,   b = Psi^T W^ y,   beta = M^{-1} b,
+    log p(y) = -1/2 [ (y^T W^ y - b^T beta) / s2 + (n - m) log s2 + log|det M|
+                      - sum_i log w^_i + n log 2 pi ],
+
+which is the Woodbury form with W = W^ / s2 and M_W = M / s2 (docs/engine.md, "Noise
+models"). For w^ = 1 it is exactly the homoscedastic engine, whose fixed-basis path keeps its
+O(m^3) learning steps; any other diagonal depends on s2 (and, for FITC, on theta), so its
+statistics are accumulated anew at every evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance"]
+
+
+def missing_prior_variance(kernel, X, Psi, signs) -> np.ndarray:
+    """c(x) = max(k(x, x) - psi(x)^T S psi(x), 0) for each row, with ``Psi`` = psi(X)."""
+    return np.maximum(kernel.diag(X) - _approximate_prior_variance(Psi, signs), 0.0)
+
+
+def _approximate_prior_variance(Psi, signs) -> np.ndarray:
+    if signs is None:
+        return np.einsum("ij,ij->i", Psi, Psi)
+    return np.einsum("ij,ij,j->i", Psi, Psi, signs)
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """The diagonal d_i = s2 + v_i [+ c_i] of the approximate covariance.
+
+    The known variances v_i come with the data (the source's per-row ``noise_variance``,
+    0 when it has none); ``fitc`` adds the missing prior variance c_i.
+
+    Parameters
+    ----------
+    fitc : bool, default=False
+        Add c_i = max(k(x_i, x_i) - psi_i^T S psi_i, 0) (the FITC-style correction).
+    """
+
+    fitc: bool = False
+
+    @property
+    def name(self) -> str:
+        return "fitc" if self.fitc else "homoscedastic"
+
+    def is_homoscedastic(self, source) -> bool:
+        """True when d_i = s2 on every row of ``source`` (no known variances, no FITC)."""
+        return not self.fitc and not source.has_noise_variance
+
+    def row_variances(self, at_map, chunk, Psi, noise_variance: float) -> np.ndarray:
+        """d_i for the rows of a chunk, with ``Psi`` its features at theta."""
+        d = np.full(chunk.X.shape[0], float(noise_variance))
+        if chunk.noise_variance is not None:
+            d += chunk.noise_variance
+        if self.fitc:
+            d += missing_prior_variance(at_map.kernel, chunk.X, Psi, at_map.signs)
+        return d
+
+    def relative_weights(self, at_map, chunk, Psi, noise_variance: float) -> np.ndarray:
+        """w^_i = s2 / d_i, in (0, 1]."""
+        return noise_variance / self.row_variances(at_map, chunk, Psi, noise_variance)
+
+    def row_variances_grad(self, at_map, chunk, Psi, dPsi, noise_variance: float) -> np.ndarray:
+        """d d_i / d theta for theta = [kernel log-parameters..., log s2], shape (P + 1, rows).
+
+        d d_i / d log s2 = s2; for FITC, where c_i > 0,
+        d c_i / d theta_j = d k(x_i, x_i) / d theta_j - 2 psi_i^T S dpsi_ij (0 where floored).
+        """
+        n_params = dPsi.shape[0]
+        grad = np.zeros((n_params + 1, chunk.X.shape[0]))
+        grad[-1] = noise_variance
+        if self.fitc:
+            kernel = at_map.kernel
+            missing = kernel.diag(chunk.X) - _approximate_prior_variance(Psi, at_map.signs)
+            signed = Psi if at_map.signs is None else Psi * at_map.signs
+            slope = kernel.diag_gradient(chunk.X) - 2.0 * np.einsum("ij,pij->pi", signed, dPsi)
+            grad[:-1] = np.where(missing > 0, slope, 0.0)
+        return grad
+
+
+#: d_i = s2 (today's engine, and the default).
+HOMOSCEDASTIC = NoiseModel()
+#: d_i = s2 + v_i + max(k(x_i, x_i) - psi_i^T S psi_i, 0).
+FITC = NoiseModel(fitc=True)
