@@ -354,11 +354,9 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = as_generator(random_state)
-        mean, cov = self.posterior_.predict(self._validate_test_inputs(X), return_cov=True)
         # Drawn in the normalized target units and mapped back (y = mean + std * f), so the
-        # covariance is never squared into target units; eigh tolerates the rank-deficient
-        # covariance of a low-rank model.
-        draws = rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+        # covariance is never squared into target units.
+        draws = self.posterior_.sample(self._validate_test_inputs(X), n_samples, rng)
         return _check_finite_prediction(draws * self.y_train_std_ + self.y_train_mean_,
                                         "posterior sample", self.y_train_std_)
 

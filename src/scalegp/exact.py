@@ -124,6 +124,12 @@ class ExactPosterior:
         var = np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
         return mean, var + noise
 
+    def sample(self, X, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of the latent function at X, shape (n_test, n_samples), from the
+        n_test x n_test predictive covariance (eigh tolerates its rank deficiency)."""
+        mean, cov = self.predict(X, return_cov=True)
+        return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+
 
 class ExactMarginalLikelihood:
     """The exact objective: theta = [kernel.theta..., log noise_variance] -> log p(y) and its

@@ -29,10 +29,11 @@ No function here builds an n x n matrix or imports a concrete feature map.
 
 from __future__ import annotations
 
-import dataclasses
+import abc
 import functools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -215,41 +216,170 @@ class _BasisOnly(MapAtTheta):
         return self.feature_map.basis(X)
 
 
-@dataclass(frozen=True)
-class FactorizedSystem:
-    """M = s2 S + G factorized, with beta = M^{-1} b.
+class FactorizedSystem(abc.ABC):
+    """M = s2 S + G factorized, with beta = M^{-1} b: one of three kinds.
 
-    For S = I (or None) the Cholesky factor is used (with adaptive jitter, recorded in
-    ``jitter``); for signed features a symmetric eigen-factorization, and K = Psi S Psi^T + s2 I
-    is positive definite exactly when M has as many negative eigenvalues as S has -1 entries
-    (Sylvester's law of inertia applied to the block matrix [[s2 I, Psi], [Psi^T, -S]]).
+    * :class:`CholeskySystem` (S = I): M = L L^T, with adaptive jitter recorded in ``jitter``;
+    * :class:`EigenSystem` (signed features): a symmetric eigen-factorization; K = Psi S Psi^T +
+      s2 I is positive definite exactly when M has as many negative eigenvalues as S has -1
+      entries (Sylvester's law of inertia applied to [[s2 I, Psi], [Psi^T, -S]];
+      docs/engine.md, "Signed systems");
+    * :class:`RepairedSystem`: the Cholesky system of the positive part of a signed
+      approximation, written in the repaired features Psi+ = Psi T (:meth:`project`).
 
-    A repaired signed system (``positive_part`` set) is the Cholesky system of the repaired
-    features Psi+ = Psi T: its M, beta and factor live in the r-dimensional repaired space, and
-    every feature matrix is projected by :meth:`project` before use.
+    Each kind knows its arrays for a model file (:meth:`arrays`, :meth:`from_arrays`), so the
+    model file code needs no branch on the kind.
     """
 
-    noise_variance: float
-    signs: np.ndarray | None
-    cholesky_factor: np.ndarray | None
-    indefinite: linalg.SymmetricFactorization | None
-    beta: np.ndarray
-    jitter: float
-    positive_part: PositivePart | None = None
+    #: The ``system.factorization`` entry of a model file.
+    name: ClassVar[str]
+
+    def __init__(self, noise_variance: float, beta: np.ndarray, jitter: float = 0.0):
+        self.noise_variance = float(noise_variance)
+        self.beta = beta
+        self.jitter = float(jitter)
+
+    @staticmethod
+    def factor(statistics: Statistics, noise_variance: float,
+               signs: np.ndarray | None = None) -> "FactorizedSystem":
+        """The Cholesky system for S = I (signs None), the eigen system otherwise."""
+        if signs is None:
+            return CholeskySystem.factor(statistics, noise_variance)
+        return EigenSystem.factor(statistics, noise_variance, signs)
+
+    @classmethod
+    def factor_positive_part(cls, statistics: Statistics, noise_variance: float,
+                             signs: np.ndarray) -> tuple["RepairedSystem", Statistics]:
+        """The Cholesky system of the positive part of Psi S Psi^T, and the statistics of the
+        repaired features: G+ = diag(lambda_+), b+ = T^T b (:mod:`scalegp.positive_part`)."""
+        part = PositivePart.of(statistics.gram, statistics.projection, signs)
+        repaired = Statistics(np.diag(part.eigenvalues[part.eigenvalues > 0]),
+                              part.transform.T @ statistics.projection, statistics.y_norm2,
+                              statistics.n_samples)
+        system = CholeskySystem.factor(repaired, noise_variance)
+        return RepairedSystem(noise_variance, system.beta, system.jitter,
+                              system.cholesky_factor, part), repaired
+
+    @property
+    def n_components(self) -> int:
+        return self.beta.shape[0]
+
+    @property
+    def signs(self) -> np.ndarray | None:
+        """S of the system's features, or None for S = I."""
+        return None
+
+    @property
+    def positive_part(self) -> PositivePart | None:
+        """The repair of a :class:`RepairedSystem`; None otherwise."""
+        return None
+
+    def signs_or_ones(self) -> np.ndarray:
+        return np.ones(self.n_components) if self.signs is None else self.signs
+
+    def project(self, Psi: np.ndarray) -> np.ndarray:
+        """The features this system is written in: Psi, or Psi T for a repaired system."""
+        return Psi
+
+    @abc.abstractmethod
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        """M^{-1} B."""
+
+    @abc.abstractmethod
+    def logabsdet(self) -> float:
+        """log |det M|."""
+
+    @functools.cached_property
+    def inverse_diagonal(self) -> np.ndarray:
+        """diag(M^{-1}), computed once per factorization (both gradients need it)."""
+        return self._inverse_diagonal()
+
+    @abc.abstractmethod
+    def _inverse_diagonal(self) -> np.ndarray:
+        ...
+
+    @abc.abstractmethod
+    def quadratic_diagonal(self, Psi: np.ndarray) -> np.ndarray:
+        """diag(Psi M^{-1} Psi^T) row by row."""
+
+    def sample_weights(self, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of the weights w ~ N(beta, s2 M^{-1}), shape (m, n_samples), so that
+        psi(x)^T w are draws of the latent posterior (docs/engine.md, "Posterior")."""
+        raise NotImplementedError(
+            f"the {self.name} system has no weight-space posterior (M^{{-1}} is indefinite)")
+
+    @abc.abstractmethod
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The factorization's arrays for a model file (besides ``beta``)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_arrays(cls, arrays: dict, noise_variance: float, jitter: float,
+                    signs: np.ndarray | None) -> "FactorizedSystem":
+        """The system from validated model-file arrays (``beta`` and those of :meth:`arrays`)."""
+
+
+class CholeskySystem(FactorizedSystem):
+    """M = L L^T (S = I); latent variance s2 |L^{-1} psi|^2."""
+
+    name = "cholesky"
+
+    def __init__(self, noise_variance, beta, jitter, cholesky_factor: np.ndarray):
+        super().__init__(noise_variance, beta, jitter)
+        self.cholesky_factor = cholesky_factor
+
+    @classmethod
+    def factor(cls, statistics: Statistics, noise_variance: float) -> "CholeskySystem":
+        m = statistics.gram.shape[0]
+        L, jitter = linalg.cholesky(statistics.gram + noise_variance * np.eye(m),
+                                    name="Psi^T Psi + noise_variance I")
+        return cls(noise_variance, linalg.cho_solve(L, statistics.projection), jitter, L)
+
+    def solve(self, B):
+        return linalg.cho_solve(self.cholesky_factor, B)
+
+    def logabsdet(self):
+        return linalg.logdet_from_cholesky(self.cholesky_factor)
+
+    def _inverse_diagonal(self):
+        return linalg.inverse_diagonal_from_cholesky(self.cholesky_factor)
+
+    def quadratic_diagonal(self, Psi):
+        V = linalg.solve_lower(self.cholesky_factor, Psi.T)
+        return np.einsum("ij,ij->j", V, V)
+
+    def sample_weights(self, n_samples, rng):
+        # w = beta + sqrt(s2) L^{-T} z: Cov = s2 L^{-T} L^{-1} = s2 M^{-1}
+        Z = rng.standard_normal((self.n_components, n_samples))
+        return self.beta[:, None] + math.sqrt(self.noise_variance) * linalg.solve_lower(
+            self.cholesky_factor, Z, transpose=True)
+
+    def arrays(self):
+        return {"cholesky_factor": self.cholesky_factor}
+
+    @classmethod
+    def from_arrays(cls, arrays, noise_variance, jitter, signs):
+        return cls(noise_variance, arrays["beta"], jitter, arrays["cholesky_factor"])
+
+
+class EigenSystem(FactorizedSystem):
+    """M = V diag(lambda) V^T, symmetric indefinite (signed features)."""
+
+    name = "eigen"
+
+    def __init__(self, noise_variance, beta, jitter, signs: np.ndarray,
+                 indefinite: linalg.SymmetricFactorization):
+        super().__init__(noise_variance, beta, jitter)
+        self._signs = signs
+        self.indefinite = indefinite
 
     @classmethod
     def factor(cls, statistics: Statistics, noise_variance: float,
-               signs: np.ndarray | None = None) -> "FactorizedSystem":
-        G = statistics.gram
-        m = G.shape[0]
-        if signs is None:
-            L, jitter = linalg.cholesky(G + noise_variance * np.eye(m),
-                                        name="Psi^T Psi + noise_variance I")
-            beta = linalg.cho_solve(L, statistics.projection)
-            return cls(noise_variance, None, L, None, beta, jitter)
+               signs: np.ndarray) -> "EigenSystem":
         signs = np.asarray(signs, dtype=float)
         factorization = linalg.SymmetricFactorization.factor(
-            G + noise_variance * np.diag(signs), name="Psi^T Psi + noise_variance S")
+            statistics.gram + noise_variance * np.diag(signs),
+            name="Psi^T Psi + noise_variance S")
         expected = int(np.sum(signs < 0))
         if factorization.n_negative != expected:
             raise NotPositiveDefiniteError(
@@ -259,55 +389,69 @@ class FactorizedSystem:
                 "inaccurate here: increase n_components or noise_variance, or use its "
                 "positive part (signed_rule='repair')"
             )
-        beta = factorization.solve(statistics.projection)
-        return cls(noise_variance, signs, None, factorization, beta, 0.0)
-
-    @classmethod
-    def factor_positive_part(cls, statistics: Statistics, noise_variance: float,
-                             signs: np.ndarray) -> tuple["FactorizedSystem", Statistics]:
-        """The Cholesky system of the positive part of Psi S Psi^T, and the statistics of the
-        repaired features: G+ = diag(lambda_+), b+ = T^T b (:mod:`scalegp.positive_part`)."""
-        part = PositivePart.of(statistics.gram, statistics.projection, signs)
-        repaired = Statistics(np.diag(part.eigenvalues[part.eigenvalues > 0]),
-                              part.transform.T @ statistics.projection, statistics.y_norm2,
-                              statistics.n_samples)
-        system = cls.factor(repaired, noise_variance)
-        return dataclasses.replace(system, positive_part=part), repaired
-
-    def project(self, Psi: np.ndarray) -> np.ndarray:
-        """The features this system is written in: Psi, or Psi T for a repaired system."""
-        return Psi if self.positive_part is None else self.positive_part.project(Psi)
+        return cls(noise_variance, factorization.solve(statistics.projection), 0.0, signs,
+                   factorization)
 
     @property
-    def n_components(self) -> int:
-        return self.beta.shape[0]
+    def signs(self):
+        return self._signs
 
-    def solve(self, B: np.ndarray) -> np.ndarray:
-        if self.indefinite is not None:
-            return self.indefinite.solve(B)
-        return linalg.cho_solve(self.cholesky_factor, B)
+    def solve(self, B):
+        return self.indefinite.solve(B)
 
-    def logabsdet(self) -> float:
-        if self.indefinite is not None:
-            return self.indefinite.logabsdet()
-        return linalg.logdet_from_cholesky(self.cholesky_factor)
+    def logabsdet(self):
+        return self.indefinite.logabsdet()
 
-    @functools.cached_property
-    def inverse_diagonal(self) -> np.ndarray:
-        """diag(M^{-1}), computed once per factorization (both gradients need it)."""
-        if self.indefinite is not None:
-            return self.indefinite.inverse_diagonal()
-        return linalg.inverse_diagonal_from_cholesky(self.cholesky_factor)
+    def _inverse_diagonal(self):
+        return self.indefinite.inverse_diagonal()
 
-    def quadratic_diagonal(self, Psi: np.ndarray) -> np.ndarray:
-        """diag(Psi M^{-1} Psi^T) row by row; for S = I this is |L^{-1} psi|^2."""
-        if self.indefinite is not None:
-            return self.indefinite.quadratic_diagonal(Psi)
-        V = linalg.solve_lower(self.cholesky_factor, Psi.T)
-        return np.einsum("ij,ij->j", V, V)
+    def quadratic_diagonal(self, Psi):
+        return self.indefinite.quadratic_diagonal(Psi)
 
-    def signs_or_ones(self) -> np.ndarray:
-        return np.ones(self.n_components) if self.signs is None else self.signs
+    def arrays(self):
+        return {"eigenvalues": self.indefinite.eigenvalues,
+                "eigenvectors": self.indefinite.eigenvectors}
+
+    @classmethod
+    def from_arrays(cls, arrays, noise_variance, jitter, signs):
+        return cls(noise_variance, arrays["beta"], jitter, signs,
+                   linalg.SymmetricFactorization(arrays["eigenvalues"],
+                                                 arrays["eigenvectors"]))
+
+
+class RepairedSystem(CholeskySystem):
+    """The Cholesky system of the repaired features Psi+ = Psi T (r <= m columns): M, beta and
+    the factor live in the r-dimensional repaired space (docs/positive-part.md)."""
+
+    name = "repaired"
+
+    def __init__(self, noise_variance, beta, jitter, cholesky_factor, part: PositivePart):
+        super().__init__(noise_variance, beta, jitter, cholesky_factor)
+        self._positive_part = part
+
+    @property
+    def positive_part(self) -> PositivePart:
+        return self._positive_part
+
+    def project(self, Psi):
+        return self._positive_part.project(Psi)
+
+    def arrays(self):
+        return {"cholesky_factor": self.cholesky_factor,
+                POSITIVE_PART_PREFIX + "transform": self._positive_part.transform,
+                POSITIVE_PART_PREFIX + "eigenvalues": self._positive_part.eigenvalues}
+
+    @classmethod
+    def from_arrays(cls, arrays, noise_variance, jitter, signs):
+        part = PositivePart(arrays[POSITIVE_PART_PREFIX + "transform"],
+                            arrays[POSITIVE_PART_PREFIX + "eigenvalues"])
+        return cls(noise_variance, arrays["beta"], jitter, arrays["cholesky_factor"], part)
+
+
+#: Model-file prefix of a repaired system's arrays.
+POSITIVE_PART_PREFIX = "positive_part."
+#: The kinds of :class:`FactorizedSystem` by their model-file name.
+SYSTEMS = {cls.name: cls for cls in (CholeskySystem, EigenSystem, RepairedSystem)}
 
 
 def condition(statistics: Statistics, noise_variance: float, signs: np.ndarray | None = None,
@@ -620,6 +764,20 @@ class Posterior:
         if include_noise:
             var += self.system.noise_variance
         return mean, var
+
+    def sample(self, X, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of the latent function at X, shape (n_test, n_samples).
+
+        In weight space where the system allows it (S = I or repaired): f = Psi* w with
+        w ~ N(beta, s2 M^{-1}), O(n_test m n_samples + m^2 n_samples) after the features, no
+        n_test x n_test matrix. A signed (eigen) system's M^{-1} is indefinite, so its draws
+        come from the n_test x n_test predictive covariance (eigh, small n_test only).
+        """
+        X = self.at_map.check_input(X)
+        if isinstance(self.system, EigenSystem):
+            mean, cov = self.predict(X, return_cov=True)
+            return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+        return self._features(X) @ self.system.sample_weights(n_samples, rng)
 
     def _missing_prior_variance(self, X, Psi) -> np.ndarray:
         """k(x, x) - psi(x)^T S psi(x), floored at 0 (in the system's own features)."""

@@ -41,12 +41,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gp, kernels, linalg
+from . import exact, features, gp, kernels
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
 from .optimize import OptimizationResult
-from .positive_part import PositivePart
 
 __all__ = ["save", "load", "FORMAT_NAME", "SCHEMA_VERSION"]
 
@@ -118,17 +117,9 @@ def _encode(model) -> tuple[dict, dict]:
         metadata["target_column"] = str(model.target_column_)
     if isinstance(model, LowRankGPRegressor):
         system = posterior.system
-        arrays = {"beta": system.beta}
+        arrays = {"beta": system.beta, **system.arrays()}
         if model.feature_map_.signs is not None:
             arrays["signs"] = np.asarray(model.feature_map_.signs, dtype=np.float64)
-        if system.cholesky_factor is not None:
-            arrays["cholesky_factor"] = system.cholesky_factor
-        else:
-            arrays["eigenvalues"] = system.indefinite.eigenvalues
-            arrays["eigenvectors"] = system.indefinite.eigenvectors
-        if system.positive_part is not None:
-            arrays[POSITIVE_PART_PREFIX + "transform"] = system.positive_part.transform
-            arrays[POSITIVE_PART_PREFIX + "eigenvalues"] = system.positive_part.eigenvalues
         metadata["dtype"] = model._dtype.name
         metadata["approximation"] = model.feature_map_.name
         metadata["feature_map"] = {}
@@ -139,7 +130,7 @@ def _encode(model) -> tuple[dict, dict]:
                 metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
         metadata["system"] = {
             "jitter": float(system.jitter), "n_samples": int(posterior.n_samples),
-            "factorization": _factorization_name(system),
+            "factorization": system.name,
             "signed": model.feature_map_.signs is not None,
         }
     else:
@@ -156,12 +147,6 @@ def _encode(model) -> tuple[dict, dict]:
     metadata["arrays"] = {key: {"shape": list(array.shape), "dtype": array.dtype.str}
                           for key, array in arrays.items()}
     return arrays, metadata
-
-
-def _factorization_name(system: gp.FactorizedSystem) -> str:
-    if system.positive_part is not None:
-        return "repaired"
-    return "cholesky" if system.cholesky_factor is not None else "eigen"
 
 
 def _encode_kernel(kernel) -> dict:
@@ -230,7 +215,7 @@ LOW_RANK, EXACT = "LowRankGPRegressor", "ExactGPRegressor"
 #: ("repaired": the Cholesky system of the positive part of a signed approximation).
 FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True}
 #: Prefix of the arrays of a repaired system's positive part (scalegp.positive_part).
-POSITIVE_PART_PREFIX = "positive_part."
+POSITIVE_PART_PREFIX = gp.POSITIVE_PART_PREFIX
 #: Estimator parameters added after schema version 1 was first written, with the value that
 #: reproduces what a file without them was fitted with.
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep"}
@@ -439,6 +424,13 @@ _DTYPE_KINDS = {"float": ("float64", lambda dt: dt.kind == "f" and dt.itemsize =
 #: What reading a damaged zip member raises (a bad CRC, a short or corrupt deflate stream).
 _STREAM_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, zlib.error)
 _ZIP_ERRORS = (*_STREAM_ERRORS, NotImplementedError, RuntimeError, ValueError)
+
+
+def _system_arrays(kind) -> tuple[str, ...]:
+    """The arrays of a low-rank system of this kind, as the schema declares them."""
+    return tuple(field.name for field in ARRAY_FIELDS
+                 if field.when is not None and field.when[0] == "system.factorization"
+                 and kind.name in field.when_values)
 
 
 def load(path):
@@ -1021,50 +1013,43 @@ class _Reader:
         signs = self.optional_array("signs")
         if signs is not None and not np.array_equal(signs, feature_map.signs):
             raise self.error("has array 'signs' that differs from its feature map's signs")
-        cholesky_factor, indefinite = self.optional_array("cholesky_factor"), None
-        if repaired:
-            return self.repaired_posterior(feature_map, kernel, cholesky_factor)
-        if cholesky_factor is None:
-            indefinite = linalg.SymmetricFactorization(self.array("eigenvalues"),
-                                                       self.array("eigenvectors"))
-            expected = int(np.sum(signs < 0))
-            if indefinite.n_negative != expected:
-                raise self.error(
-                    f"has array 'eigenvalues' with {indefinite.n_negative} negative values, "
-                    f"but {expected} are expected from its signs: the stored system is not "
-                    "that of a positive definite covariance"
-                )
-        system = gp.FactorizedSystem(float(self.metadata["noise_variance"]), signs,
-                                     cholesky_factor, indefinite, self.array("beta"),
-                                     float(system_entry["jitter"]))
+        kind = gp.SYSTEMS[system_entry["factorization"]]
+        arrays = {key: self.array(key) for key in ("beta", *_system_arrays(kind))}
+        self._check_system_arrays(kind, arrays, signs)
+        system = kind.from_arrays(arrays, float(self.metadata["noise_variance"]),
+                                  float(system_entry["jitter"]), signs)
         return gp.Posterior(feature_map, kernel, system,
                             float(self.metadata["log_marginal_likelihood"]),
                             system_entry["n_samples"])
 
-    def repaired_posterior(self, feature_map, kernel, cholesky_factor) -> gp.Posterior:
-        """The Cholesky system of a positive part (k = r <= m repaired features, whose
-        spectrum, ascending, holds exactly r positive eigenvalues among at most m)."""
-        m, k, size = self.symbols["m"], self.symbols["k"], self.symbols["spectrum"]
-        if k > m or size > m:
-            raise self.error(f"has a repaired system of {k} features and a spectrum of "
-                             f"{size} eigenvalues, but its feature map has only {m}")
-        transform = self.array(POSITIVE_PART_PREFIX + "transform")
-        spectrum = self.array(POSITIVE_PART_PREFIX + "eigenvalues")
-        if np.any(np.diff(spectrum) < 0):
-            raise self.error(f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} that is not "
-                             "in ascending order (as the eigen-decomposition writes it)")
-        if int(np.sum(spectrum > 0)) != k:
-            raise self.error(
-                f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} with "
-                f"{int(np.sum(spectrum > 0))} positive values, but its repaired system has "
-                f"{k} features (one per positive eigenvalue)")
-        part = PositivePart(transform, spectrum)
-        system = gp.FactorizedSystem(float(self.metadata["noise_variance"]), None,
-                                     cholesky_factor, None, self.array("beta"),
-                                     float(self.metadata["system"]["jitter"]), part)
-        return gp.Posterior(feature_map, kernel, system,
-                            float(self.metadata["log_marginal_likelihood"]),
-                            self.metadata["system"]["n_samples"])
+    def _check_system_arrays(self, kind, arrays: dict, signs) -> None:
+        """What the schema's per-array conditions cannot say: the inertia of an eigen system,
+        and the sizes and order of a repaired system's spectrum."""
+        if kind is gp.EigenSystem:
+            n_negative = int(np.sum(arrays["eigenvalues"] < 0))
+            expected = int(np.sum(signs < 0))
+            if n_negative != expected:
+                raise self.error(
+                    f"has array 'eigenvalues' with {n_negative} negative values, "
+                    f"but {expected} are expected from its signs: the stored system is not "
+                    "that of a positive definite covariance"
+                )
+        if kind is gp.RepairedSystem:
+            # k = r <= m repaired features, whose spectrum, ascending, holds exactly r positive
+            # eigenvalues among at most m
+            m, k, size = self.symbols["m"], self.symbols["k"], self.symbols["spectrum"]
+            if k > m or size > m:
+                raise self.error(f"has a repaired system of {k} features and a spectrum of "
+                                 f"{size} eigenvalues, but its feature map has only {m}")
+            spectrum = arrays[POSITIVE_PART_PREFIX + "eigenvalues"]
+            if np.any(np.diff(spectrum) < 0):
+                raise self.error(f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} that is "
+                                 "not in ascending order (as the eigen-decomposition writes it)")
+            if int(np.sum(spectrum > 0)) != k:
+                raise self.error(
+                    f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} with "
+                    f"{int(np.sum(spectrum > 0))} positive values, but its repaired system has "
+                    f"{k} features (one per positive eigenvalue)")
 
     def exact_posterior(self, kernel) -> exact.ExactPosterior:
         for key in self.listed:                 # every shape before any data is read

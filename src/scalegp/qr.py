@@ -201,7 +201,7 @@ class QRMarginalLikelihood:
         never formed: L = R^T is M's Cholesky factor)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         qr = self._factor(kernel, noise_variance)
-        system = gp.FactorizedSystem(noise_variance, None, qr.L, None, qr.beta, 0.0)
+        system = gp.CholeskySystem(noise_variance, qr.beta, 0.0, qr.L)
         return gp.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)
 
