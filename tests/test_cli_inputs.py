@@ -276,3 +276,37 @@ def test_fit_prints_diagnostics_and_exit_codes(tmp_path, capsys):
     code, _, err = run(capsys, "fit", scales, "--target", "y", "--n-components", 64,
                        "--out", tmp_path / "t.npz")
     assert code == 0 and "below the noise-only model's" not in err
+
+
+# ----------------------------------------------------------------- per-row noise variances
+def test_noise_variance_column_is_not_an_input_and_equals_the_estimator(tmp_path, data, capsys):
+    X, y = data
+    variances = np.random.default_rng(2).uniform(0, 0.5, size=len(y))
+    path = write_csv(tmp_path / "d.csv", ["a", "v", "b", "y"],
+                     np.column_stack([X[:, 0], variances, X[:, 1], y]))
+    out = tmp_path / "m.npz"
+    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "v",
+                       "--approximation", "exact", "--no-optimize", "--out", out)
+    assert code == 0, err
+    fitted = sg.load(out)
+    assert fitted.n_features_in_ == 2 and fitted.input_columns_ == ["a", "b"]
+    reference = sg.ExactGPRegressor(kernel=fitted.kernel, noise_variance=fitted.noise_variance,
+                                    optimize=False, normalize_y=True, normalize_X=True).fit(
+        X, y, sample_noise_variance=variances)
+    np.testing.assert_allclose(fitted.predict(X[:5]), reference.predict(X[:5]), rtol=1e-12)
+    without = sg.ExactGPRegressor(kernel=fitted.kernel, noise_variance=fitted.noise_variance,
+                                  optimize=False, normalize_y=True, normalize_X=True).fit(X, y)
+    assert not np.allclose(fitted.predict(X[:5]), without.predict(X[:5]), rtol=1e-3)
+
+
+def test_noise_variance_column_must_be_non_negative(tmp_path, data, capsys):
+    X, y = data
+    variances = np.full(len(y), 0.1)
+    variances[7] = -1.0
+    path = write_csv(tmp_path / "d.csv", ["a", "b", "v", "y"], np.column_stack([X, variances, y]))
+    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "v",
+                       "--out", tmp_path / "m.npz")
+    assert code != 0 and "must be >= 0; data row 8 has -1" in err
+    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "y",
+                       "--out", tmp_path / "m.npz")
+    assert code != 0 and "is the target column" in err

@@ -146,9 +146,16 @@ def _load_training_data(args):
     table = read_table(args.data, header=args.header)
     if not table.has_header:               # the rule decided: say how the first line was read
         _log(args, f"{args.data}: {_describe_header(table)}")
-    X, y, names = table.split_target(args.target)
+    noise_column = getattr(args, "noise_variance_column", None)
+    exclude = () if noise_column is None else (noise_column,)
+    X, y, names = table.split_target(args.target, exclude=exclude)
+    if noise_column is not None and table.column_index(noise_column) == table.column_index(
+            args.target):
+        raise CommandError(f"--noise-variance-column {noise_column!r} is the target column")
+    variances = (None if noise_column is None
+                 else table.values[:, table.column_index(noise_column)])
     names = names if table.has_header else None
-    values = np.column_stack([X, y])
+    values = np.column_stack([X, y] + ([] if variances is None else [variances]))
     bad = missing_rows(values)
     if bad.size:
         if not args.drop_missing:
@@ -159,9 +166,14 @@ def _load_training_data(args):
         _log(args, f"dropped {bad.size} row(s) with missing values")
         keep = np.setdiff1d(np.arange(len(y)), bad)
         X, y = X[keep], y[keep]
+        variances = None if variances is None else variances[keep]
     if len(y) < 2:
         raise CommandError(f"{args.data}: need at least 2 complete rows, got {len(y)}")
-    return X, y, names, table.columns[table.column_index(args.target)]
+    if variances is not None and np.any(variances < 0):
+        row = int(np.flatnonzero(variances < 0)[0])
+        raise CommandError(f"{args.data}: column {noise_column!r} holds noise variances, which "
+                           f"must be >= 0; data row {row + 1} has {variances[row]:g}")
+    return X, y, names, table.columns[table.column_index(args.target)], variances
 
 
 def _start(given, default: float, bounds, flag: str, bounds_flag: str):
@@ -231,9 +243,9 @@ def _make_estimator(args, n_dims: int):
                               dtype=args.dtype, **common)
 
 
-def _fit(args, estimator, X, y):
+def _fit(args, estimator, X, y, sample_noise_variance=None):
     with _progress(args, len(y), "accumulating") as progress:
-        estimator.fit(X, y, progress=progress)
+        estimator.fit(X, y, progress=progress, sample_noise_variance=sample_noise_variance)
     return estimator
 
 
@@ -241,10 +253,10 @@ def _fit(args, estimator, X, y):
 def command_fit(args) -> None:
     from .io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
-    X, y, names, target = _load_training_data(args)
+    X, y, names, target, variances = _load_training_data(args)
     estimator = _make_estimator(args, X.shape[1])
     start = time.perf_counter()
-    _fit(args, estimator, X, y)
+    _fit(args, estimator, X, y, variances)
     elapsed = time.perf_counter() - start
     if names is not None:                  # a table without a header is matched by position
         estimator.input_columns_ = list(names)
@@ -315,7 +327,7 @@ def _prediction_inputs(args, model) -> np.ndarray:
 def command_evaluate(args) -> None:
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     from .metrics import kl_divergence_factorized, nlpd, rmse
-    X, y, _, _ = _load_training_data(args)
+    X, y, _, _, _ = _load_training_data(args)
     rng = np.random.default_rng(args.seed)
     n = min(args.subsample, len(y))
     rows = rng.permutation(len(y))[:n]
@@ -454,6 +466,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="see `scalegp list`; or exact (case-insensitive)")
     fit.add_argument("--n-components", type=_int_at_least(1), default=256)
     fit.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    fit.add_argument("--noise-variance-column", metavar="COLUMN",
+                     help="a column of known per-row noise variances (measurement errors, >= 0, "
+                          "in target units squared), added to the learned noise variance; not "
+                          "an input (name or 0-based index)")
     fit.add_argument("--drop-missing", action="store_true",
                      help="drop rows with missing values instead of failing")
     fit.add_argument("--out", default="model.npz",

@@ -62,12 +62,16 @@ class Table:
             "a 0-based index also works)"
         )
 
-    def split_target(self, target: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-        """(X, y, input column names) with ``target`` as y."""
+    def split_target(self, target: str, *, exclude=()) -> tuple[np.ndarray, np.ndarray,
+                                                                 tuple[str, ...]]:
+        """(X, y, input column names) with ``target`` as y; the columns ``exclude`` (names or
+        indices, e.g. per-row noise variances) are not inputs either."""
         index = self.column_index(target)
-        keep = [j for j in range(len(self.columns)) if j != index]
+        excluded = {index, *(self.column_index(key) for key in exclude)}
+        keep = [j for j in range(len(self.columns)) if j not in excluded]
         if not keep:
-            raise TableError(f"{self.source}: only the target column {target!r}; no inputs left")
+            raise TableError(f"{self.source}: only the target column {target!r}"
+                             f"{' and the excluded columns' if exclude else ''}; no inputs left")
         return (self.values[:, keep], self.values[:, index],
                 tuple(self.columns[j] for j in keep))
 
