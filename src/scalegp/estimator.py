@@ -479,6 +479,8 @@ class LowRankGPRegressor(_GPRegressor):
         At the learned hyperparameters, of the normalized targets if ``normalize_y``.
     posterior_ : scalegp.gp.Posterior
     feature_map_ : scalegp.features.FeatureMap
+    dtype_ : numpy.dtype
+        The precision the model was fitted in (its features at prediction too).
     optimization_result_ : scalegp.optimize.OptimizationResult or None
         None when ``optimize=False``.
     y_train_mean_, y_train_std_ : float
@@ -556,6 +558,7 @@ class LowRankGPRegressor(_GPRegressor):
         self.feature_map_ = posterior.feature_map
         if dtype is not None:                   # a loaded model; fit set it in _prepare
             self._dtype = check_dtype(dtype)
+        self.dtype_ = self._dtype
 
     def _fitted_state(self):
         return self.feature_map_

@@ -120,7 +120,7 @@ def _encode(model) -> tuple[dict, dict]:
         arrays = {"beta": system.beta, **system.arrays()}
         if model.feature_map_.signs is not None:
             arrays["signs"] = np.asarray(model.feature_map_.signs, dtype=np.float64)
-        metadata["dtype"] = model._dtype.name
+        metadata["dtype"] = model.dtype_.name
         metadata["approximation"] = model.feature_map_.name
         metadata["feature_map"] = {}
         for field, value in model.feature_map_.state().items():
