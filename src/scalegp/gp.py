@@ -543,19 +543,16 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta
-    Psi, dPsi = at_map.features_and_grad(chunk.X)
-    Psi, dPsi = Psi.astype(np.float64, copy=False), dPsi.astype(np.float64, copy=False)
+    Psi, dPsi = at_map.features_and_grad_operator(chunk.X)
     weights = _row_weights(at_map, chunk, Psi, noise, system.noise_variance)
     Q = system.solve(Psi.T).T
     fitted = Psi @ beta
-    dPsi_beta = dPsi @ beta                                    # (P, rows)
+    dPsi_beta = dPsi.matvec(beta)                              # (P, rows)
     if weights is None:
-        kernel = (dPsi_beta @ chunk.y - dPsi_beta @ fitted) / s2 - np.einsum(
-            "ij,pij->p", Q, dPsi)
+        kernel = (dPsi_beta @ chunk.y - dPsi_beta @ fitted) / s2 - dPsi.row_inner(Q).sum(axis=1)
         return np.append(kernel, 0.0)
     residual = chunk.y - fitted
-    kernel = (dPsi_beta @ (weights * residual) / s2
-              - np.einsum("ij,pij,i->p", Q, dPsi, weights))
+    kernel = dPsi_beta @ (weights * residual) / s2 - dPsi.row_inner(Q) @ weights
     quadratic = np.einsum("ij,ij->i", Q, Psi)
     per_row = 0.5 * ((weights * residual / s2) ** 2 - weights / s2 + weights**2 * quadratic / s2)
     variance_grad = noise.row_variances_grad(at_map, chunk, Psi, dPsi, system.noise_variance)

@@ -79,19 +79,21 @@ class NoiseModel:
         return noise_variance / self.row_variances(at_map, chunk, Psi, noise_variance)
 
     def row_variances_grad(self, at_map, chunk, Psi, dPsi, noise_variance: float) -> np.ndarray:
-        """d d_i / d theta for theta = [kernel log-parameters..., log s2], shape (P + 1, rows).
+        """d d_i / d theta for theta = [kernel log-parameters..., log s2], shape (P + 1, rows);
+        ``dPsi`` is the chunk's feature gradient operator (:class:`~scalegp.features.base.
+        FeatureGradient`).
 
         d d_i / d log s2 = s2; for FITC, where c_i > 0,
         d c_i / d theta_j = d k(x_i, x_i) / d theta_j - 2 psi_i^T S dpsi_ij (0 where floored).
         """
-        n_params = dPsi.shape[0]
+        n_params = at_map.kernel.n_params
         grad = np.zeros((n_params + 1, chunk.X.shape[0]))
         grad[-1] = noise_variance
         if self.fitc:
             kernel = at_map.kernel
             missing = kernel.diag(chunk.X) - _approximate_prior_variance(Psi, at_map.signs)
             signed = Psi if at_map.signs is None else Psi * at_map.signs
-            slope = kernel.diag_gradient(chunk.X) - 2.0 * np.einsum("ij,pij->pi", signed, dPsi)
+            slope = kernel.diag_gradient(chunk.X) - 2.0 * dPsi.row_inner(signed)
             grad[:-1] = np.where(missing > 0, slope, 0.0)
         return grad
 

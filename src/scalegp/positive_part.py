@@ -183,9 +183,8 @@ def positive_part_gradient(part: PositivePart, noise_variance: float, signs, *, 
         return 0.5 * log_weights_grad @ diagonal
     gradient = np.zeros(at_map.kernel.n_params)
     for chunk in chunks:
-        Psi, dPsi = at_map.features_and_grad(chunk.X)
-        Psi, dPsi = Psi.astype(np.float64, copy=False), dPsi.astype(np.float64, copy=False)
+        Psi, dPsi = at_map.features_and_grad_operator(chunk.X)
         r = (chunk.y - Psi @ pseudo_solution) / noise_variance
         Z = Psi @ N1S + np.outer(r, Sn2)
-        gradient += np.einsum("ij,pij->p", Z, dPsi)
+        gradient += dPsi.row_inner(Z).sum(axis=1)
     return gradient

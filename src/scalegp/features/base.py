@@ -207,6 +207,55 @@ class MapAtTheta:
         return (self.feature_map.features(X, self.kernel),
                 self.feature_map.features_grad(X, self.kernel))
 
+    def features_and_grad_operator(self, X) -> tuple[np.ndarray, "FeatureGradient"]:
+        """(Psi, dPsi / d theta as an operator) of a chunk, in float64: what the engine's
+        gradient needs (products with dPsi) without forming the (n_params, n, m) array where
+        the map's structure allows (docs/engine.md, "Feature maps at theta")."""
+        Psi, dPsi = self.features_and_grad(X)
+        return (Psi.astype(np.float64, copy=False),
+                DenseFeatureGradient(dPsi.astype(np.float64, copy=False)))
+
+
+class FeatureGradient(abc.ABC):
+    """dPsi_i = d Psi / d theta_i of a chunk (i over the kernel's log-parameters), known
+    through the two products the engine takes with it."""
+
+    @abc.abstractmethod
+    def matvec(self, v: np.ndarray) -> np.ndarray:
+        """[dPsi_i v]_i, shape (n_params, n)."""
+
+    @abc.abstractmethod
+    def row_inner(self, A: np.ndarray) -> np.ndarray:
+        """[sum_l A_rl (dPsi_i)_rl]_{i, r} for A of shape (n, m), shape (n_params, n)."""
+
+
+class DenseFeatureGradient(FeatureGradient):
+    """The operator of a formed dPsi array (n_params, n, m)."""
+
+    def __init__(self, dPsi: np.ndarray):
+        self.dPsi = dPsi
+
+    def matvec(self, v):
+        return self.dPsi @ v
+
+    def row_inner(self, A):
+        return np.einsum("rl,prl->pr", A, self.dPsi)
+
+
+class ScaledColumnsGradient(FeatureGradient):
+    """dPsi_i = Psi diag(g_i / 2) (a fixed basis, Psi = Phi diag(sqrt(w)), g_i = d log w /
+    d theta_i): both products are one small GEMM with Psi."""
+
+    def __init__(self, Psi: np.ndarray, half_log_weights_grad: np.ndarray):
+        self.Psi = Psi
+        self.half_log_weights_grad = half_log_weights_grad
+
+    def matvec(self, v):
+        return (self.Psi @ (self.half_log_weights_grad * v).T).T
+
+    def row_inner(self, A):
+        return ((A * self.Psi) @ self.half_log_weights_grad.T).T
+
 
 class FixedBasisAtTheta(MapAtTheta):
     """Psi = Phi diag(h) with h = sqrt(w(theta)) and dPsi_i = Psi diag(g_i / 2),
@@ -224,6 +273,10 @@ class FixedBasisAtTheta(MapAtTheta):
     def features_and_grad(self, X) -> tuple[np.ndarray, np.ndarray]:
         Psi = self.features(X)
         return Psi, Psi[None, :, :] * self.half_log_weights_grad[:, None, :].astype(Psi.dtype)
+
+    def features_and_grad_operator(self, X) -> tuple[np.ndarray, FeatureGradient]:
+        Psi = self.features(X).astype(np.float64, copy=False)
+        return Psi, ScaledColumnsGradient(Psi, self.half_log_weights_grad)
 
 
 def registry() -> dict[str, type[FeatureMap]]:
