@@ -323,23 +323,30 @@ class _ScaledMoments:
 
 
 def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
-    """One pass: running min/max and merged scaled moments of [X, y]."""
-    moments = X_min = X_max = noise_min = noise_max = None
+    """One pass: running min/max and merged scaled moments of the columns of [X, y].
+
+    A constant column (min = max) gets its value as mean and std exactly 0, which the
+    rounding of a mean of equal values would otherwise miss.
+    """
+    moments = low = high = noise_min = noise_max = None
     for chunk in chunks:
         values = np.column_stack([chunk.X.astype(np.float64, copy=False), chunk.y])
         chunk_moments = _ScaledMoments.of(values)
         moments = chunk_moments if moments is None else moments.merge(chunk_moments)
-        low, high = np.min(chunk.X, axis=0), np.max(chunk.X, axis=0)
-        X_min = low if X_min is None else np.minimum(X_min, low)
-        X_max = high if X_max is None else np.maximum(X_max, high)
+        chunk_low, chunk_high = np.min(values, axis=0), np.max(values, axis=0)
+        low = chunk_low if low is None else np.minimum(low, chunk_low)
+        high = chunk_high if high is None else np.maximum(high, chunk_high)
         if chunk.noise_variance is not None:
-            low, high = float(np.min(chunk.noise_variance)), float(np.max(chunk.noise_variance))
-            noise_min = low if noise_min is None else min(noise_min, low)
-            noise_max = high if noise_max is None else max(noise_max, high)
+            chunk_low = float(np.min(chunk.noise_variance))
+            chunk_high = float(np.max(chunk.noise_variance))
+            noise_min = chunk_low if noise_min is None else min(noise_min, chunk_low)
+            noise_max = chunk_high if noise_max is None else max(noise_max, chunk_high)
     if moments is None:
         raise ValueError("the data source is empty (no chunk)")
     mean, std = moments.mean_and_std()
-    return DataSummary(moments.count, _frozen(X_min), _frozen(X_max), _frozen(mean[:-1]),
+    constant = low == high
+    mean, std = np.where(constant, low, mean), np.where(constant, 0.0, std)
+    return DataSummary(moments.count, _frozen(low[:-1]), _frozen(high[:-1]), _frozen(mean[:-1]),
                        _frozen(std[:-1]), float(mean[-1]), float(std[-1]), noise_min, noise_max)
 
 
