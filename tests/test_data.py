@@ -191,6 +191,19 @@ def test_summary_of_float32_inputs_is_the_float64_summary_of_their_values(monkey
         np.testing.assert_array_equal(summary.X_min, X32.min(axis=0))
 
 
+def test_rounding_of_the_mean_does_not_grow_with_the_number_of_chunks(monkeypatch):
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(30000, 1)) + 1e3            # the mean dominates: rounding shows
+    y = rng.normal(size=30000) - 1e3
+    X_location, X_scale = _location_scale(X)
+    y_location, y_scale = _location_scale(y)
+    for rows, summary in summaries(lambda: ArraySource(X, y), (1, 3, 1000), monkeypatch):
+        assert abs(summary.X_mean[0] - X_location[0]) <= 4 * np.spacing(1e3)
+        assert abs(summary.y_mean - y_location) <= 4 * np.spacing(1e3)
+        assert_close(summary.X_std, X_scale, X_scale)
+        assert_close(summary.y_std, y_scale, y_scale)
+
+
 def test_summary_merge_does_not_depend_on_chunk_order():
     X, y, _ = problem(7, n=400)
     values = np.column_stack([X, y])

@@ -325,14 +325,19 @@ class _ScaledMoments:
 def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
     """One pass: running min/max and merged scaled moments of the columns of [X, y].
 
-    A constant column (min = max) gets its value as mean and std exactly 0, which the
+    Chunk moments are merged pairwise, as a binary counter (a stack holds at most one
+    partial result per level: O(log chunks) of them), so rounding grows with the log of the
+    number of chunks, as in numpy's pairwise sum, not with the number. A constant column (min = max) gets its value as mean and std exactly 0, which the
     rounding of a mean of equal values would otherwise miss.
     """
-    moments = low = high = noise_min = noise_max = None
+    partials: list[tuple[int, _ScaledMoments]] = []     # (level, moments of 2^level chunks)
+    low = high = noise_min = noise_max = None
     for chunk in chunks:
         values = np.column_stack([chunk.X.astype(np.float64, copy=False), chunk.y])
-        chunk_moments = _ScaledMoments.of(values)
-        moments = chunk_moments if moments is None else moments.merge(chunk_moments)
+        level, moments = 0, _ScaledMoments.of(values)
+        while partials and partials[-1][0] == level:
+            moments, level = partials.pop()[1].merge(moments), level + 1
+        partials.append((level, moments))
         chunk_low, chunk_high = np.min(values, axis=0), np.max(values, axis=0)
         low = chunk_low if low is None else np.minimum(low, chunk_low)
         high = chunk_high if high is None else np.maximum(high, chunk_high)
@@ -341,8 +346,11 @@ def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
             chunk_high = float(np.max(chunk.noise_variance))
             noise_min = chunk_low if noise_min is None else min(noise_min, chunk_low)
             noise_max = chunk_high if noise_max is None else max(noise_max, chunk_high)
-    if moments is None:
+    if not partials:
         raise ValueError("the data source is empty (no chunk)")
+    moments = partials.pop()[1]
+    while partials:
+        moments = partials.pop()[1].merge(moments)
     mean, std = moments.mean_and_std()
     constant = low == high
     mean, std = np.where(constant, low, mean), np.where(constant, 0.0, std)
