@@ -278,6 +278,15 @@ def test_one_shot_generators_are_refused():
         IterableSource(iter([(X, y)]))
 
 
+def test_a_callable_returning_an_exhausted_iterator_is_caught_on_the_second_pass():
+    X, y, _ = problem(15)
+    shared = iter(blocks_of(X, y, None, [25]))
+    source = IterableSource(lambda: shared)
+    assert source.n_samples == 100
+    with pytest.raises(ValueError, match="0 rows in this pass but 100 in the first"):
+        list(source.chunks(10))
+
+
 def test_chunk_rows_must_be_positive():
     X, y, _ = problem(13)
     with pytest.raises(ValueError, match="rows must be an integer >= 1"):

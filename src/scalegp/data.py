@@ -174,7 +174,7 @@ class IterableSource(DataSource):
             if first is None:
                 raise ValueError("the data source is empty (blocks yielded no block)")
             self._n_dims = check_matrix(_unpack(first, 0)[0], "X (block 0)",
-                                        dtype=self._dtype).shape[1]
+                                        dtype=self._dtype, min_samples=0).shape[1]
         return self._n_dims
 
     @property
@@ -219,6 +219,10 @@ class IterableSource(DataSource):
                 noise = np.zeros(0)
             yield Chunk(X, y, noise, start)
             start += X.shape[0]
+        if self._summary is not None and start != self._summary.n_samples:
+            raise ValueError(
+                f"blocks gave {start} rows in this pass but {self._summary.n_samples} in the "
+                "first one: the callable must return a fresh iterator over the same data")
         if start == 0:
             raise ValueError("the data source is empty (its blocks hold no rows)")
 
@@ -301,7 +305,8 @@ class _ScaledMoments:
     def merge(self, other: _ScaledMoments) -> _ScaledMoments:
         """Chan, Golub & LeVeque (1983): with d = mean_b - mean_a, n = n_a + n_b,
         mean = mean_a + d n_b / n and M2 = M2_a + M2_b + d^2 n_a n_b / n, after both sides
-        are rescaled (exactly, by powers of two) to the larger exponent."""
+        are rescaled (exactly, by powers of two) to the larger exponent
+        (docs/data-sources.md, "Merge")."""
         exponent = np.maximum(self.exponent, other.exponent)
         mean_a, M2_a = self._rescaled(exponent)
         mean_b, M2_b = other._rescaled(exponent)
