@@ -332,8 +332,10 @@ def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
 
     Chunk moments are merged pairwise, as a binary counter (a stack holds at most one
     partial result per level: O(log chunks) of them), so rounding grows with the log of the
-    number of chunks, as in numpy's pairwise sum, not with the number. A constant column (min = max) gets its value as mean and std exactly 0, which the
-    rounding of a mean of equal values would otherwise miss.
+    number of chunks, as in numpy's pairwise sum, not with the number
+    (docs/data-sources.md, "Pairwise order"). A constant column (min = max) gets its value
+    as mean and std exactly 0, which the rounding of a mean of equal values would otherwise
+    miss.
     """
     partials: list[tuple[int, _ScaledMoments]] = []     # (level, moments of 2^level chunks)
     low = high = noise_min = noise_max = None
