@@ -7,7 +7,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.data import as_source
+from scalegp.data import IterableSource, as_source
 from scalegp.gp import (FactorizedSystem, MarginalLikelihood, Statistics, accumulate_gradient,
                         chunk_gradient, chunk_statistics)
 from scalegp.noise import FITC, HOMOSCEDASTIC
@@ -25,8 +25,17 @@ def _data(seed=0, n=200):
     return X, y, rng.uniform(0.0, 0.3, size=n)
 
 
+def _iterable_source(X, y, variances, seed):
+    """The rows as user blocks of random sizes (1 to 40 rows), re-blocked by the source."""
+    cuts = np.cumsum(np.random.default_rng(50 + seed).integers(1, 41, size=len(y)))
+    cuts = [0] + [int(c) for c in cuts[cuts < len(y)]] + [len(y)]
+    blocks = [(X[a:b], y[a:b]) + (() if variances is None else (variances[a:b],))
+              for a, b in zip(cuts[:-1], cuts[1:])]
+    return IterableSource(blocks)
+
+
 def _shuffled_chunks(X, y, variances, seed):
-    chunks = list(as_source(X, y, noise_variance=variances).chunks(CHUNK_ROWS))
+    chunks = list(_iterable_source(X, y, variances, seed).chunks(CHUNK_ROWS))
     order = np.random.default_rng(100 + seed).permutation(len(chunks))
     return [chunks[i] for i in order]
 
@@ -82,14 +91,19 @@ def test_qr_statistics_add_in_any_order(seed):
     assert shares[0].n_samples == len(y)
 
 
-def test_chunked_objective_equals_in_memory_with_known_variances():
+@pytest.mark.parametrize("name", ["orf", "glf"])
+def test_objective_on_an_iterable_source_equals_in_memory(name):
+    """The whole objective (value, gradient, posterior) from an iterable source of blocks, with
+    known per-row variances and without."""
     X, y, variances = _data(5)
-    kernel = sg.Gaussian(length_scale=[0.8, 1.1])
-    fmap = features.get("orf").build(X, kernel, 24, np.random.default_rng(0))
+    kernel = sg.Gaussian(length_scale=[0.8, 1.1], length_scale_bounds=(0.1, 10.0))
+    fmap = features.get(name).build(X, kernel, 24, np.random.default_rng(0))
     theta = np.append(kernel.theta, np.log(0.2))
-    whole = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
-                               chunk_size=len(y))(theta)
-    chunked = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
-                                 chunk_size=7)(theta)
-    _close(chunked[0], whole[0])
-    _close(chunked[1], whole[1])
+    for v in (None, variances):
+        whole = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=v,
+                                   chunk_size=len(y))
+        streamed = MarginalLikelihood(fmap, kernel, _iterable_source(X, y, v, 0), chunk_size=7)
+        for (value, grad), (ref_value, ref_grad) in ((streamed(theta), whole(theta)),):
+            _close(value, ref_value)
+            _close(grad, ref_grad)
+        _close(streamed.posterior(theta).predict(X[:5]), whole.posterior(theta).predict(X[:5]))

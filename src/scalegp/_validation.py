@@ -50,8 +50,11 @@ def _as_float_array(values, name: str, dtype) -> np.ndarray:
 
 
 def check_matrix(X, name: str = "X", *, dtype=np.float64, n_dims: int | None = None,
-                 min_samples: int = 1) -> np.ndarray:
-    """Return X as a finite C-contiguous 2-D float array of shape (n_samples, n_dims)."""
+                 min_samples: int = 1, first_row: int = 0) -> np.ndarray:
+    """Return X as a finite C-contiguous 2-D float array of shape (n_samples, n_dims).
+
+    A non-finite entry is reported at row ``first_row + i`` (the global row of a chunk).
+    """
     if X is None:
         raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_dims), got None")
     dtype = check_dtype(dtype)
@@ -77,13 +80,16 @@ def check_matrix(X, name: str = "X", *, dtype=np.float64, n_dims: int | None = N
             f"{name} must have {n_dims} column(s) (the number of input dimensions), "
             f"got {array.shape[1]}"
         )
-    _check_finite(array, name)
+    _check_finite(array, name, first_row)
     return np.ascontiguousarray(array)
 
 
 def check_vector(y, name: str = "y", *, n_samples: int | None = None,
-                 dtype=np.float64) -> np.ndarray:
-    """Return y as a finite 1-D float array (a column vector of shape (n, 1) is accepted)."""
+                 dtype=np.float64, first_row: int = 0) -> np.ndarray:
+    """Return y as a finite 1-D float array (a column vector of shape (n, 1) is accepted).
+
+    A non-finite entry is reported at row ``first_row + i`` (the global row of a chunk).
+    """
     if y is None:
         raise ValueError(f"{name} must be a 1-D array, got None")
     array = _as_float_array(y, name, check_dtype(dtype))
@@ -97,14 +103,14 @@ def check_vector(y, name: str = "y", *, n_samples: int | None = None,
         raise ValueError(
             f"{name} must have {n_samples} entries (one per row of X), got {array.shape[0]}"
         )
-    _check_finite(array, name)
+    _check_finite(array, name, first_row)
     return np.ascontiguousarray(array)
 
 
-def _check_finite(array: np.ndarray, name: str) -> None:
+def _check_finite(array: np.ndarray, name: str, first_row: int) -> None:
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]
-        where = f"row {bad[0]}" + (f", column {bad[1]}" if array.ndim == 2 else "")
+        where = f"row {first_row + bad[0]}" + (f", column {bad[1]}" if array.ndim == 2 else "")
         raise ValueError(f"{name} must be finite (no NaN or inf), got a non-finite value at {where}")
 
 
