@@ -52,6 +52,12 @@ from .positive_part import PositivePart, positive_part_gradient
 #: positive definite; "repair" replaces it by its positive part (:mod:`scalegp.positive_part`).
 SIGNED_RULES = ("keep", "repair")
 
+#: Largest feature matrix Psi (n x m float64) that a likelihood-and-gradient evaluation keeps
+#: from its statistics pass for its gradient pass, which then evaluates no features (and at
+#: most a quarter of the available memory); beyond it the gradient pass recomputes them chunk
+#: by chunk, in O(chunk m) memory.
+FEATURE_CACHE_BYTES = 2**30
+
 #: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
 #: 16 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
 #: mmap threshold (32 MiB), so their memory is reused from the heap instead of being mapped and
@@ -140,9 +146,11 @@ def _row_weights(at_map, chunk, Psi, noise, noise_variance):
 
 def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOMOSCEDASTIC,
                           noise_variance: float | None = None, chunk_size: int | None = None,
-                          dtype=None, progress=None, chunks=None) -> Statistics:
+                          dtype=None, progress=None, chunks=None,
+                          keep_features: list | None = None) -> Statistics:
     """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
-    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer)."""
+    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer).
+    ``keep_features``, a list, receives (chunk, Psi) of every chunk for a second pass."""
     dtype = check_dtype(dtype)
     m = at_map.n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
@@ -154,6 +162,8 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
         Psi = np.asarray(at_map.features(chunk.X.astype(dtype, copy=False)), dtype=dtype)
         weights = _row_weights(at_map, chunk, Psi, noise, noise_variance)
         y_chunk = chunk.y
+        if keep_features is not None:
+            keep_features.append((chunk, Psi if weights is None else Psi.copy()))
         if weights is not None:
             Psi *= np.sqrt(weights).astype(dtype)[:, None]
             y_chunk = np.sqrt(weights) * y_chunk
@@ -526,7 +536,7 @@ def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
 
 
 def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
-                   noise: NoiseModel = HOMOSCEDASTIC) -> np.ndarray:
+                   noise: NoiseModel = HOMOSCEDASTIC, features=None) -> np.ndarray:
     """One chunk's share of d log p / d theta, theta = [kernel log-parameters..., log s2]: a pure
     function of the chunk given the factorized system, so shares add in any order.
 
@@ -540,10 +550,11 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     the general form of 1/2 alpha^T dK alpha - 1/2 tr(K^{-1} dK) for K = Psi S Psi^T + D
     (R&W eq. 5.9), using Psi^T alpha = S beta. For homoscedastic noise the diagonal term is
     left to :func:`noise_gradient`, which needs only the statistics (last entry 0 here).
+    ``features``: the chunk's Psi at theta if already computed (the first pass kept it).
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta
-    Psi, dPsi = at_map.features_and_grad_operator(chunk.X)
+    Psi, dPsi = at_map.features_and_grad_operator(chunk.X, features)
     weights = _row_weights(at_map, chunk, Psi, noise, system.noise_variance)
     Q = system.solve(Psi.T).T
     fitted = Psi @ beta
@@ -561,16 +572,31 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 
 def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
                         noise: NoiseModel = HOMOSCEDASTIC, chunk_size: int | None = None,
-                        dtype=None) -> np.ndarray:
-    """The sum of :func:`chunk_gradient` over the source's chunks (a second pass)."""
+                        dtype=None, kept_features: list | None = None) -> np.ndarray:
+    """The sum of :func:`chunk_gradient` over the source's chunks (a second pass), or over the
+    (chunk, Psi) pairs the first pass kept (``kept_features``: no feature evaluation)."""
     dtype = check_dtype(dtype)
     n_params = at_map.kernel.n_params
+    gradient = np.zeros(n_params + 1)
+    if kept_features is not None:
+        for chunk, Psi in kept_features:
+            gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi)
+        return gradient
     chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
                                                   dtype.itemsize)
-    gradient = np.zeros(n_params + 1)
     for chunk in source.chunks(chunk_size):
         gradient += chunk_gradient(at_map, chunk, system, noise=noise)
     return gradient
+
+
+def keeps_features(feature_map: FeatureMap, n_samples: int, dtype) -> bool:
+    """Whether one evaluation keeps its first pass's features for its gradient pass: float64
+    features of at most ``FEATURE_CACHE_BYTES`` and a quarter of the available memory."""
+    from ._memory import available_bytes     # _memory sizes chunks with default_chunk_size
+    size = n_samples * feature_map.n_components * 8
+    available = available_bytes()
+    return (check_dtype(dtype) == np.float64 and size <= FEATURE_CACHE_BYTES
+            and (available is None or size <= available // 4))
 
 
 class MarginalLikelihood:
@@ -608,6 +634,7 @@ class MarginalLikelihood:
                 "the positive-part repair of a signed rule is defined for homoscedastic noise "
                 "only; use signed_rule='keep' or a map without negative weights")
         self.n_evaluations = 0
+        self._keep_features = keeps_features(feature_map, self.source.n_samples, self.dtype)
         self.basis_statistics = None
         if isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic:
             self.basis_statistics = BasisStatistics.accumulate(
@@ -618,18 +645,19 @@ class MarginalLikelihood:
     def kernel(self) -> Kernel:
         return self.hyperparameters.kernel
 
-    def statistics(self, at_map: MapAtTheta, noise_variance: float,
-                   progress=None) -> Statistics:
+    def statistics(self, at_map: MapAtTheta, noise_variance: float, progress=None,
+                   keep_features: list | None = None) -> Statistics:
         if self.basis_statistics is not None:
             return self.basis_statistics.at(self.feature_map, at_map.kernel)
         return accumulate_statistics(at_map, self.source, noise=self.noise,
                                      noise_variance=noise_variance, chunk_size=self.chunk_size,
-                                     dtype=self.dtype, progress=progress)
+                                     dtype=self.dtype, progress=progress,
+                                     keep_features=keep_features)
 
-    def _condition(self, theta, progress=None):
+    def _condition(self, theta, progress=None, keep_features=None):
         kernel, noise_variance = self.hyperparameters.values(theta)
         at_map = self.feature_map.at(kernel)
-        statistics = self.statistics(at_map, noise_variance, progress)
+        statistics = self.statistics(at_map, noise_variance, progress, keep_features)
         value, system, conditioned = condition(statistics, noise_variance,
                                                self.feature_map.signs, self.signed_rule)
         return at_map, statistics, value, system, conditioned
@@ -640,7 +668,9 @@ class MarginalLikelihood:
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        at_map, statistics, value, system, conditioned = self._condition(theta)
+        kept = ([] if self.basis_statistics is None and self._keep_features else None)
+        at_map, statistics, value, system, conditioned = self._condition(theta,
+                                                                         keep_features=kept)
         if system.positive_part is not None:
             gradient = np.append(self._positive_part_gradient(at_map, system, statistics),
                                  noise_gradient(conditioned, system))
@@ -651,7 +681,8 @@ class MarginalLikelihood:
                 noise_gradient(conditioned, system))
         else:
             gradient = accumulate_gradient(at_map, self.source, system, noise=self.noise,
-                                           chunk_size=self.chunk_size, dtype=self.dtype)
+                                           chunk_size=self.chunk_size, dtype=self.dtype,
+                                           kept_features=kept)
             if self.homoscedastic:
                 gradient[-1] = noise_gradient(conditioned, system)
         return value, gradient

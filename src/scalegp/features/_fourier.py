@@ -149,17 +149,19 @@ class FourierAtTheta(MapAtTheta):
         grads.append(0.5 * Psi)
         return Psi, np.stack(grads)
 
-    def features_and_grad_operator(self, X) -> tuple[np.ndarray, FeatureGradient]:
+    def features_and_grad_operator(self, X, features=None) -> tuple[np.ndarray,
+                                                                      FeatureGradient]:
         if feature_dtype(X) == np.float32:
             # float32 features: dPsi is formed in float32 as they are (the structured
             # operator below would compute it in float64, another model)
             return super().features_and_grad_operator(X)
         fmap = self.feature_map
         U = self.scaled_inputs(X)
-        Z = fmap.phases(U)
-        Psi = self.features(X).astype(np.float64, copy=False)
+        Psi = (self.features(X) if features is None else features).astype(np.float64,
+                                                                          copy=False)
         single_sin = None
         if fmap.phase_shifts is not None:
+            Z = fmap.phases(U)
             single_sin = np.sin(fmap._single_phases(Z)).astype(np.float64) * (
                 math.sqrt(2.0) * self.amplitude[fmap.n_pairs:])
         return Psi, FourierGradient(Psi, single_sin, U.astype(np.float64, copy=False), fmap.omega,

@@ -207,10 +207,12 @@ class MapAtTheta:
         return (self.feature_map.features(X, self.kernel),
                 self.feature_map.features_grad(X, self.kernel))
 
-    def features_and_grad_operator(self, X) -> tuple[np.ndarray, "FeatureGradient"]:
+    def features_and_grad_operator(self, X, features=None) -> tuple[np.ndarray,
+                                                                      "FeatureGradient"]:
         """(Psi, dPsi / d theta as an operator) of a chunk, in float64: what the engine's
         gradient needs (products with dPsi) without forming the (n_params, n, m) array where
-        the map's structure allows (docs/engine.md, "Feature maps at theta")."""
+        the map's structure allows (docs/engine.md, "Feature maps at theta"). ``features``:
+        the chunk's Psi if already computed, reused where the map can (the default cannot)."""
         Psi, dPsi = self.features_and_grad(X)
         return (Psi.astype(np.float64, copy=False),
                 DenseFeatureGradient(dPsi.astype(np.float64, copy=False)))
@@ -274,8 +276,10 @@ class FixedBasisAtTheta(MapAtTheta):
         Psi = self.features(X)
         return Psi, Psi[None, :, :] * self.half_log_weights_grad[:, None, :].astype(Psi.dtype)
 
-    def features_and_grad_operator(self, X) -> tuple[np.ndarray, FeatureGradient]:
-        Psi = self.features(X).astype(np.float64, copy=False)
+    def features_and_grad_operator(self, X, features=None) -> tuple[np.ndarray,
+                                                                      FeatureGradient]:
+        Psi = (self.features(X) if features is None else features).astype(np.float64,
+                                                                          copy=False)
         return Psi, ScaledColumnsGradient(Psi, self.half_log_weights_grad)
 
 
