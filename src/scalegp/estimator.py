@@ -428,7 +428,7 @@ class LowRankGPRegressor(_GPRegressor):
         m, the number of features. None: the map's default, 256 for every map except
         Gauss-Legendre features with ``n_nodes="auto"``, which grow until the likelihood
         and predictions settle, up to a budget derived from the problem
-        (:func:`scalegp.features.gauss_legendre.auto_budget`: s <= n / sqrt(3), beyond
+        (:func:`scalegp.glf_selection.auto_budget`: s <= n / sqrt(3), beyond
         which the fit is no cheaper than the exact GP, and 1 GiB of s x s matrices); the
         map's ``selection`` says what was chosen. An int is a hard cap for ``"auto"``.
         ``fit`` refuses, before any work, an m whose engine
