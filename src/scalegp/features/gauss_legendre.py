@@ -529,29 +529,40 @@ def _half_widths(half_width, n_nodes: np.ndarray, data_width: np.ndarray, bound:
 SEMIGROUP_MAX_NODES = 4096
 
 
-def _semigroup_factor_error(n_nodes: int, half_width: float, c_min: float, c_max: float,
-                            data_max: float) -> float:
-    """max |sum_i W_i c e^{-(c + u) eta_i} - c / (c + u)| over c in [c_min, c_max] and
-    u = x + z in [0, 2 max x]: the error of one dimension's rule on its factor of k / s."""
+def _semigroup_factor_error(kernel: Kernel, n_nodes: int, half_width: float, c_min: float,
+                            c_max: float, data_max: float) -> float:
+    """max |sum_i W_i p_c(eta_i) e^{-u eta_i} - k_c(u)| over c in [c_min, c_max] and
+    u = x + z in [0, 2 max x]: the error of one dimension's rule on its factor of k / s.
+
+    p_c and k_c are the kernel's in one dimension with scale c and unit variance (for the
+    reciprocal semigroup kernel p_c(eta) = c e^{-c eta} and k_c(u) = c / (c + u)), asked of
+    the kernel: its Laplace density and its value at x = z = u / 2."""
     t, omega = gauss_legendre(int(n_nodes))
     eta, W = 0.5 * half_width * (t + 1.0), 0.5 * half_width * omega
-    c = np.geomspace(c_min, c_max, 9)[:, None, None]
-    u = np.linspace(0.0, 2.0 * data_max, 65)[None, :, None]
-    rule = np.sum(W * c * np.exp(-(c + u) * eta), axis=-1)
-    return float(np.max(np.abs(rule - c[..., 0] / (c[..., 0] + u[..., 0]))))
+    u = np.linspace(0.0, 2.0 * data_max, 65)
+    error = 0.0
+    for c in np.geomspace(c_min, c_max, 9):
+        factor = kernel.with_params(length_scale=c, variance=1.0, length_scale_bounds="fixed",
+                                    variance_bounds="fixed")
+        density = np.exp(factor.log_spectral_density(eta[:, None]))
+        rule = np.exp(-np.multiply.outer(u, eta)) @ (W * density)
+        error = max(error, float(np.max(np.abs(rule - factor.diag(0.5 * u[:, None])))))
+    return error
 
 
-def _semigroup_required_nodes(half_width, c_min, c_max, data_max, tolerance) -> int | None:
+def _semigroup_required_nodes(kernel, half_width, c_min, c_max, data_max,
+                              tolerance) -> int | None:
     """The smallest q (doubling) whose factor error is <= tolerance, None past the cap."""
     q = 1
     while q <= SEMIGROUP_MAX_NODES:
-        if _semigroup_factor_error(q, half_width, c_min, c_max, data_max) <= tolerance:
+        if _semigroup_factor_error(kernel, q, half_width, c_min, c_max, data_max) <= tolerance:
             return q
         q *= 2
     return None
 
 
-def _warn_if_semigroup_unresolved(fmap, box: HyperparameterBox, data_max: np.ndarray) -> None:
+def _warn_if_semigroup_unresolved(fmap, kernel: Kernel, box: HyperparameterBox,
+                                  data_max: np.ndarray) -> None:
     """Warn when the tensor rule cannot resolve the kernel over Theta and the data's range.
 
     With per-dimension factor errors e_j (:func:`_semigroup_factor_error`, factors <= 1) the
@@ -560,7 +571,7 @@ def _warn_if_semigroup_unresolved(fmap, box: HyperparameterBox, data_max: np.nda
     q is too small to resolve the factors (the paper uses this map in low dimension).
     """
     errors = np.array([
-        _semigroup_factor_error(q, Q, low, high, top) for q, Q, low, high, top in zip(
+        _semigroup_factor_error(kernel, q, Q, low, high, top) for q, Q, low, high, top in zip(
             fmap.n_nodes, fmap.half_width, box.length_scale_min, box.length_scale_max,
             data_max)])
     total = float(np.prod(1.0 + errors) - 1.0)
@@ -568,8 +579,9 @@ def _warn_if_semigroup_unresolved(fmap, box: HyperparameterBox, data_max: np.nda
         return
     d = fmap.n_dims
     per_dimension = (1.0 + MASS_TOLERANCE) ** (1.0 / d) - 1.0
-    needed = [_semigroup_required_nodes(Q, low, high, top, per_dimension) for Q, low, high, top
-              in zip(fmap.half_width, box.length_scale_min, box.length_scale_max, data_max)]
+    needed = [_semigroup_required_nodes(kernel, Q, low, high, top, per_dimension)
+              for Q, low, high, top in zip(fmap.half_width, box.length_scale_min,
+                                           box.length_scale_max, data_max)]
     needed_text = ", ".join(f">{SEMIGROUP_MAX_NODES}" if q is None else str(q) for q in needed)
     warnings.warn(
         f"glf-semigroup with q = {fmap.n_nodes.tolist()} nodes per dimension ({d} dimension(s), "
@@ -675,7 +687,7 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
             counts, selection = _integer_vector(n_nodes, "n_nodes", d), "given"
         fmap = cls(n_dims=d, n_nodes=counts, half_width=bound, truncation_bound=bound,
                    epsilon=epsilon, selection=selection)
-        _warn_if_semigroup_unresolved(fmap, box, X.max(axis=0))
+        _warn_if_semigroup_unresolved(fmap, kernel, box, X.max(axis=0))
         return fmap
 
     @property
