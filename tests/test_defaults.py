@@ -14,8 +14,8 @@ import scalegp as sg
 from scalegp.datasets import load_east_africa_relief
 from scalegp.estimator import ExactGPRegressor, LowRankGPRegressor
 from scalegp.features.base import DEFAULT_N_COMPONENTS
-from scalegp.features.gauss_legendre import (VALID_MASS_TOLERANCE, GaussLegendreFeatures,
-                                             auto_budget)
+from scalegp.features.gauss_legendre import VALID_MASS_TOLERANCE, GaussLegendreFeatures
+from scalegp.glf_selection import auto_budget, search_node_counts
 
 
 def test_auto_budget_is_the_exact_gp_break_even_capped_by_memory_and_floored():
@@ -47,12 +47,12 @@ def test_auto_without_n_components_grows_to_the_derived_budget_and_says_so():
     y = np.sin(8 * X[:, 0]) + 0.1 * rng.standard_normal(120)
     kernel = sg.Gaussian(length_scale=0.1)
     with pytest.warns(UserWarning, match=r"stopped at the derived budget s <= 69"):
-        fmap = GaussLegendreFeatures.build(X, kernel, None, rng, n_nodes="auto", y=y,
+        fmap = GaussLegendreFeatures.build(X, kernel, None, rng, n_nodes="auto", y=y, node_search=search_node_counts,
                                            noise_variance=0.01)
     assert fmap.n_components <= 69 and fmap.n_components > 16
     assert "derived budget s <= 69" in fmap.selection
     with pytest.warns(UserWarning, match="stopped at the budget n_components = 30"):
-        capped = GaussLegendreFeatures.build(X, kernel, 30, rng, n_nodes="auto", y=y,
+        capped = GaussLegendreFeatures.build(X, kernel, 30, rng, n_nodes="auto", y=y, node_search=search_node_counts,
                                              noise_variance=0.01)
     assert capped.n_components <= 30                   # an explicit n_components is a cap
 

@@ -14,16 +14,11 @@ import scalegp as sg
 from scalegp.hyperparameters import Hyperparameters
 from scalegp import exact, gp, metrics
 from scalegp.experiments.glf import synthetic_data
-from scalegp.features.gauss_legendre import (
-    GaussLegendreFeatures,
-    HyperparameterBox,
-    SemigroupGaussLegendreFeatures,
-    gauss_legendre,
-    symmetric_rule,
-    theoretical_node_counts,
-    truncation_half_widths,
-    truncation_radius,
-)
+from scalegp.features.gauss_legendre import GaussLegendreFeatures, SemigroupGaussLegendreFeatures
+from scalegp.glf_selection import search_node_counts
+from scalegp.glf_theory import (HyperparameterBox, theoretical_node_counts,
+                                truncation_half_widths, truncation_radius)
+from scalegp.quadrature import gauss_legendre, symmetric_rule
 from scalegp.kernels import ReciprocalSemigroup
 from scalegp.qr import QRBasisStatistics, QRMarginalLikelihood, marginal_likelihood
 
@@ -331,7 +326,7 @@ def test_auto_grows_q_until_likelihood_and_predictions_settle():
     X, y = synthetic_data(1, 400, rng)
     kernel = sg.Gaussian(length_scale=0.1, length_scale_bounds=(0.07, 0.14),
                          variance_bounds=(0.5, 2.0))
-    fmap = GaussLegendreFeatures.build(X, kernel, 2000, rng, n_nodes="auto", y=y,
+    fmap = GaussLegendreFeatures.build(X, kernel, 2000, rng, n_nodes="auto", y=y, node_search=search_node_counts,
                                        noise_variance=0.01, noise_variance_lower=1e-3,
                                        tolerance=1e-6)
     assert fmap.selection.startswith("auto, converged")
@@ -340,7 +335,7 @@ def test_auto_grows_q_until_likelihood_and_predictions_settle():
                                                                       np.log(0.01)))
     assert value == pytest.approx(exact.log_marginal_likelihood(kernel, 0.01, X, y), rel=1e-6)
     with pytest.warns(UserWarning, match="stopped at the budget n_components = 20"):
-        GaussLegendreFeatures.build(X, kernel, 20, rng, n_nodes="auto", y=y, tolerance=1e-6,
+        GaussLegendreFeatures.build(X, kernel, 20, rng, n_nodes="auto", y=y, node_search=search_node_counts, tolerance=1e-6,
                                     noise_variance_lower=1e-3)
 
 
@@ -389,9 +384,13 @@ def test_captured_mass_is_the_rules_prior_variance_and_warns_at_the_ends_of_thet
 def test_unsupported_kernel_and_odd_cauchy_nodes_are_refused(data_2d):
     X, _ = data_2d
     assert not GaussLegendreFeatures.supports(ReciprocalSemigroup())
-    with pytest.raises(ValueError, match="kernel must be Gaussian, Matern, Cauchy or "
-                                         "Laplacian .* got ReciprocalSemigroup"):
+    with pytest.raises(ValueError, match=r"ReciprocalSemigroup\(.*\) is not supported by glf: "
+                                         "it is not shift-invariant .* use 'glf-semigroup'"):
         build(X, ReciprocalSemigroup(length_scale=0.5), n_nodes=3)
+    assert not SemigroupGaussLegendreFeatures.supports(sg.Gaussian())
+    with pytest.raises(ValueError, match="not supported by glf-semigroup: it has no Laplace "
+                                         "representation"):
+        SemigroupGaussLegendreFeatures.build(np.abs(X), sg.Gaussian(), 16)
     with pytest.raises(ValueError, match="n_nodes must be even for a two-panel rule"):
         build(X, boxed(sg.Cauchy(length_scale=0.4)), n_nodes=5)
 
@@ -622,6 +621,7 @@ def compare_with_exact(kernel, n_samples, n_dims, seed, ratio):
                                                                          noise_bounds))
         exact_kernel, exact_noise = exact_learned.kernel, exact_learned.noise_variance
         fmap = GaussLegendreFeatures.build(X, kernel, 6000, rng, n_nodes="auto", y=y,
+                                           node_search=search_node_counts,
                                            noise_variance=0.03,
                                            noise_variance_lower=noise_bounds[0])
         objective = gp.MarginalLikelihood(fmap, kernel, X, y)

@@ -16,6 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 
 import scalegp as sg
+from scalegp.gp import kept_feature_bytes
 from scalegp import _memory
 from scalegp.errors import InsufficientMemoryError
 
@@ -293,7 +294,12 @@ def test_memory_estimate_bounds_the_traced_peak(approximation, options, kernel, 
     m = model.feature_map_.n_components
     assert (model.feature_map_.signs is not None) == (path == "positive_part")
     data = X.nbytes + y.nbytes
-    estimate = _memory.required_bytes(m, n_matrices=_memory.ENGINE_MATRICES[path])
+    estimate = (_memory.required_bytes(m, n_matrices=_memory.ENGINE_MATRICES[path])
+                + (kept_feature_bytes(model.feature_map_, len(y), "float64")
+                   if path == "cholesky" else 0))    # an RFF gradient keeps its features
     measured = f"traced peak {(peak - data) / 2**20:.1f} MiB, estimate {estimate / 2**20:.1f} MiB"
     assert peak - data <= estimate, measured
-    assert peak - data >= 0.3 * estimate, measured     # an estimate of this fit, not any bound
+    # an estimate of this fit, not any bound: the estimate keeps room for a map that forms
+    # dPsi in its gradient pass; these Fourier maps do not (their gradient is an operator), and
+    # the repaired sfs fit peaks at 0.27 of it (0.40 when it formed dPsi)
+    assert peak - data >= 0.25 * estimate, measured

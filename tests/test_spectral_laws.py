@@ -1,6 +1,9 @@
 """The spectral laws kernels carry for the feature maps (docs/conventions.md, "Spectral laws
 the maps ask for"): scale mixtures and inverse-CDF constructions reproduce the kernel, and
-the maps decide support by asking the kernel, never by testing its class."""
+the maps decide support by asking the kernel, never by testing its class (the Gauss-Legendre
+map too: decay class, tail radius, density bound and panels)."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -10,8 +13,8 @@ from scalegp import features, kernels
 from .conftest import all_kernels, kernel_id
 
 FOURIER_KERNELS = [k for k in all_kernels(2, ard=True) if k.shift_invariant]
-#: The maps that ask the kernel for a spectral law (the Gauss-Legendre maps do not yet).
-ASKING_MAPS = ("rff", "orf", "sorf", "ssr", "qmc", "dfs", "sfs", "gq", "sgq")
+#: The maps that ask the kernel for a spectral law.
+ASKING_MAPS = ("rff", "orf", "sorf", "ssr", "qmc", "dfs", "sfs", "gq", "sgq", "glf")
 DELTAS = (np.array([0.3, -0.2]), np.array([1.0, 0.8]))
 
 
@@ -55,6 +58,13 @@ def test_kernel_without_laws_says_so():
         kernel.frequencies_from_uniform(np.full((3, 2), 0.5))
     with pytest.raises(ValueError, match="not supported by qmc: no inverse-CDF"):
         features.get("qmc").build(np.ones((4, 2)), kernel, 8, np.random.default_rng(0))
+    assert kernel.spectral_decay_class is None
+    for law in (lambda: kernel.spectral_decay_rate(), lambda: kernel.spectral_tail_radius(0.1, 2),
+                lambda: kernel.log_spectral_density_bound(np.ones(2), 1.0, 0, 1.0, 2.0)):
+        with pytest.raises(NotImplementedError, match="no known decay class"):
+            law()
+    with pytest.raises(NotImplementedError, match="no known Laplace representation"):
+        kernels.Gaussian().laplace_tail_radius(0.1, 2)
 
 
 class _UnrelatedGaussian(kernels.Kernel):
@@ -73,6 +83,19 @@ class _UnrelatedGaussian(kernels.Kernel):
     _sample_base = kernels.Gaussian._sample_base
     sample_mixture_scales = kernels.Gaussian.sample_mixture_scales
     frequencies_from_uniform = kernels.Gaussian.frequencies_from_uniform
+    spectral_decay_class = "F4"
+    spectral_decay_rate = kernels.Gaussian.spectral_decay_rate
+    spectral_tail_radius = kernels.Gaussian.spectral_tail_radius
+    log_spectral_density_bound = kernels.Gaussian.log_spectral_density_bound
+
+
+class _UnrelatedGaussianWithoutDecayClass(_UnrelatedGaussian):
+    """The same kernel without the Gauss-Legendre laws: the Fourier maps still apply."""
+
+    spectral_decay_class = None
+    spectral_decay_rate = kernels.Kernel.spectral_decay_rate
+    spectral_tail_radius = kernels.Kernel.spectral_tail_radius
+    log_spectral_density_bound = kernels.Kernel.log_spectral_density_bound
 
 
 @pytest.mark.parametrize("name", ASKING_MAPS)
@@ -83,7 +106,33 @@ def test_maps_ask_the_kernel_not_its_class(name):
                      for cls in (_UnrelatedGaussian, kernels.Gaussian))
     fmap_class = features.get(name)
     assert fmap_class.supports(new)
-    maps = [fmap_class.build(X, k, 41, np.random.default_rng(9)) for k in (new, gaussian)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)    # GLF: the rule at the ends of Theta
+        maps = [fmap_class.build(X, k, 41, np.random.default_rng(9)) for k in (new, gaussian)]
     np.testing.assert_array_equal(maps[0].features(X, new), maps[1].features(X, gaussian))
     np.testing.assert_array_equal(maps[0].features_grad(X, new),
                                   maps[1].features_grad(X, gaussian))
+
+
+def test_glf_asks_the_kernel_for_its_decay_laws():
+    """The rule (truncation, theoretical node counts, auto's resolution) of a kernel class
+    unknown to GLF equals the Gaussian kernel's; without a decay class GLF refuses with the
+    kernel's reason while the Fourier maps still apply."""
+    X = np.random.default_rng(4).uniform(-1.0, 1.0, (40, 2))
+    new, gaussian = (cls(length_scale=0.6, length_scale_bounds=(0.3, 1.2),
+                         variance_bounds=(0.5, 2.0)) for cls in (_UnrelatedGaussian,
+                                                                  kernels.Gaussian))
+    glf = features.get("glf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        maps = [glf.build(X, k, 64, None) for k in (new, gaussian)]
+    for field, value in maps[1].state().items():
+        np.testing.assert_array_equal(maps[0].state()[field], value, err_msg=field)
+    np.testing.assert_array_equal(maps[0].valid_log_bounds(new),
+                                  maps[1].valid_log_bounds(gaussian))
+    without = _UnrelatedGaussianWithoutDecayClass(length_scale=0.6)
+    assert not glf.supports(without) and features.get("rff").supports(without)
+    with pytest.raises(ValueError, match="not supported by glf: kernel .* has no known decay "
+                                         "class of its spectral density"):
+        glf.build(X, without, 64, None)
+

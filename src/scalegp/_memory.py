@@ -38,8 +38,13 @@ ENGINE_MATRICES = {"cholesky": 6, "eigen": 8, "qr": 8, "positive_part": 12}
 #: solver="qr" the block of [Phi | y], the stack [R; block], LAPACK's copy of it and its
 #: R-factor: 4. Measured (tracemalloc, n = 12,000, ARD 8-D, m = 256-300): 3.1 (rff) and 3.4
 #: (sfs, repaired) chunks besides 6 m^2. Whole estimates against traced peaks (a fit and a
-#: gradient evaluation, 2-D, n = 9000, m = 1024; tests/test_model_selection.py): rff 67 of
-#: 112 MiB, sfs (repaired) 64 of 160 MiB, glf with solver="qr" 107 of 128 MiB.
+#: gradient evaluation, 2-D, n = 9000, m = 1024; tests/test_model_selection.py), measured when
+#: the gradient pass still formed dPsi: rff 67 of 112 MiB, sfs (repaired) 64 of 160 MiB, glf
+#: with solver="qr" 107 of 128 MiB; Fourier maps now apply dPsi as an operator (sfs: 43 MiB),
+#: while a map without one still forms it, which the 4 chunks keep room for. Not counted here:
+#: the features a likelihood-and-gradient evaluation keeps for its gradient pass,
+#: :func:`scalegp.gp.kept_feature_bytes` (n m float64 within 1 GiB and a quarter of the
+#: available memory).
 ENGINE_CHUNKS = 4
 #: Chunk-sized buffers of a transformer's features: Psi and the phases (``transform`` computes
 #: all its rows at once; the check asks for a chunk of rows at least).

@@ -423,7 +423,7 @@ class LowRankGPRegressor(_GPRegressor):
         m, the number of features. None: the map's default, 256 for every map except
         Gauss-Legendre features with ``n_nodes="auto"``, which grow until the likelihood
         and predictions settle, up to a budget derived from the problem
-        (:func:`scalegp.features.gauss_legendre.auto_budget`: s <= n / sqrt(3), beyond
+        (:func:`scalegp.glf_selection.auto_budget`: s <= n / sqrt(3), beyond
         which the fit is no cheaper than the exact GP, and 1 GiB of s x s matrices); the
         map's ``selection`` says what was chosen. An int is a hard cap for ``"auto"``.
         ``fit`` refuses, before any work, an m whose engine
@@ -445,8 +445,10 @@ class LowRankGPRegressor(_GPRegressor):
         Extra keyword arguments of the map's ``build``. Options a map lists in its
         ``fit_context`` are filled from ``fit`` unless given here: for ``"glf"`` the
         (normalized) targets ``y`` and the starting ``noise_variance`` (used by
-        ``n_nodes="auto"``) and ``noise_variance_lower``, the lower end of
-        ``noise_variance_bounds`` (the truncation of Proposition 7).
+        ``n_nodes="auto"``), ``noise_variance_lower``, the lower end of
+        ``noise_variance_bounds`` (the truncation of Proposition 7), and the search of
+        ``n_nodes="auto"``, ``node_search``
+        (:func:`scalegp.glf_selection.search_node_counts`).
     normalize_y : bool, default=False
         Fit to (y - mean) / std and map predictions back (standard deviations times std).
         The mean and std are computed on y / 2^e with max|y| < 2^e, so any finite y works.

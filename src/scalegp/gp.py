@@ -589,14 +589,16 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
     return gradient
 
 
-def keeps_features(feature_map: FeatureMap, n_samples: int, dtype) -> bool:
-    """Whether one evaluation keeps its first pass's features for its gradient pass: float64
-    features of at most ``FEATURE_CACHE_BYTES`` and a quarter of the available memory."""
+def kept_feature_bytes(feature_map: FeatureMap, n_samples: int, dtype) -> int:
+    """Bytes of the features one evaluation keeps from its statistics pass for its gradient
+    pass (0: none kept): float64 features of at most ``FEATURE_CACHE_BYTES`` and a quarter of
+    the available memory."""
     from ._memory import available_bytes     # _memory sizes chunks with default_chunk_size
     size = n_samples * feature_map.n_components * 8
     available = available_bytes()
-    return (check_dtype(dtype) == np.float64 and size <= FEATURE_CACHE_BYTES
+    fits = (check_dtype(dtype) == np.float64 and size <= FEATURE_CACHE_BYTES
             and (available is None or size <= available // 4))
+    return size if fits else 0
 
 
 class MarginalLikelihood:
@@ -634,12 +636,16 @@ class MarginalLikelihood:
                 "the positive-part repair of a signed rule is defined for homoscedastic noise "
                 "only; use signed_rule='keep' or a map without negative weights")
         self.n_evaluations = 0
-        self._keep_features = keeps_features(feature_map, self.source.n_samples, self.dtype)
         self.basis_statistics = None
         if isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic:
             self.basis_statistics = BasisStatistics.accumulate(
                 feature_map, self.source, chunk_size=chunk_size, dtype=self.dtype,
                 progress=progress)
+        # the gradient pass of accumulate_gradient (not the fixed basis, not the repair)
+        streams_gradient = (self.basis_statistics is None
+                            and not (feature_map.signs is not None and signed_rule == "repair"))
+        self._keep_features = streams_gradient and kept_feature_bytes(
+            feature_map, self.source.n_samples, self.dtype) > 0
 
     @property
     def kernel(self) -> Kernel:
@@ -668,7 +674,7 @@ class MarginalLikelihood:
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        kept = ([] if self.basis_statistics is None and self._keep_features else None)
+        kept = [] if self._keep_features else None
         at_map, statistics, value, system, conditioned = self._condition(theta,
                                                                          keep_features=kept)
         if system.positive_part is not None:

@@ -13,7 +13,10 @@ GLF paper's Table 2 (docs/conventions.md, "Spectral densities"). Monte-Carlo map
 Each kernel also carries the laws of omega that the feature maps build on (docs/conventions.md,
 "Spectral laws the maps ask for"): its Gaussian scale-mixture form (orthogonal and
 spherical-radial maps), its inverse-CDF construction (quasi-Monte Carlo maps) and whether the
-law is N(0, I_d) (Gaussian-measure quadrature rules). Maps ask the kernel; none tests its class.
+law is N(0, I_d) (Gaussian-measure quadrature rules); for the Gauss-Legendre maps, the decay
+class of its density (tail radius and scale), a bound of the density on a complex ellipse and
+the panels a rule needs, or its Laplace representation (semigroup kernels). Maps ask the
+kernel; none tests its class.
 
 Hyperparameters are log-parameters in a fixed order: log length scales (one, or one per
 dimension for ARD), then log variance. Kernels are immutable; ``with_theta`` returns a copy.
@@ -22,11 +25,12 @@ dimension for ARD), then log variance. Kernels are immutable; ``with_theta`` ret
 from __future__ import annotations
 
 import abc
+import math
 from typing import ClassVar
 
 import numpy as np
 from scipy import stats
-from scipy.special import gammaln
+from scipy.special import betaincinv, erfcinv, gammaln
 
 from ._validation import (
     as_generator,
@@ -81,6 +85,19 @@ class Kernel(abc.ABC):
     #: Uniform coordinates beyond n_dims that :meth:`frequencies_from_uniform` consumes per
     #: frequency, or None when no inverse-CDF construction of omega is known.
     uniform_extra_dims: ClassVar[int | None] = None
+    #: The decay class of the spectral density (docs/gauss-legendre.md, section 5): "F1"
+    #: separable polynomial, "F2" radial polynomial, "F3" exponential, "F4"
+    #: square-exponential, or None when none is known. The Gauss-Legendre map ``"glf"`` needs
+    #: one, with :meth:`spectral_decay_rate`, :meth:`spectral_tail_radius` and
+    #: :meth:`log_spectral_density_bound`.
+    spectral_decay_class: ClassVar[str | None] = None
+    #: Panels per dimension of a Gauss-Legendre rule on the density: 1 where it is analytic
+    #: across eta_j = 0, 2 where it has a kink there (one panel on each side;
+    #: docs/gauss-legendre.md, section 1).
+    spectral_panels: ClassVar[int] = 1
+    #: True when k(x, z) = s int_{R^d_+} e^{-eta^T (x + z)} p(eta) d eta (a semigroup kernel;
+    #: the map ``"glf-semigroup"``, with :meth:`laplace_tail_radius`).
+    laplace_representation: ClassVar[bool] = False
 
     def __init__(self, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -388,6 +405,88 @@ class Kernel(abc.ABC):
             f"kernel {self!r} has no known inverse-CDF construction of its frequencies"
         )
 
+    # ----------------------------------------------------------------- Gauss-Legendre laws
+    def spectral_decay_rate(self) -> float:
+        """sigma_j / l_j of the decay class: p(eta) <= C g(Sigma eta), Sigma = diag(sigma_j).
+
+        docs/gauss-legendre.md, section 5.
+
+        Raises
+        ------
+        NotImplementedError
+            If no decay class is known (``spectral_decay_class is None``).
+        """
+        raise NotImplementedError(self._no_decay_class())
+
+    def spectral_tail_radius(self, relative_tail: float, n_dims: int) -> float:
+        """r with spectral mass outside the box {|Sigma eta|_inf <= r} at most s * t.
+
+        docs/gauss-legendre.md, section 5 (t = ``relative_tail``, the tail over the variance
+        s; u_t = 1 - (1 - t)^{1/d}).
+
+        Raises
+        ------
+        NotImplementedError
+            If no decay class is known (``spectral_decay_class is None``).
+        """
+        raise NotImplementedError(self._no_decay_class())
+
+    def log_spectral_density_bound(self, length_scale: np.ndarray, variance: float, j: int,
+                                   half_length: float, rho):
+        """log sup |p| over the Bernstein region of dimension j, vectorized over rho.
+
+        docs/gauss-legendre.md, section 6.
+
+        ``half_length`` h is the half-length of the interval a rule maps [-1, 1] onto; with
+        b = (rho - 1/rho)/2 and a = (rho + 1/rho)/2, |Im eta_j| <= h b on the ellipse (the
+        other coordinates real) and, on a two-panel rule's half-line panel [0, 2h],
+        Re eta_j >= -h (a - 1). The density is that of the kernel family at ``length_scale``
+        (one per dimension) and ``variance``; every bound increases with both, so the worst
+        case over a box Theta is at its largest values. +inf where the region reaches a
+        singularity of p.
+
+        Raises
+        ------
+        NotImplementedError
+            If no decay class is known (``spectral_decay_class is None``).
+        """
+        raise NotImplementedError(self._no_decay_class())
+
+    def _no_decay_class(self) -> str:
+        return (f"kernel {self!r} has no known decay class of its spectral density (tail "
+                "radius and density bound on a complex ellipse)")
+
+    def laplace_tail_radius(self, relative_tail: float, n_dims: int) -> float:
+        """r with Laplace-density mass outside the box {c_j eta_j <= r} at most s * t.
+
+        docs/gauss-legendre.md, section 9 (t = ``relative_tail``).
+
+        Raises
+        ------
+        NotImplementedError
+            If the kernel has no Laplace representation (``laplace_representation`` False).
+        """
+        raise NotImplementedError(
+            f"kernel {self!r} has no known Laplace representation "
+            "k(x, z) = s int e^{-eta^T (x + z)} p(eta) d eta"
+        )
+
+
+def _per_dimension_tail(relative_tail: float, n_dims: int) -> float:
+    """u_t = 1 - (1 - t)^{1/d}: the 1-D tail whose d-fold product box keeps 1 - t."""
+    return -np.expm1(np.log1p(-relative_tail) / n_dims)
+
+
+def _bernstein_imaginary_square(half_length: float, rho):
+    """(h b)^2, b = (rho - 1/rho)/2: the largest squared |Im eta_j| on the ellipse."""
+    return (half_length * 0.5 * (rho - 1.0 / rho)) ** 2
+
+
+def _log_pole_bound(log_peak: float, gap, power: float):
+    """log_peak - power log(gap) where gap > 0, +inf where the region reaches a pole."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(gap > 0, log_peak - power * np.log(gap), np.inf)
+
 
 def _log_bounds(bounds, value):
     if bounds == "fixed":
@@ -408,6 +507,7 @@ class Gaussian(Kernel):
     spectral_measure_is_standard_normal = True
     scale_mixture = "radial"
     uniform_extra_dims = 0
+    spectral_decay_class = "F4"
 
     def _correlation(self, U):
         return np.exp(-0.5 * np.einsum("...j,...j->...", U, U))
@@ -433,6 +533,20 @@ class Gaussian(Kernel):
         """omega_j = Phi^{-1}(u_j), Phi the standard normal CDF."""
         return stats.norm.ppf(U)
 
+    def spectral_decay_rate(self):
+        """sqrt(2) pi (class F4)."""
+        return math.sqrt(2.0) * math.pi
+
+    def spectral_tail_radius(self, relative_tail, n_dims):
+        """r = erfcinv(u_t)."""
+        return float(erfcinv(_per_dimension_tail(relative_tail, n_dims)))
+
+    def log_spectral_density_bound(self, length_scale, variance, j, half_length, rho):
+        """s prod_i sqrt(2 pi) l_i exp(2 pi^2 l_j^2 (h b)^2)."""
+        y2 = _bernstein_imaginary_square(half_length, rho)
+        return (math.log(variance) + np.sum(np.log(math.sqrt(2 * math.pi) * length_scale))
+                + 2 * math.pi**2 * length_scale[j] ** 2 * y2)
+
 
 class Matern(Kernel):
     """Matern kernel, nu in {1/2, 3/2, 5/2}, with r = ||L^{-1}(x - z)||.
@@ -449,6 +563,7 @@ class Matern(Kernel):
     SUPPORTED_NU = (0.5, 1.5, 2.5)
     scale_mixture = "radial"
     uniform_extra_dims = 1
+    spectral_decay_class = "F2"
 
     def __init__(self, nu=2.5, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -520,6 +635,26 @@ class Matern(Kernel):
         w = stats.chi2.ppf(U[:, -1:], 2 * self.nu)
         return stats.norm.ppf(U[:, :-1]) * np.sqrt(2 * self.nu / w)
 
+    def spectral_decay_rate(self):
+        """pi sqrt(2 / nu) (class F2)."""
+        return math.pi * math.sqrt(2.0 / self.nu)
+
+    def spectral_tail_radius(self, relative_tail, n_dims):
+        """r = sqrt(1/x - 1), x = betaincinv(nu, d/2, t): the mass outside the ellipsoid
+        |Sigma eta|_2 <= r is exactly s I_{1/(1+r^2)}(nu, d/2)."""
+        x = betaincinv(self.nu, 0.5 * n_dims, relative_tail)
+        return float(np.sqrt(1.0 / x - 1.0))
+
+    def log_spectral_density_bound(self, length_scale, variance, j, half_length, rho):
+        """The peak p(0) times (1 - (2 pi^2 l_j^2 / nu) (h b)^2)^{-(nu + d/2)}, finite below
+        the poles at eta_j = +-i sqrt(nu) / (sqrt(2) pi l_j)."""
+        nu, d = self.nu, length_scale.size
+        y2 = _bernstein_imaginary_square(half_length, rho)
+        log_peak = (math.log(variance) + gammaln(nu + 0.5 * d) - gammaln(nu)
+                    + 0.5 * d * math.log(2 * math.pi / nu) + np.sum(np.log(length_scale)))
+        gap = 1.0 - (2 * math.pi**2 * length_scale[j] ** 2 / nu) * y2
+        return _log_pole_bound(log_peak, gap, nu + 0.5 * d)
+
 
 class Cauchy(Kernel):
     """Product Cauchy kernel s prod_j 1 / (1 + (x_j - z_j)^2 / l_j^2).
@@ -532,6 +667,8 @@ class Cauchy(Kernel):
     separable = True
     scale_mixture = "per_dimension"
     uniform_extra_dims = 0
+    spectral_decay_class = "F3"
+    spectral_panels = 2             # e^{-2 pi l |eta_j|} has a kink at eta_j = 0
 
     def _correlation(self, U):
         return np.prod(1.0 / (1.0 + U**2), axis=-1)
@@ -557,6 +694,21 @@ class Cauchy(Kernel):
         """omega_j = F^{-1}(u_j), F the Laplace(0, 1) CDF."""
         return stats.laplace.ppf(U)
 
+    def spectral_decay_rate(self):
+        """2 pi (class F3)."""
+        return 2 * math.pi
+
+    def spectral_tail_radius(self, relative_tail, n_dims):
+        """r = -log u_t."""
+        return float(-np.log(_per_dimension_tail(relative_tail, n_dims)))
+
+    def log_spectral_density_bound(self, length_scale, variance, j, half_length, rho):
+        """s prod_i pi l_i exp(2 pi l_j h (a - 1)) on a half-line panel (the density is
+        entire on each panel, and Re eta_j >= -h (a - 1) there)."""
+        a = 0.5 * (rho + 1.0 / rho)
+        return (math.log(variance) + np.sum(np.log(math.pi * length_scale))
+                + 2 * math.pi * length_scale[j] * half_length * (a - 1.0))
+
 
 class Laplacian(Kernel):
     """Laplacian (product exponential) kernel s exp(-sum_j |x_j - z_j| / l_j).
@@ -569,6 +721,7 @@ class Laplacian(Kernel):
     separable = True
     scale_mixture = "per_dimension"
     uniform_extra_dims = 0
+    spectral_decay_class = "F1"
 
     def _correlation(self, U):
         return np.exp(-np.abs(U).sum(axis=-1))
@@ -595,6 +748,22 @@ class Laplacian(Kernel):
         """omega_j = F^{-1}(u_j), F the standard Cauchy CDF."""
         return stats.cauchy.ppf(U)
 
+    def spectral_decay_rate(self):
+        """2 pi (class F1)."""
+        return 2 * math.pi
+
+    def spectral_tail_radius(self, relative_tail, n_dims):
+        """r = cot(pi u_t / 2)."""
+        return float(1.0 / np.tan(0.5 * math.pi * _per_dimension_tail(relative_tail, n_dims)))
+
+    def log_spectral_density_bound(self, length_scale, variance, j, half_length, rho):
+        """s prod_i 2 l_i times (1 - 4 pi^2 l_j^2 (h b)^2)^{-1}, finite below the poles at
+        eta_j = +-i / (2 pi l_j)."""
+        y2 = _bernstein_imaginary_square(half_length, rho)
+        log_peak = math.log(variance) + np.sum(np.log(2 * length_scale))
+        gap = 1.0 - 4 * math.pi**2 * length_scale[j] ** 2 * y2
+        return _log_pole_bound(log_peak, gap, 1.0)
+
 
 class ReciprocalSemigroup(Kernel):
     """Reciprocal semigroup kernel on non-negative inputs, s prod_j c_j / (x_j + z_j + c_j).
@@ -616,6 +785,7 @@ class ReciprocalSemigroup(Kernel):
     name = "reciprocal_semigroup"
     separable = True
     shift_invariant = False
+    laplace_representation = True
 
     @property
     def c(self) -> np.ndarray:
@@ -663,6 +833,11 @@ class ReciprocalSemigroup(Kernel):
             "the reciprocal semigroup kernel is not shift-invariant: it has no Fourier "
             "frequencies to sample; use the 'glf-semigroup' approximation"
         )
+
+    def laplace_tail_radius(self, relative_tail, n_dims):
+        """r = -log u_t: the tail 1 - prod_j (1 - e^{-r}) of p_c outside {c_j eta_j <= r}
+        equals t with equal factors per dimension."""
+        return -np.log(_per_dimension_tail(relative_tail, n_dims))
 
 
 def _non_negative(X, name: str, n_dims: int | None = None) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Quadrature rules for integrals against the standard Gaussian measure N(0, I_d).
+"""Quadrature rules: for integrals against the standard Gaussian measure N(0, I_d), and the
+1-D Gauss-Legendre rules of the Gauss-Legendre features.
 
 Every rule here approximates
 
@@ -16,6 +17,9 @@ rule is a feature map (:mod:`scalegp.features.gaussian_quadrature`, ``sparse_gri
   Genz-Keister interpolatory rules of degree 2m + 1 (Liu et al. Definition 1, Eqs. 3-4);
 - :func:`smolyak_coefficients`, :func:`smolyak`: Smolyak sparse grids (Liu et al. Eq. 21);
 - :func:`symmetric_half`, :func:`signed_weights`: the bridge to real cos/sin features.
+- :func:`gauss_legendre`, :func:`symmetric_rule`: the q-point Gauss-Legendre rule on [-1, 1],
+  and its one- or two-panel map onto [-Q, Q] (:mod:`scalegp.features.gauss_legendre`;
+  docs/gauss-legendre.md, section 1).
 
 A rule's ``degree`` is the total polynomial degree it integrates exactly (every monomial
 omega^k with |k| <= degree), which the tests check against the Gaussian moments
@@ -27,11 +31,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from math import comb
 
 import numpy as np
 from numpy.polynomial import hermite_e
+from scipy.special import roots_legendre
 
 from ._validation import check_positive_int
 
@@ -490,3 +495,48 @@ def signed_weights(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     if np.all(weights >= 0):
         return weights.copy(), None
     return np.abs(weights), np.where(weights < 0, -1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- Gauss-Legendre
+def gauss_legendre(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The q-point Gauss-Legendre rule on [-1, 1]: nodes t_i (ascending) and weights omega_i.
+
+    The nodes are the roots of the Legendre polynomial P_q, omega_i = 2 / ((1 - t_i^2)
+    P_q'(t_i)^2); the rule is exact for polynomials of degree <= 2q - 1. The rule is made
+    exactly symmetric (t_{q+1-i} = -t_i, omega_{q+1-i} = omega_i), so that an odd q has the
+    node 0 exactly and the real-feature pairing is exact (docs/gauss-legendre.md, sections 1-2).
+    """
+    t, omega = _legendre_rule(check_positive_int(n_nodes, "n_nodes"))
+    return t.copy(), omega.copy()
+
+
+@lru_cache(maxsize=64)
+def _legendre_rule(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    # Memoized: roots_legendre costs O(q^2) (50 ms at q = 1000) and q repeats across maps.
+    t, omega = roots_legendre(n_nodes)
+    t, omega = 0.5 * (t - t[::-1]), 0.5 * (omega + omega[::-1])
+    t.flags.writeable = omega.flags.writeable = False
+    return t, omega
+
+
+def symmetric_rule(n_nodes: int, half_width: float, panels: int = 1):
+    """A symmetric rule on [-Q, Q]: nodes eta_i and weights W_i with sum_i W_i f(eta_i) ~ int f.
+
+    ``panels=1`` maps the q-point Gauss-Legendre rule: eta = Q t, W = Q omega. ``panels=2``
+    (for a density with a kink at 0, the Cauchy kernel's e^{-2 pi l |eta|}) uses q/2 nodes on
+    each of [-Q, 0] and [0, Q]: eta = (Q/2)(t + 1), W = (Q/2) omega on the right panel,
+    mirrored on the left; this is the half-line rule on [0, Q] with doubled weight
+    (docs/gauss-legendre.md, section 1).
+    """
+    if panels == 1:
+        t, omega = gauss_legendre(n_nodes)
+        return half_width * t, half_width * omega
+    if n_nodes % 2:
+        raise ValueError(
+            f"n_nodes must be even for a two-panel rule (one panel on each side of the kink "
+            f"at eta = 0), got {n_nodes}"
+        )
+    t, omega = gauss_legendre(n_nodes // 2)
+    right = 0.5 * half_width * (t + 1.0)
+    weight = 0.5 * half_width * omega
+    return np.concatenate([-right[::-1], right]), np.concatenate([weight[::-1], weight])

@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
-from . import features, kernels
+from . import features, glf_selection, kernels
 from ._memory import FEATURE_CHUNKS, check_memory
 from ._validation import as_generator, check_matrix
 
@@ -27,6 +27,11 @@ __all__ = ["FeatureMapTransformer"]
 #: ``kernels.get`` check them with messages that list the choices.
 RANDOM_STATE_CONSTRAINT = ["random_state", np.random.Generator, np.random.SeedSequence]
 KERNEL_CONSTRAINT = [str, kernels.Kernel]
+#: What the builder supplies to a map that names it in ``fit_context``, with or without an
+#: estimator: the model selection a map's ``build`` may ask for but cannot do itself (no
+#: feature map imports the GP engine), the ``n_nodes="auto"`` search of Gauss-Legendre
+#: features.
+BUILD_CONTEXT = {"node_search": glf_selection.search_node_counts}
 
 
 class KernelParamsMixin:
@@ -82,8 +87,8 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
         The only source of randomness of the map.
     fit_context : dict, optional
         What the estimator knows at fit time (``y``, ``noise_variance``,
-        ``noise_variance_lower``); the entries named in the map's ``fit_context`` fill the
-        options the user did not give.
+        ``noise_variance_lower``); with :data:`BUILD_CONTEXT`, the entries named in the map's
+        ``fit_context`` fill the options the user did not give.
     """
     map_class = features.get(approximation)
     if not map_class.supports(kernel):
@@ -100,9 +105,10 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
             "approximation_options must be a dict of keyword arguments for the "
             f"{approximation!r} map, or None; got {type(approximation_options).__name__}"
         )
+    context = {**BUILD_CONTEXT, **(fit_context or {})}
     for key in map_class.fit_context:
-        if fit_context is not None and key not in options:
-            options[key] = fit_context[key]
+        if key in context and key not in options:
+            options[key] = context[key]
     if n_components is None:
         n_components = map_class.default_n_components
     return map_class.build(X, kernel, n_components, rng, **options)
