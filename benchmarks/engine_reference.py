@@ -114,7 +114,7 @@ def learning_numbers() -> dict:
     models["exact"] = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1)
     models["glf-qr"] = sg.LowRankGPRegressor(approximation="glf", n_components=64,
                                              kernel=kernel, noise_variance=0.1,
-                                             approximation_options={"solver": "qr"})
+                                             solver="qr")
     models["rff-float32"] = sg.LowRankGPRegressor(n_components=32, kernel=kernel,
                                                   noise_variance=0.1, dtype="float32",
                                                   random_state=0)

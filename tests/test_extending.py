@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features
+from scalegp import features, kernels
 from scalegp._validation import as_generator, check_matrix
 from scalegp.features.base import FeatureMap, _REGISTRY, feature_dtype
 from scalegp.noise import FITC
@@ -98,3 +98,84 @@ def test_a_map_in_one_file_learns_saves_and_loads(shifted_cosines, regression_da
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
     np.testing.assert_array_equal(loaded.predict(X[:5]), model.predict(X[:5]))
+
+
+# ----------------------------------------------------------------- a kernel in one class
+def _define_kernel():
+    """The hyperbolic-secant kernel s prod_j sech((x_j - z_j) / l_j), new to the package:
+    sech is the characteristic function of the hyperbolic secant law (density
+    sech(pi w / 2) / 2, inverse CDF (2 / pi) log tan(pi u / 2)), so its standardized angular
+    frequencies are independent hyperbolic-secant variables per dimension."""
+
+    class Sech(sg.Kernel, names={KERNEL_NAME: {}}):
+        name = KERNEL_NAME
+        separable = True
+        uniform_extra_dims = 0
+
+        def _correlation(self, U):
+            return np.prod(1.0 / np.cosh(U), axis=-1)
+
+        def _correlation_grad_log_scale(self, U):
+            # du_j / d log l_j = -u_j and d sech(u) / du = -tanh(u) sech(u)
+            return self._correlation(U)[..., None] * U * np.tanh(U)
+
+        def _log_base_density(self, V):
+            # ordinary frequencies: the transform of sech(u) is pi sech(pi^2 eta)
+            return np.sum(np.log(np.pi / np.cosh(np.pi**2 * V)), axis=1)
+
+        def _log_base_density_grad_log(self, V):
+            return -np.pi**2 * V * np.tanh(np.pi**2 * V)
+
+        def _sample_base(self, rng, n_samples, n_dims):
+            return self.frequencies_from_uniform(rng.uniform(size=(n_samples, n_dims)))
+
+        def frequencies_from_uniform(self, U):
+            return (2 / np.pi) * np.log(np.tan(0.5 * np.pi * U))
+
+    return Sech
+
+
+KERNEL_NAME = "test-sech"
+
+
+@pytest.fixture
+def sech_kernel():
+    cls = _define_kernel()
+    yield cls
+    kernels.KERNEL_NAMES.pop(KERNEL_NAME)
+    kernels.KERNEL_CLASSES.pop(cls.__name__)
+
+
+def test_a_kernel_in_one_class_works_with_the_fourier_maps_and_model_files(
+        sech_kernel, regression_data, tmp_path):
+    X, y = regression_data
+    kernel = kernels.get(KERNEL_NAME, length_scale=[0.8, 1.3], variance=1.5)
+    assert isinstance(kernel, sech_kernel)
+    # the spectral density integrates to k(0) = s (a 2-D midpoint sum over [-4, 4]^2)
+    grid = np.linspace(-4, 4, 801)
+    eta = np.stack(np.meshgrid(grid, grid), axis=-1).reshape(-1, 2)
+    assert kernel.spectral_density(eta).sum() * (grid[1] - grid[0]) ** 2 == pytest.approx(
+        1.5, rel=1e-6)
+    exact_K = kernel(X[:40])
+    for name in ("rff", "qmc"):                 # Monte-Carlo and inverse-CDF constructions
+        errors = []
+        for seed in range(3):
+            fmap = features.get(name).build(X, kernel, 4000, np.random.default_rng(seed))
+            Psi = fmap.features(X[:40], kernel)
+            errors.append(np.abs(Psi @ Psi.T - exact_K).max())
+        # Monte-Carlo error of 2000 frequencies: a few times 1.5 / sqrt(2000) = 0.034
+        assert max(errors) < 0.1, (name, errors)
+    model = sg.LowRankGPRegressor(approximation="rff", n_components=64, kernel=KERNEL_NAME,
+                                  random_state=0).fit(X, y)
+    sg.save(model, tmp_path / "m.npz")
+    loaded = sg.load(tmp_path / "m.npz")
+    assert type(loaded.kernel_) is sech_kernel
+    np.testing.assert_array_equal(loaded.predict(X[:5]), model.predict(X[:5]))
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1).fit(X, y)
+    theta = np.append(exact.kernel_.theta, np.log(exact.noise_variance_))
+    _, grad = exact.log_marginal_likelihood(theta, eval_gradient=True)
+    step = 1e-6
+    numeric = [(exact.log_marginal_likelihood(theta + step * e)
+                - exact.log_marginal_likelihood(theta - step * e)) / (2 * step)
+               for e in np.eye(theta.size)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-6)

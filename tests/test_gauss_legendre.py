@@ -20,7 +20,8 @@ from scalegp.glf_theory import (HyperparameterBox, theoretical_node_counts,
                                 truncation_half_widths, truncation_radius)
 from scalegp.quadrature import gauss_legendre, symmetric_rule
 from scalegp.kernels import ReciprocalSemigroup
-from scalegp.qr import QRBasisStatistics, QRMarginalLikelihood, marginal_likelihood
+from scalegp.objectives import low_rank_objective
+from scalegp.qr import QRBasisStatistics, QRMarginalLikelihood
 
 
 def build(X, kernel, **options):
@@ -279,16 +280,16 @@ def test_budget_split_follows_box_widths_and_panels():
 def test_state_rebuilds_the_map_and_report_names_q_Q_and_theory(data_2d):
     X, _ = data_2d
     kernel = boxed(sg.Matern(nu=2.5, length_scale=0.5))
-    fmap = build(X, kernel, n_components=60, solver="qr")
+    fmap = build(X, kernel, n_components=60)
     again = type(fmap)(**fmap.state())
     np.testing.assert_array_equal(again.features(X, kernel), fmap.features(X, kernel))
     assert again.report() == fmap.report()
-    for field in ("truncation_bound", "theoretical_n_nodes", "epsilon", "solver", "selection"):
+    for field in ("truncation_bound", "theoretical_n_nodes", "epsilon", "selection"):
         assert field in fmap.state()
     report = fmap.report()
     assert f"q = [{fmap.n_nodes[0]}, {fmap.n_nodes[1]}]" in report
     assert "Proposition 7: R = " in report and "Theorems 11-12: q = " in report
-    assert "solver = qr" in report and "budget n_components = 60" in report
+    assert "budget n_components = 60" in report
 
 
 def test_theory_mode_uses_proposition7_and_warns_when_s_exceeds_n():
@@ -345,7 +346,6 @@ def test_auto_grows_q_until_likelihood_and_predictions_settle():
     (dict(n_nodes=0), r"n_nodes must contain positive integers, got \[0, 0\]"),
     (dict(n_nodes=2.5), r"n_nodes must contain positive integers"),
     (dict(n_nodes="many"), r"n_nodes must be a positive integer or one per input dimension"),
-    (dict(solver="lu", n_nodes=3), r"solver must be one of \('cholesky', 'qr'\), got 'lu'"),
     (dict(n_nodes="auto"), r"n_nodes='auto' compares likelihoods, so y .* got y=None"),
     (dict(epsilon=-1.0, n_nodes=3), r"epsilon must be a finite positive number, got -1.0"),
     (dict(n_nodes=3, half_width=[1.0, -2.0]), r"half_width must be None, 'proposition7', a "
@@ -402,8 +402,8 @@ def test_qr_variant_equals_normal_equations(n_samples, n_nodes):
     X = rng.uniform(0, 1, size=(n_samples, 2))
     y = np.sin(6 * X[:, 0]) * np.cos(4 * X[:, 1]) + 0.1 * rng.standard_normal(n_samples)
     kernel = boxed(sg.Matern(nu=2.5, length_scale=[0.3, 0.4]), 0.1, 1.0)
-    fmap = build(X, kernel, n_nodes=n_nodes, solver="qr")          # n = 40 < s = 72 too
-    qr = marginal_likelihood(fmap, kernel, X, y, chunk_size=64)
+    fmap = build(X, kernel, n_nodes=n_nodes)          # n = 40 < s = 72 too
+    qr = low_rank_objective(fmap, kernel, X, y, solver="qr", chunk_size=64)
     assert isinstance(qr, QRMarginalLikelihood)
     normal = gp.MarginalLikelihood(fmap, kernel, X, y)
     for theta in (np.append(kernel.theta, np.log(0.01)),
@@ -434,7 +434,7 @@ def test_qr_gradient_matches_finite_differences(data_2d):
 def test_qr_posterior_equals_normal_equations_posterior(data_2d):
     X, y = data_2d
     kernel = boxed(sg.Matern(nu=1.5, length_scale=[0.3, 0.5]), 0.1, 1.0)
-    fmap = build(X, kernel, n_nodes=(9, 8), solver="qr")
+    fmap = build(X, kernel, n_nodes=(9, 8))
     X_test = np.random.default_rng(8).uniform(0, 1, size=(30, 2))
     qr_posterior = QRMarginalLikelihood(fmap, kernel, X, y).posterior(
         Hyperparameters(kernel, 0.03))
@@ -454,7 +454,9 @@ def test_qr_refuses_float32_and_theta_dependent_maps(data_2d):
     rff = sg.features.get("rff").build(X, kernel, 16, np.random.default_rng(0))
     with pytest.raises(TypeError, match="QR variant needs a fixed-basis feature map"):
         QRMarginalLikelihood(rff, kernel, X, y)
-    assert isinstance(marginal_likelihood(rff, kernel, X, y), gp.MarginalLikelihood)
+    assert isinstance(low_rank_objective(rff, kernel, X, y), gp.MarginalLikelihood)
+    with pytest.raises(ValueError, match=r"solver must be one of \('cholesky', 'qr'\), got 'lu'"):
+        low_rank_objective(rff, kernel, X, y, solver="lu")
 
 
 def test_estimator_learns_through_the_qr_solver_and_passes_the_data_once(data_2d):
@@ -465,7 +467,7 @@ def test_estimator_learns_through_the_qr_solver_and_passes_the_data_once(data_2d
         rows_seen = []
         model = sg.LowRankGPRegressor(
             "glf", kernel=kernel, noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0),
-            approximation_options={"n_nodes": (10, 10), "solver": solver})
+            approximation_options={"n_nodes": (10, 10)}, solver=solver)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             model.fit(X, y, progress=rows_seen.append)

@@ -240,7 +240,8 @@ def _make_estimator(args, n_dims: int):
         return ExactGPRegressor(**common)
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
-                              dtype=args.dtype, **common)
+                              dtype=args.dtype, solver=getattr(args, "solver", "cholesky"),
+                              **common)
 
 
 def _fit(args, estimator, X, y, sample_noise_variance=None):
@@ -466,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="see `scalegp list`; or exact (case-insensitive)")
     fit.add_argument("--n-components", type=_int_at_least(1), default=256)
     fit.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
+                     help="normal equations, or the QR variant that never forms Phi^T Phi "
+                          "(fixed-basis maps such as glf, float64)")
     fit.add_argument("--noise-variance-column", metavar="COLUMN",
                      help="a column of known per-row noise variances (measurement errors, >= 0, "
                           "in target units squared), added to the learned noise variance; not "

@@ -29,7 +29,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import exact, kernels, qr
+from . import exact, kernels
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
@@ -37,6 +37,7 @@ from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
 from .hyperparameters import Hyperparameters
+from .objectives import SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
@@ -466,6 +467,11 @@ class LowRankGPRegressor(_GPRegressor):
         "keep" conditions on the signed approximation itself and refuses it
         (NotPositiveDefiniteError) where Psi S Psi^T + s2 I is not positive definite. No effect
         on maps without negative weights.
+    solver : {"cholesky", "qr"}, default="cholesky"
+        How the engine solves its m x m system: the normal equations (every map), or the QR
+        variant of the GLF paper's Appendix A.2, which never forms Phi^T Phi (whose condition
+        number is Phi's squared): fixed-basis maps (Gauss-Legendre features), homoscedastic
+        noise and float64 only (:mod:`scalegp.objectives`).
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
@@ -507,12 +513,13 @@ class LowRankGPRegressor(_GPRegressor):
         "approximation_options": [Mapping, None],
         "dtype": [str, type, np.dtype],
         "signed_rule": [StrOptions({"repair", "keep"})],
+        "solver": [StrOptions(set(SOLVERS))],
     }
 
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
                  noise_variance=1e-2, noise_variance_bounds=(1e-6, 1e5), optimize=True,
                  n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
-                 dtype="float64", signed_rule="repair", random_state=None):
+                 dtype="float64", signed_rule="repair", solver="cholesky", random_state=None):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -525,20 +532,21 @@ class LowRankGPRegressor(_GPRegressor):
         self.normalize_X = normalize_X
         self.dtype = dtype
         self.signed_rule = signed_rule
+        self.solver = solver
         self.random_state = random_state
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
         # Memory: before the build for the requested m (the least the fit needs), then for the
         # map built (its m, and the positive part of a signed rule) before any pass over X.
-        solver = "qr" if (self.approximation_options or {}).get("solver") == "qr" else "cholesky"
         if self.n_components is not None:       # a derived budget respects its own cap
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[solver],
-                         itemsize=self._dtype.itemsize, what=f"the fit (solver {solver!r})")
+            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver],
+                         itemsize=self._dtype.itemsize,
+                         what=f"the fit (solver {self.solver!r})")
         feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
                                          self.approximation_options, rng, fit_context)
         if feature_map.signs is None:
-            path = getattr(feature_map, "solver", "cholesky")
+            path = self.solver
         else:
             path = "positive_part" if self.signed_rule == "repair" else "eigen"
         check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path],
@@ -550,10 +558,10 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _objective(self, feature_map, hyperparameters, X, y, progress=None,
                    sample_noise_variance=None):
-        # the map's solver picks the objective: normal equations, or QR for solver="qr"
-        return qr.marginal_likelihood(feature_map, hyperparameters, X, y, dtype=self._dtype,
-                                      progress=progress, signed_rule=self.signed_rule,
-                                      sample_noise_variance=sample_noise_variance)
+        return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
+                                  dtype=self._dtype, progress=progress,
+                                  signed_rule=self.signed_rule,
+                                  sample_noise_variance=sample_noise_variance)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -586,7 +594,7 @@ class ExactGPRegressor(_GPRegressor):
     Builds n x n matrices (O(n^3) time, O(n^2) memory); refuses n above
     :data:`scalegp.exact.MAX_EXACT_SAMPLES`. Parameters and attributes are those of
     :class:`LowRankGPRegressor` without ``approximation``, ``n_components``,
-    ``approximation_options``, ``dtype`` and ``feature_map_``; ``posterior_`` is a
+    ``approximation_options``, ``dtype``, ``solver`` and ``feature_map_``; ``posterior_`` is a
     :class:`scalegp.exact.ExactPosterior`. ``random_state`` seeds the optimizer restarts.
     """
 

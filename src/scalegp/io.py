@@ -218,7 +218,7 @@ FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True}
 POSITIVE_PART_PREFIX = gp.POSITIVE_PART_PREFIX
 #: Estimator parameters added after schema version 1 was first written, with the value that
 #: reproduces what a file without them was fitted with.
-PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep"}
+PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky"}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
@@ -346,7 +346,6 @@ KERNEL_PARAMS = {"length_scale": "scale", "variance": "number", "nu": "number",
 MAP_SCALARS = {
     "n_dims": _Entry("feature_map.n_dims", "int", AT_LEAST_ONE),
     "epsilon": _Entry("feature_map.epsilon", "number", POSITIVE),
-    "solver": _Entry("feature_map.solver", "str"),
     "selection": _Entry("feature_map.selection", "str"),
 }
 

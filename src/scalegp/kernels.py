@@ -56,6 +56,13 @@ DEFAULT_LENGTH_SCALE_BOUNDS = (1e-2, 1e2)
 DEFAULT_VARIANCE_BOUNDS = (1e-5, 1e5)
 
 
+#: Names that :func:`get` (and the estimators and the command line) accept -> (class, the
+#: constructor arguments the name fixes); filled by the kernel classes' ``names=``.
+KERNEL_NAMES: dict[str, tuple[type, dict]] = {}
+#: Registered kernel classes by class name (model files store the class name).
+KERNEL_CLASSES: dict[str, type] = {}
+
+
 class Kernel(abc.ABC):
     """A stationary kernel s * kappa(L^{-1} (x - z)), L = diag(length_scale).
 
@@ -98,6 +105,19 @@ class Kernel(abc.ABC):
     #: True when k(x, z) = s int_{R^d_+} e^{-eta^T (x + z)} p(eta) d eta (a semigroup kernel;
     #: the map ``"glf-semigroup"``, with :meth:`laplace_tail_radius`).
     laplace_representation: ClassVar[bool] = False
+
+    def __init_subclass__(cls, names: dict | None = None, **kwargs):
+        """``names={"name": {fixed constructor arguments}, ...}`` registers the class: the
+        names for :func:`get`, the class name for model files (:func:`from_params`). A kernel
+        is then one class (docs/extending.md)."""
+        super().__init_subclass__(**kwargs)
+        if names is None:
+            return
+        for name, fixed in names.items():
+            if name in KERNEL_NAMES and KERNEL_NAMES[name][0] is not cls:
+                raise ValueError(f"kernel name {name!r} is registered twice")
+            KERNEL_NAMES[name] = (cls, dict(fixed))
+        KERNEL_CLASSES[cls.__name__] = cls
 
     def __init__(self, length_scale=1.0, variance=1.0,
                  length_scale_bounds=DEFAULT_LENGTH_SCALE_BOUNDS,
@@ -494,7 +514,7 @@ def _log_bounds(bounds, value):
     return (np.log(bounds[0]), np.log(bounds[1]))
 
 
-class Gaussian(Kernel):
+class Gaussian(Kernel, names={"gaussian": {}, "rbf": {}}):
     """Gaussian (squared-exponential) kernel s exp(-1/2 sum_j (x_j - z_j)^2 / l_j^2).
 
     Spectral density (docs/conventions.md):
@@ -548,7 +568,8 @@ class Gaussian(Kernel):
                 + 2 * math.pi**2 * length_scale[j] ** 2 * y2)
 
 
-class Matern(Kernel):
+class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
+                            "matern52": {"nu": 2.5}}):
     """Matern kernel, nu in {1/2, 3/2, 5/2}, with r = ||L^{-1}(x - z)||.
 
     nu = 1/2: s exp(-r); 3/2: s (1 + sqrt3 r) exp(-sqrt3 r);
@@ -656,7 +677,7 @@ class Matern(Kernel):
         return _log_pole_bound(log_peak, gap, nu + 0.5 * d)
 
 
-class Cauchy(Kernel):
+class Cauchy(Kernel, names={"cauchy": {}}):
     """Product Cauchy kernel s prod_j 1 / (1 + (x_j - z_j)^2 / l_j^2).
 
     Spectral density (docs/conventions.md): p(eta) = s prod_j pi l_j exp(-2 pi l_j |eta_j|);
@@ -710,7 +731,7 @@ class Cauchy(Kernel):
                 + 2 * math.pi * length_scale[j] * half_length * (a - 1.0))
 
 
-class Laplacian(Kernel):
+class Laplacian(Kernel, names={"laplacian": {}}):
     """Laplacian (product exponential) kernel s exp(-sum_j |x_j - z_j| / l_j).
 
     Spectral density (docs/conventions.md): p(eta) = s prod_j 2 l_j / (1 + 4 pi^2 l_j^2 eta_j^2);
@@ -765,7 +786,7 @@ class Laplacian(Kernel):
         return _log_pole_bound(log_peak, gap, 1.0)
 
 
-class ReciprocalSemigroup(Kernel):
+class ReciprocalSemigroup(Kernel, names={"reciprocal_semigroup": {}}):
     """Reciprocal semigroup kernel on non-negative inputs, s prod_j c_j / (x_j + z_j + c_j).
 
     A semigroup kernel depends on x + z, not x - z (GLF paper Section 6.3, after Yang et al.
@@ -850,18 +871,6 @@ def _non_negative(X, name: str, n_dims: int | None = None) -> np.ndarray:
     return X
 
 
-KERNEL_NAMES = {
-    "gaussian": (Gaussian, {}),
-    "rbf": (Gaussian, {}),
-    "matern12": (Matern, {"nu": 0.5}),
-    "matern32": (Matern, {"nu": 1.5}),
-    "matern52": (Matern, {"nu": 2.5}),
-    "cauchy": (Cauchy, {}),
-    "laplacian": (Laplacian, {}),
-    "reciprocal_semigroup": (ReciprocalSemigroup, {}),
-}
-
-
 def get(name, **params) -> Kernel:
     """A kernel from a name ("gaussian", "rbf", "matern12", "matern32", "matern52",
     "cauchy", "laplacian", "reciprocal_semigroup") or a Kernel instance (returned as is)."""
@@ -876,9 +885,9 @@ def get(name, **params) -> Kernel:
 
 
 def from_params(class_name: str, params: dict) -> Kernel:
-    """Rebuild a kernel from its class name and ``get_params()`` (used by model files)."""
-    classes = {cls.__name__: cls for cls in (Gaussian, Matern, Cauchy, Laplacian,
-                                                   ReciprocalSemigroup)}
+    """Rebuild a kernel from its class name and ``get_params()`` (used by model files); the
+    class must be a registered one (``names=`` in its class statement)."""
+    classes = KERNEL_CLASSES
     if class_name not in classes:
         raise ValueError(f"kernel class must be one of {sorted(classes)}, got {class_name!r}")
     params = dict(params)

@@ -4,8 +4,8 @@ The engine's default path forms Phi^T Phi, whose condition number is that of Phi
 a :class:`~scalegp.features.base.FixedBasisFeatureMap` (Psi = Phi diag(sqrt(w(theta)))) this
 module keeps only the R-factor of [Phi | y], accumulated by a streaming TSQR, and computes the
 log marginal likelihood, its gradient and the posterior from QR factorizations of a (2s x s)
-matrix per theta. It is selected by a map whose ``solver`` field is ``"qr"`` (Gauss-Legendre
-features): :func:`marginal_likelihood` returns the objective for the map's solver.
+matrix per theta. It is the engine's ``solver="qr"``
+(:func:`scalegp.objectives.low_rank_objective`; ``LowRankGPRegressor(solver="qr")``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import numpy as np
 from . import gp, linalg
 from ._validation import check_dtype
 from .data import as_source
-from .features.base import FeatureMap, FixedBasisFeatureMap
+from .features.base import FixedBasisFeatureMap
 from .hyperparameters import Hyperparameters
 from .kernels import Kernel
 from .noise import HOMOSCEDASTIC, NoiseModel
 
-__all__ = ["QRBasisStatistics", "QRMarginalLikelihood", "marginal_likelihood"]
+__all__ = ["QRBasisStatistics", "QRMarginalLikelihood"]
 
 
 @dataclass(frozen=True)
@@ -204,14 +204,3 @@ class QRMarginalLikelihood:
         system = gp.CholeskySystem(noise_variance, qr.beta, 0.0, qr.L)
         return gp.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)
-
-
-def marginal_likelihood(feature_map: FeatureMap, hyperparameters, X, y=None, **options):
-    """The learning objective for the map's ``solver``: :class:`QRMarginalLikelihood` for
-    ``"qr"``, otherwise the engine's :class:`scalegp.gp.MarginalLikelihood` (normal
-    equations). ``options``: ``chunk_size``, ``dtype``, ``progress``, ``signed_rule`` (the QR
-    variant's maps have no negative weights, so it needs no signed rule)."""
-    if getattr(feature_map, "solver", "cholesky") == "qr":
-        options.pop("signed_rule", None)
-        return QRMarginalLikelihood(feature_map, hyperparameters, X, y, **options)
-    return gp.MarginalLikelihood(feature_map, hyperparameters, X, y, **options)

@@ -52,7 +52,6 @@ DEFAULT_NOISE_VARIANCE_LOWER = 1e-6
 MAX_COMPONENTS = 16_384
 #: Default tolerance of ``n_nodes="auto"`` (:func:`scalegp.glf_selection.search_node_counts`).
 DEFAULT_TOLERANCE = 1e-3
-SOLVERS = ("cholesky", "qr")
 #: build warns when the rule reproduces a share of k(x, x) off 1 by more than this at an end
 #: of Theta's length scales (:meth:`GaussLegendreFeatures.captured_mass`).
 MASS_TOLERANCE = 0.1
@@ -88,10 +87,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         q_j of Theorems 11-12 at Q = R (inf when no ellipse is admissible).
     epsilon : float
         The spectral-equivalence target the two quantities above were computed for.
-    solver : {"cholesky", "qr"}
-        Normal equations (the engine's default path) or the QR variant of Appendix A.2
-        (:class:`scalegp.qr.QRMarginalLikelihood`); :func:`scalegp.qr.marginal_likelihood`
-        and the estimator choose the objective by this field.
     selection : str
         How the node counts were chosen (for :meth:`report`).
 
@@ -126,7 +121,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     truncation_bound: np.ndarray | None = None
     theoretical_n_nodes: np.ndarray | None = None
     epsilon: float = DEFAULT_EPSILON
-    solver: str = "cholesky"
     selection: str = "given"
 
     description = ("Gauss-Legendre features: truncated tensor Gauss-Legendre rule, basis "
@@ -146,8 +140,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             raise ValueError(
                 f"half_width must contain {d} finite positive numbers, got {half_width.tolist()}"
             )
-        if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         if int(np.prod(n_nodes.astype(float))) > MAX_COMPONENTS:
             raise ValueError(
                 f"n_nodes = {n_nodes.tolist()} gives prod(n_nodes) = "
@@ -188,7 +180,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, n_nodes=None,
               epsilon=DEFAULT_EPSILON, noise_variance_lower=DEFAULT_NOISE_VARIANCE_LOWER,
-              solver="cholesky", tolerance=DEFAULT_TOLERANCE, y=None, noise_variance=None,
+              tolerance=DEFAULT_TOLERANCE, y=None, noise_variance=None,
               half_width=None, node_search=None):
         """Choose the truncation box and node counts for the data box and Theta.
 
@@ -219,7 +211,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             Spectral-equivalence target of Proposition 7 and Theorem 12.
         noise_variance_lower : float
             lambda_min, the lower bound of the noise variance in Theta.
-        solver : {"cholesky", "qr"}
         tolerance : float
             Convergence tolerance of ``n_nodes="auto"``.
         y : array (n_samples,), optional
@@ -255,8 +246,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         kernel.check_n_dims(d)
         _require_support(cls, kernel)
         epsilon = check_positive_scalar(epsilon, "epsilon")
-        if solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
         box = HyperparameterBox.from_kernel(kernel, d, noise_variance_lower)
         lower, upper = X.min(axis=0), X.max(axis=0)
         width = upper - lower
@@ -265,8 +254,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         panels = rule_panels(kernel, d)
         theory = theoretical_node_counts(kernel, box, bound, 0.5 * width, n, epsilon, panels)
         common = dict(n_dims=d, panels=panels, offset=0.5 * (lower + upper),
-                      truncation_bound=bound, theoretical_n_nodes=theory, epsilon=epsilon,
-                      solver=solver)
+                      truncation_bound=bound, theoretical_n_nodes=theory, epsilon=epsilon)
         if isinstance(n_nodes, str) and n_nodes == "theory":
             if not np.all(np.isfinite(theory)) or np.prod(theory) > MAX_COMPONENTS:
                 raise ValueError(
@@ -441,8 +429,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             f"Gauss-Legendre features: q = {fmt(self.n_nodes)} nodes (s = {self.n_components} "
             f"columns), Q = {fmt(self.half_width)} ({self.selection}); Proposition 7: "
             f"R = {fmt(self.truncation_bound)}; Theorems 11-12: q = "
-            f"{fmt(self.theoretical_n_nodes, 6)} for epsilon = {self.epsilon:g}; "
-            f"solver = {self.solver}"
+            f"{fmt(self.theoretical_n_nodes, 6)} for epsilon = {self.epsilon:g}"
         )
 
 
