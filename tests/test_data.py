@@ -6,7 +6,18 @@ import pytest
 
 from scalegp import data
 from scalegp.data import ArraySource, Chunk, DataSource, IterableSource, as_source
-from scalegp.estimator import _location_scale
+from scalegp.estimator import _power_of_two_scale
+
+
+def _location_scale(values: np.ndarray, *, center: bool = True):
+    """The in-memory reference the estimator used before the one-pass summary: mean and std
+    (1 where it is 0) of values / 2^e, max|v| < 2^e, scaled back."""
+    scale = _power_of_two_scale(values)
+    Z = values / scale
+    mean = np.mean(Z, axis=0)
+    std = np.sqrt(np.mean((Z - mean) ** 2, axis=0))
+    location = mean * scale if center else np.zeros_like(scale)
+    return location, np.where(std > 0, std * scale, 1.0)
 
 RELATIVE = 1e-13
 CHUNK_ROWS = (1, 2, 7, 64, 99, 100, 101, 1000)
@@ -292,3 +303,18 @@ def test_chunk_rows_must_be_positive():
     with pytest.raises(ValueError, match="rows must be an integer >= 1"):
         next(ArraySource(X, y).chunks(0))
     assert isinstance(next(ArraySource(X, y).chunks(1000)), Chunk)
+
+
+def test_estimator_standardizes_through_the_summary_and_keeps_constant_columns():
+    """normalize_X / normalize_y use the one-pass summary: a constant column (57 copies of 0.1,
+    whose in-memory std rounds to 1.4e-17) and constant targets (-1e300) get scale 1, instead
+    of a division by a rounding residue."""
+    import scalegp as sg
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(-1, 1, 57), np.full(57, 0.1)])
+    assert _location_scale(X)[1][1] != 1.0               # the residue the summary removes
+    model = sg.LowRankGPRegressor(n_components=8, optimize=False, normalize_X=True,
+                                  normalize_y=True, random_state=0).fit(X, np.sin(X[:, 0]))
+    assert model.X_train_scale_[1] == 1.0 and model.X_train_mean_[1] == 0.1
+    summary = data.ArraySource(X, np.full(57, -1e300)).summary()
+    assert summary.y_standardization() == (-1e300, 1.0)

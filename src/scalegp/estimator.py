@@ -36,6 +36,7 @@ from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_within_bounds)
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
+from .data import ArraySource
 from .hyperparameters import Hyperparameters
 from .objectives import SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
@@ -61,21 +62,6 @@ def _power_of_two_scale(values: np.ndarray) -> np.ndarray:
     largest = np.max(np.abs(values), axis=0)
     _, exponent = np.frexp(largest)
     return np.where(largest > 0, np.ldexp(1.0, exponent), 1.0)
-
-
-def _location_scale(values: np.ndarray, *, center: bool = True):
-    """Per-column location (the mean, or 0 unless ``center``) and standard deviation (1
-    where it is 0).
-
-    Computed on values / 2^e (:func:`_power_of_two_scale`), so |values| up to the float64
-    maximum do not overflow when squared.
-    """
-    scale = _power_of_two_scale(values)
-    Z = values / scale
-    mean = np.mean(Z, axis=0)
-    std = np.sqrt(np.mean((Z - mean) ** 2, axis=0))
-    location = mean * scale if center else np.zeros_like(scale)
-    return location, np.where(std > 0, std * scale, 1.0)
 
 
 def noise_only_log_marginal_likelihood(y) -> float:
@@ -179,14 +165,16 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         check_within_bounds(noise_variance, noise_bounds, "noise_variance")
         n_restarts = check_positive_int(self.n_restarts, "n_restarts", minimum=0)
 
+        # the one-pass summary of the data (bounding box, means, stds; docs/data-sources.md)
+        summary = ArraySource(X, y).summary() if self.normalize_X or self.normalize_y else None
         X_mean, X_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         if self.normalize_X:
             # a kernel of x + z (not shift-invariant) needs x >= 0: scale only, no centring
-            X_mean, X_scale = _location_scale(X, center=kernel.shift_invariant)
+            X_mean, X_scale = summary.X_standardization(center=kernel.shift_invariant)
         X = (X - X_mean) / X_scale
         y_mean, y_std = 0.0, 1.0
         if self.normalize_y:                    # constant targets: centre only (std 1)
-            y_mean, y_std = (float(value) for value in _location_scale(y))
+            y_mean, y_std = summary.y_standardization()
         y_fit = (y - y_mean) / y_std
         if sample_noise_variance is not None:
             sample_noise_variance = _check_sample_noise_variance(sample_noise_variance,
