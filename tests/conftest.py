@@ -30,6 +30,16 @@ def kernel_id(kernel) -> str:
     return f"{type(kernel).__name__}{suffix}-{'ard' if kernel.anisotropic else 'iso'}"
 
 
+def map_kernel_cases():
+    """(map name, kernel) for every registered map and every kernel of ``all_kernels`` (2-D ARD,
+    and the first isotropic) it supports, as pytest params."""
+    for name in features.names():
+        cls = features.get(name)
+        for kernel in all_kernels(2, ard=True) + all_kernels(2, ard=False)[:1]:
+            if cls.supports(kernel):
+                yield pytest.param(name, kernel, id=f"{name}-{kernel_id(kernel)}")
+
+
 @pytest.fixture
 def regression_data():
     rng = np.random.default_rng(12345)

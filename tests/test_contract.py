@@ -13,25 +13,17 @@ from scalegp.gp import Posterior
 from scalegp.testing import (check_chunked_statistics, check_engine_equals_dense,
                              check_features_grad, check_map_protocol)
 
-from .conftest import all_kernels, kernel_id
+from .conftest import all_kernels, kernel_id, map_kernel_cases
 
 NOISE = 0.3
 N_COMPONENTS = 24
-
-
-def cases():
-    for name in features.names():
-        cls = features.get(name)
-        for kernel in all_kernels(2, ard=True) + all_kernels(2, ard=False)[:1]:
-            if cls.supports(kernel):
-                yield pytest.param(name, kernel, id=f"{name}-{kernel_id(kernel)}")
 
 
 def build(name, kernel, X, seed=0):
     return features.get(name).build(X, kernel, N_COMPONENTS, np.random.default_rng(seed))
 
 
-@pytest.mark.parametrize("name, kernel", list(cases()))
+@pytest.mark.parametrize("name, kernel", list(map_kernel_cases()))
 def test_engine_equals_dense_gp(name, kernel, regression_data):
     X, y = regression_data
     fmap = build(name, kernel, X)
@@ -49,20 +41,20 @@ def test_engine_equals_dense_gp(name, kernel, regression_data):
                               np.random.default_rng(1).uniform(-2, 2, size=(15, 2)))
 
 
-@pytest.mark.parametrize("name, kernel", list(cases()))
+@pytest.mark.parametrize("name, kernel", list(map_kernel_cases()))
 def test_features_grad_matches_finite_differences(name, kernel, regression_data):
     X, _ = regression_data
     check_features_grad(build(name, kernel, X), kernel, X[:20])
 
 
-@pytest.mark.parametrize("name, kernel", list(cases()))
+@pytest.mark.parametrize("name, kernel", list(map_kernel_cases()))
 def test_map_protocol(name, kernel, regression_data):
     X, _ = regression_data
     check_map_protocol(build(name, kernel, X), kernel, X, lambda: build(name, kernel, X))
 
 
 @pytest.mark.parametrize("name, kernel", [
-    case for case in cases()
+    case for case in map_kernel_cases()
     if issubclass(features.get(case.values[0]), features.FixedBasisFeatureMap)])
 def test_fixed_basis_does_not_depend_on_theta(name, kernel, regression_data):
     X, _ = regression_data
@@ -75,7 +67,7 @@ def test_fixed_basis_does_not_depend_on_theta(name, kernel, regression_data):
     assert not np.allclose(Psi, Psi_other)
 
 
-@pytest.mark.parametrize("name, kernel", list(cases()))
+@pytest.mark.parametrize("name, kernel", list(map_kernel_cases()))
 def test_chunked_statistics_equal_one_shot(name, kernel, regression_data):
     X, y = regression_data
     check_chunked_statistics(build(name, kernel, X), kernel, X, y)

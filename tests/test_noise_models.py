@@ -12,19 +12,11 @@ from scalegp.gp import MarginalLikelihood
 from scalegp.noise import FITC, HOMOSCEDASTIC
 from scalegp.testing import check_heteroscedastic_engine_equals_dense, dense_diagonal
 
-from .conftest import all_kernels, kernel_id
+from .conftest import all_kernels, kernel_id, map_kernel_cases
 
 N_COMPONENTS = 24
 #: large enough that every signed rule's K stays positive definite on these data
 NOISE = {None: 0.3, "signed": 2.0}
-
-
-def cases():
-    for name in features.names():
-        cls = features.get(name)
-        for kernel in all_kernels(2, ard=True) + all_kernels(2, ard=False)[:1]:
-            if cls.supports(kernel):
-                yield pytest.param(name, kernel, id=f"{name}-{kernel_id(kernel)}")
 
 
 def _problem(name, kernel, regression_data):
@@ -38,7 +30,9 @@ def _problem(name, kernel, regression_data):
     return fmap, X, y, variances, X_test, noise
 
 
-@pytest.mark.parametrize("name, kernel", list(cases()))
+@pytest.mark.parametrize("name, kernel", list(map_kernel_cases()) + [
+    pytest.param("glf-semigroup", sg.kernels.ReciprocalSemigroup(length_scale=[0.7, 1.3]),
+                 id="glf-semigroup-ReciprocalSemigroup-ard")])
 @pytest.mark.parametrize("model", ["known-variances", "fitc", "fitc+known-variances"])
 def test_heteroscedastic_engine_equals_dense_gp(name, kernel, model, regression_data):
     fmap, X, y, variances, X_test, noise = _problem(name, kernel, regression_data)
