@@ -308,6 +308,12 @@ class FactorizedSystem(abc.ABC):
     def _inverse_diagonal(self) -> np.ndarray:
         ...
 
+    @functools.cached_property
+    def inverse(self) -> np.ndarray:
+        """M^{-1}, once per factorization, for the gradient's trace term
+        tr(M^{-1} Psi^T dPsi) = sum_rows (Psi M^{-1}) o dPsi (docs/engine.md, "Gradient")."""
+        return self.solve(np.eye(self.n_components))
+
     @abc.abstractmethod
     def quadratic_diagonal(self, Psi: np.ndarray) -> np.ndarray:
         """diag(Psi M^{-1} Psi^T) row by row."""
@@ -353,6 +359,10 @@ class CholeskySystem(FactorizedSystem):
 
     def _inverse_diagonal(self):
         return linalg.inverse_diagonal_from_cholesky(self.cholesky_factor)
+
+    @functools.cached_property
+    def inverse(self):
+        return linalg.inverse_from_cholesky(self.cholesky_factor)
 
     def quadratic_diagonal(self, Psi):
         V = linalg.solve_lower(self.cholesky_factor, Psi.T)
@@ -556,7 +566,7 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     beta = system.beta
     Psi, dPsi = at_map.features_and_grad_operator(chunk.X, features)
     weights = _row_weights(at_map, chunk, Psi, noise, system.noise_variance)
-    Q = system.solve(Psi.T).T
+    Q = Psi @ system.inverse                                   # Psi M^{-1}
     fitted = Psi @ beta
     dPsi_beta = dPsi.matvec(beta)                              # (P, rows)
     if weights is None:

@@ -147,8 +147,9 @@ def inverse_diagonal_from_cholesky(L: np.ndarray) -> np.ndarray:
 def inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     """(L L^T)^{-1} by LAPACK ?potri (n^3 flops against 2 n^3 for two solves with I).
 
-    For the exact GP's gradient, whose trace term tr(K^{-1} dK) needs the whole inverse;
-    everywhere else, solve.
+    For the trace terms of gradients, tr(K^{-1} dK) of the exact GP and tr(M^{-1} Psi^T dPsi)
+    of the low-rank engine (summed row by row as sum (Psi M^{-1}) o dPsi, one GEMM per chunk
+    instead of two triangular solves), which need the whole inverse; everywhere else, solve.
     """
     (potri,) = scipy.linalg.lapack.get_lapack_funcs(("potri",), (L,))
     inverse, info = potri(L, lower=1)
