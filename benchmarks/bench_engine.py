@@ -78,6 +78,8 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from machine import gemm_rate  # the benchmarks' directory is the script's
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -318,18 +320,6 @@ def library_check(X, y) -> list:
                 f"reference and library disagree at theta = {theta}: relative differences "
                 f"{value_diff:.2e} (value), {grad_diff:.2e} (gradient) > {AGREEMENT}")
     return rows
-
-
-def gemm_rate(n: int, repeats: int = 3) -> float:
-    """Best rate of a square n x n float64 ``A @ B``, 2 n^3 flops, in GFLOP/s."""
-    rng = np.random.default_rng(1)
-    A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best / 1e9
 
 
 def timed(function, *args):

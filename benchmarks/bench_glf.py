@@ -53,6 +53,7 @@ if (ROOT / "src" / "scalegp").is_dir():
     sys.path.insert(0, str(ROOT / "src"))
 
 import peers  # noqa: E402
+from machine import gemm_rate  # noqa: E402
 import scalegp  # noqa: E402
 from scalegp import exact, features, gp  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
@@ -94,18 +95,6 @@ def learn(objective, kernel):
         learned, result = learn_hyperparameters(
             objective, Hyperparameters(kernel, INITIAL_NOISE, NOISE_BOUNDS))
     return learned.kernel, learned.noise_variance, result
-
-
-def gemm_rate(n: int, repeats: int = 3) -> float:
-    """Best rate of a square n x n float64 product, 2 n^3 flops, in GFLOP/s."""
-    rng = np.random.default_rng(1)
-    A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best / 1e9
 
 
 # --------------------------------------------------------------------------- 1 and 2

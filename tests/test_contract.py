@@ -13,7 +13,7 @@ from scalegp.gp import Posterior
 from scalegp.testing import (check_chunked_statistics, check_engine_equals_dense,
                              check_features_grad, check_map_protocol)
 
-from .conftest import all_kernels, kernel_id, map_kernel_cases
+from .conftest import map_kernel_cases
 
 NOISE = 0.3
 N_COMPONENTS = 24

@@ -1,0 +1,19 @@
+"""What the benchmarks measure of the machine itself, in the same run as the work they time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def gemm_rate(n: int, repeats: int = 3) -> float:
+    """Best rate of a square n x n float64 ``A @ B``, 2 n^3 flops, in GFLOP/s."""
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
