@@ -8,10 +8,11 @@ import pytest
 import scalegp as sg
 from scalegp import features
 from scalegp.data import IterableSource, as_source
-from scalegp.gp import (FactorizedSystem, MarginalLikelihood, Statistics, accumulate_gradient,
+from scalegp.gp import (MarginalLikelihood, Statistics, accumulate_gradient,
                         chunk_gradient, chunk_statistics)
 from scalegp.noise import FITC, HOMOSCEDASTIC
 from scalegp.qr import QRBasisStatistics
+from scalegp.systems import FactorizedSystem
 from scalegp.testing import signed_random_fourier_features
 
 CHUNK_ROWS = 13

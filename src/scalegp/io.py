@@ -41,7 +41,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gp, kernels
+from . import exact, features, gp, kernels, systems
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
@@ -215,7 +215,7 @@ LOW_RANK, EXACT = "LowRankGPRegressor", "ExactGPRegressor"
 #: ("repaired": the Cholesky system of the positive part of a signed approximation).
 FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True}
 #: Prefix of the arrays of a repaired system's positive part (scalegp.positive_part).
-POSITIVE_PART_PREFIX = gp.POSITIVE_PART_PREFIX
+POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 #: Estimator parameters added after schema version 1 was first written, with the value that
 #: reproduces what a file without them was fitted with.
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky"}
@@ -1012,7 +1012,7 @@ class _Reader:
         signs = self.optional_array("signs")
         if signs is not None and not np.array_equal(signs, feature_map.signs):
             raise self.error("has array 'signs' that differs from its feature map's signs")
-        kind = gp.SYSTEMS[system_entry["factorization"]]
+        kind = systems.SYSTEMS[system_entry["factorization"]]
         arrays = {key: self.array(key) for key in ("beta", *_system_arrays(kind))}
         self._check_system_arrays(kind, arrays, signs)
         system = kind.from_arrays(arrays, float(self.metadata["noise_variance"]),
@@ -1024,7 +1024,7 @@ class _Reader:
     def _check_system_arrays(self, kind, arrays: dict, signs) -> None:
         """What the schema's per-array conditions cannot say: the inertia of an eigen system,
         and the sizes and order of a repaired system's spectrum."""
-        if kind is gp.EigenSystem:
+        if kind is systems.EigenSystem:
             n_negative = int(np.sum(arrays["eigenvalues"] < 0))
             expected = int(np.sum(signs < 0))
             if n_negative != expected:
@@ -1033,7 +1033,7 @@ class _Reader:
                     f"but {expected} are expected from its signs: the stored system is not "
                     "that of a positive definite covariance"
                 )
-        if kind is gp.RepairedSystem:
+        if kind is systems.RepairedSystem:
             # k = r <= m repaired features, whose spectrum, ascending, holds exactly r positive
             # eigenvalues among at most m
             m, k, size = self.symbols["m"], self.symbols["k"], self.symbols["spectrum"]

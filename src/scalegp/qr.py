@@ -22,6 +22,7 @@ from .features.base import FixedBasisFeatureMap
 from .hyperparameters import Hyperparameters
 from .kernels import Kernel
 from .noise import HOMOSCEDASTIC, NoiseModel
+from .systems import CholeskySystem
 
 __all__ = ["QRBasisStatistics", "QRMarginalLikelihood"]
 
@@ -201,6 +202,6 @@ class QRMarginalLikelihood:
         never formed: L = R^T is M's Cholesky factor)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         qr = self._factor(kernel, noise_variance)
-        system = gp.CholeskySystem(noise_variance, qr.beta, 0.0, qr.L)
+        system = CholeskySystem(noise_variance, qr.beta, 0.0, qr.L)
         return gp.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)
