@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features
+from scalegp import features, gp
 from scalegp.data import IterableSource, as_source
-from scalegp.gp import (MarginalLikelihood, Statistics, accumulate_gradient,
+from scalegp.gp import (KeptFeatures, MarginalLikelihood, Statistics, accumulate_gradient,
                         chunk_gradient, chunk_statistics)
 from scalegp.noise import FITC, HOMOSCEDASTIC
 from scalegp.qr import QRBasisStatistics
@@ -108,3 +108,37 @@ def test_objective_on_an_iterable_source_equals_in_memory(name):
             _close(value, ref_value)
             _close(grad, ref_grad)
         _close(streamed.posterior(theta).predict(X[:5]), whole.posterior(theta).predict(X[:5]))
+
+
+@pytest.mark.parametrize("budget", [0, 5_000, 10**9], ids=["none", "overflows", "all"])
+def test_gradient_pass_with_and_without_kept_features(budget, monkeypatch):
+    """The gradient pass reuses the statistics pass's features when they fit the budget, and
+    recomputes them (the same numbers) when they do not, or stop fitting half way."""
+    X, y, variances = _data(6)
+    kernel = sg.Matern(nu=2.5, length_scale=[0.8, 1.1])
+    fmap = features.get("rff").build(X, kernel, 25, np.random.default_rng(0))
+    theta = np.append(kernel.theta, np.log(0.2))
+    reference = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
+                                   chunk_size=16)(theta)
+    monkeypatch.setattr(gp, "feature_cache_budget", lambda dtype: budget)
+    objective = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
+                                   chunk_size=16)
+    calls = []
+    original = type(fmap.at(kernel)).features
+    monkeypatch.setattr(type(fmap.at(kernel)), "features",
+                        lambda self, X: calls.append(len(X)) or original(self, X))
+    value, grad = objective(theta)
+    _close(value, reference[0])
+    _close(grad, reference[1])
+    evaluated = sum(calls)
+    assert evaluated == (len(y) if budget == 10**9 else 2 * len(y))   # one pass or two
+
+
+def test_kept_features_drop_everything_past_the_budget():
+    kept = KeptFeatures(budget=100)
+    kept.add("a", np.zeros(10))
+    assert kept.complete and len(kept.items) == 1
+    kept.add("b", np.zeros(10))
+    assert not kept.complete and kept.items == []
+    kept.add("c", np.zeros(1))
+    assert kept.items == []

@@ -318,3 +318,17 @@ def test_estimator_standardizes_through_the_summary_and_keeps_constant_columns()
     assert model.X_train_scale_[1] == 1.0 and model.X_train_mean_[1] == 0.1
     summary = data.ArraySource(X, np.full(57, -1e300)).summary()
     assert summary.y_standardization() == (-1e300, 1.0)
+
+
+def test_iterable_source_knows_its_noise_variances_without_a_pass():
+    """has_noise_variance reads the first block only (the engine asks it before any pass)."""
+    opened = []
+
+    def blocks():
+        opened.append(1)
+        yield np.ones((3, 2)), np.zeros(3), np.full(3, 0.1)
+        raise AssertionError("read past the first block")
+
+    source = data.IterableSource(blocks)
+    assert source.has_noise_variance and len(opened) == 1
+    assert not data.IterableSource([(np.ones((3, 2)), np.zeros(3))]).has_noise_variance

@@ -190,6 +190,14 @@ class IterableSource(DataSource):
     def dtype(self) -> np.dtype:
         return self._dtype
 
+    @property
+    def has_noise_variance(self) -> bool:
+        """From the first block (every pass checks that all blocks agree): no pass needed."""
+        first = next(iter(self._open()), None)
+        if first is None:
+            raise ValueError("the data source is empty (blocks yielded no block)")
+        return _unpack(first, 0)[2] is not None
+
     def chunks(self, rows: int) -> Iterator[Chunk]:
         rows = check_positive_int(rows, "rows")
         pending, pending_rows, start = [], 0, 0

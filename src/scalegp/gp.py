@@ -52,8 +52,8 @@ SIGNED_RULES = ("keep", "repair")
 
 #: Largest feature matrix Psi (n x m float64) that a likelihood-and-gradient evaluation keeps
 #: from its statistics pass for its gradient pass, which then evaluates no features (and at
-#: most a quarter of the available memory); beyond it the gradient pass recomputes them chunk
-#: by chunk, in O(chunk m) memory.
+#: most a quarter of the available memory: :func:`feature_cache_budget`); beyond it the
+#: gradient pass recomputes them chunk by chunk, in O(chunk m) memory.
 FEATURE_CACHE_BYTES = 2**30
 
 #: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
@@ -145,10 +145,11 @@ def _row_weights(at_map, chunk, Psi, noise, noise_variance):
 def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOMOSCEDASTIC,
                           noise_variance: float | None = None, chunk_size: int | None = None,
                           dtype=None, progress=None, chunks=None,
-                          keep_features: list | None = None) -> Statistics:
+                          keep_features: "KeptFeatures | None" = None) -> Statistics:
     """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
     :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer).
-    ``keep_features``, a list, receives (chunk, Psi) of every chunk for a second pass."""
+    ``keep_features`` (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a
+    second pass, within its budget."""
     dtype = check_dtype(dtype)
     m = at_map.n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
@@ -161,7 +162,7 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
         weights = _row_weights(at_map, chunk, Psi, noise, noise_variance)
         y_chunk = chunk.y
         if keep_features is not None:
-            keep_features.append((chunk, Psi if weights is None else Psi.copy()))
+            keep_features.add(chunk, Psi if weights is None else Psi.copy())
         if weights is not None:
             Psi *= np.sqrt(weights).astype(dtype)[:, None]
             y_chunk = np.sqrt(weights) * y_chunk
@@ -332,14 +333,14 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 
 def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
                         noise: NoiseModel = HOMOSCEDASTIC, chunk_size: int | None = None,
-                        dtype=None, kept_features: list | None = None) -> np.ndarray:
+                        dtype=None, kept_features: "KeptFeatures | None" = None) -> np.ndarray:
     """The sum of :func:`chunk_gradient` over the source's chunks (a second pass), or over the
-    (chunk, Psi) pairs the first pass kept (``kept_features``: no feature evaluation)."""
+    (chunk, Psi) pairs the first pass kept (``kept_features`` complete: no feature evaluation)."""
     dtype = check_dtype(dtype)
     n_params = at_map.kernel.n_params
     gradient = np.zeros(n_params + 1)
-    if kept_features is not None:
-        for chunk, Psi in kept_features:
+    if kept_features is not None and kept_features.complete:
+        for chunk, Psi in kept_features.items:
             gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi)
         return gradient
     chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
@@ -349,16 +350,37 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
     return gradient
 
 
-def kept_feature_bytes(feature_map: FeatureMap, n_samples: int, dtype) -> int:
-    """Bytes of the features one evaluation keeps from its statistics pass for its gradient
-    pass (0: none kept): float64 features of at most ``FEATURE_CACHE_BYTES`` and a quarter of
-    the available memory."""
+def feature_cache_budget(dtype) -> int:
+    """Bytes of features one evaluation may keep from its statistics pass for its gradient
+    pass: ``FEATURE_CACHE_BYTES`` and at most a quarter of the available memory, for float64
+    features (0 for float32, whose gradient pass forms dPsi anyway)."""
     from ._memory import available_bytes     # _memory sizes chunks with default_chunk_size
-    size = n_samples * feature_map.n_components * 8
+    if check_dtype(dtype) != np.float64:
+        return 0
     available = available_bytes()
-    fits = (check_dtype(dtype) == np.float64 and size <= FEATURE_CACHE_BYTES
-            and (available is None or size <= available // 4))
-    return size if fits else 0
+    return FEATURE_CACHE_BYTES if available is None else min(FEATURE_CACHE_BYTES,
+                                                              available // 4)
+
+
+class KeptFeatures:
+    """The (chunk, Psi) pairs of one statistics pass, while they fit in ``budget`` bytes; once
+    they do not, all are dropped (``complete`` False) and the gradient pass recomputes the
+    features. Needs no row count up front, so a source is not read to size it."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.items: list = []
+        self.n_bytes = 0
+        self.complete = True
+
+    def add(self, chunk, Psi: np.ndarray) -> None:
+        if not self.complete:
+            return
+        self.n_bytes += Psi.nbytes
+        if self.n_bytes > self.budget:
+            self.items, self.complete = [], False
+            return
+        self.items.append((chunk, Psi))
 
 
 class MarginalLikelihood:
@@ -404,15 +426,14 @@ class MarginalLikelihood:
         # the gradient pass of accumulate_gradient (not the fixed basis, not the repair)
         streams_gradient = (self.basis_statistics is None
                             and not (feature_map.signs is not None and signed_rule == "repair"))
-        self._keep_features = streams_gradient and kept_feature_bytes(
-            feature_map, self.source.n_samples, self.dtype) > 0
+        self._feature_budget = feature_cache_budget(self.dtype) if streams_gradient else 0
 
     @property
     def kernel(self) -> Kernel:
         return self.hyperparameters.kernel
 
     def statistics(self, at_map: MapAtTheta, noise_variance: float, progress=None,
-                   keep_features: list | None = None) -> Statistics:
+                   keep_features: KeptFeatures | None = None) -> Statistics:
         if self.basis_statistics is not None:
             return self.basis_statistics.at(self.feature_map, at_map.kernel)
         return accumulate_statistics(at_map, self.source, noise=self.noise,
@@ -434,7 +455,7 @@ class MarginalLikelihood:
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        kept = [] if self._keep_features else None
+        kept = KeptFeatures(self._feature_budget) if self._feature_budget else None
         at_map, statistics, value, system, conditioned = self._condition(theta,
                                                                          keep_features=kept)
         if system.positive_part is not None:
