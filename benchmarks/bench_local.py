@@ -1,0 +1,218 @@
+"""Neighbourhood-local GPs on rough 2-D relief maps, against the two baselines of issue 11.
+
+For each map (the embedded East Africa relief, and a second ETOPO5 crop of the same size, the
+Himalaya and Tibet, read from the Debian package ``ferret-datasets``), with the demo's split
+(a permutation of the grid with seed 0: its first 5,000 points are the test set, all others
+train):
+
+1. **exact GP on 5,000 points**: ``ExactGPRegressor`` (anisotropic Matern-5/2, standardised
+   inputs and targets) learned on the first 5,000 training points;
+2. **exact tiles**: plain exact GPs on 2 x 2 degree tiles, each trained on the training points
+   of the tile and a 1-degree margin around it, at the hyperparameters the 5,000-point exact GP
+   learned; each test point predicted by its tile's GP (the hand-made baseline of the issue);
+3. **neighbourhood-local models** (``LowRankGPRegressor(local="neighbors")``) fitted on all
+   training points, learning their own hyperparameters, timed including learning.
+
+Test RMSE (metres), NLPD (of the elevation in km, with noise) and seconds are written as JSON
+and markdown. Run from the repository root:
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_local.py [--maps east-africa,himalaya]
+
+The Himalaya map needs ``etopo5.cdf``: ``--etopo5 PATH``, or ``$SCALEGP_ETOPO5``, or the
+script fetches ``ferret-datasets`` with ``apt-get download`` into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import scalegp as sg  # noqa: E402
+from scalegp.datasets import load_east_africa_relief  # noqa: E402
+from scalegp.metrics import nlpd, rmse  # noqa: E402
+
+N_TEST = 5000
+N_EXACT = 5000
+TILE_DEG, MARGIN_DEG = 2.0, 1.0
+#: (lon range, lat range) of the second map: 276 x 300 grid points at 5', like East Africa's.
+HIMALAYA = ((75.0, 98.0), (20.0, 45.0))
+
+
+def load_map(name: str, etopo5: str | None):
+    """(X in degrees (lon, lat), elevation in metres) of a map."""
+    if name == "east-africa":
+        relief = load_east_africa_relief()
+        return relief.X, relief.y
+    if name == "himalaya":
+        return _etopo5_crop(_etopo5_path(etopo5), *HIMALAYA)
+    raise ValueError(f"unknown map {name!r}")
+
+
+def _etopo5_path(given: str | None) -> Path:
+    given = given or os.environ.get("SCALEGP_ETOPO5")
+    if given:
+        return Path(given)
+    workdir = Path(tempfile.mkdtemp(prefix="etopo5-"))
+    subprocess.run(["apt-get", "download", "ferret-datasets"], cwd=workdir, check=True)
+    (deb,) = workdir.glob("ferret-datasets_*.deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(workdir / "root")], check=True)
+    return workdir / "root/usr/share/ferret-vis/data/etopo5.cdf"
+
+
+def _etopo5_crop(path: Path, lon_range, lat_range):
+    from scipy.io import netcdf_file
+
+    with netcdf_file(path, mmap=False) as source:
+        lon = source.variables["ETOPO05_X"].data.astype(np.float64)
+        lat = source.variables["ETOPO05_Y"].data.astype(np.float64)
+        rose = source.variables["ROSE"].data
+    cols = np.flatnonzero((lon >= lon_range[0]) & (lon < lon_range[1]))
+    rows = np.flatnonzero((lat >= lat_range[0]) & (lat < lat_range[1]))
+    elevation = rose[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1].astype(np.float64)
+    grid_lat, grid_lon = np.meshgrid(lat[rows], lon[cols], indexing="ij")
+    return np.column_stack([grid_lon.ravel(), grid_lat.ravel()]), elevation.ravel()
+
+
+def split(n: int):
+    rows = np.random.default_rng(0).permutation(n)
+    return rows[N_TEST:], rows[:N_TEST]
+
+
+def scores(y_km, mean, var):
+    return {"rmse_m": 1000.0 * rmse(y_km, mean), "nlpd_km": nlpd(y_km, mean, var)}
+
+
+def start_kernel():
+    return sg.kernels.get("matern52").with_params(length_scale=np.ones(2))
+
+
+def exact_subset(X, y_km, train, test):
+    rows = train[:N_EXACT]
+    start = time.perf_counter()
+    model = sg.ExactGPRegressor(kernel=start_kernel(), noise_variance=0.05, normalize_X=True,
+                                normalize_y=True, random_state=0).fit(X[rows], y_km[rows])
+    seconds = time.perf_counter() - start
+    mean, std = model.predict(X[test], return_std=True, include_noise=True)
+    return model, {"method": f"exact GP, {N_EXACT:,} points", "seconds": seconds,
+                   **scores(y_km[test], mean, std**2), **_hyperparameters(model)}
+
+
+def exact_tiles(X, y_km, train, test, reference):
+    """Exact GPs on 2 x 2 degree tiles with 1-degree margins at ``reference``'s
+    hyperparameters (its standardisation too)."""
+    start = time.perf_counter()
+    mean = np.empty(len(test))
+    var = np.empty(len(test))
+    lon0, lat0 = X[:, 0].min(), X[:, 1].min()
+    tile_of = np.floor((X - [lon0, lat0]) / TILE_DEG).astype(int)
+    sizes = []
+    for tile in np.unique(tile_of[test], axis=0):
+        low = np.array([lon0, lat0]) + tile * TILE_DEG
+        in_tile = np.all(tile_of[test] == tile, axis=1)
+        near = np.all((X[train] >= low - MARGIN_DEG) & (X[train] < low + TILE_DEG + MARGIN_DEG),
+                      axis=1)
+        rows = train[near]
+        sizes.append(len(rows))
+        fixed = sg.ExactGPRegressor(kernel=reference.kernel_,
+                                    noise_variance=reference.noise_variance_, optimize=False)
+        Xs = (X[rows] - reference.X_train_mean_) / reference.X_train_scale_
+        ys = (y_km[rows] - reference.y_train_mean_) / reference.y_train_std_
+        fixed.fit(Xs, ys)
+        Xt = (X[test[in_tile]] - reference.X_train_mean_) / reference.X_train_scale_
+        tile_mean, tile_std = fixed.predict(Xt, return_std=True, include_noise=True)
+        mean[in_tile] = tile_mean * reference.y_train_std_ + reference.y_train_mean_
+        var[in_tile] = (tile_std * reference.y_train_std_) ** 2
+    seconds = time.perf_counter() - start
+    return {"method": f"exact tiles ({TILE_DEG:g} deg, {MARGIN_DEG:g}-deg margins), fixed "
+                      "hyperparameters of the 5,000-point GP",
+            "seconds": seconds, "n_tiles": len(sizes), "tile_points_max": int(max(sizes)),
+            **scores(y_km[test], mean, var)}
+
+
+def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_components=None,
+                       learning_centres=None):
+    options = {"local": "neighbors", "local_neighbors": n_neighbors,
+               "local_learning_centres": learning_centres}
+    start = time.perf_counter()
+    model = sg.LowRankGPRegressor(approximation=approximation, n_components=n_components,
+                                  kernel=start_kernel().with_params(
+                                      length_scale=np.full(2, 0.1)),
+                                  noise_variance=0.01, normalize_X=True, normalize_y=True,
+                                  random_state=0, **options).fit(X[train], y_km[train])
+    seconds = time.perf_counter() - start
+    mean, std = model.predict(X[test], return_std=True, include_noise=True)
+    label = (f"neighbourhood-local {approximation}"
+             + (f" ({n_components} columns)" if n_components else "")
+             + f", {n_neighbors} points per neighbourhood"
+             + (f", learned on {learning_centres} neighbourhoods" if learning_centres else ""))
+    return {"method": label, "seconds": seconds, "n_centres": int(model.n_centres_),
+            **scores(y_km[test], mean, std**2), **_hyperparameters(model)}
+
+
+def _hyperparameters(model):
+    return {"length_scale_deg": list(model.kernel_.length_scale * model.X_train_scale_),
+            "noise_std_m": 1000.0 * float(np.sqrt(model.noise_variance_)) * model.y_train_std_}
+
+
+MODELS = (("exact", 500, None, 32), ("exact", 300, None, 32), ("exact", 1000, None, 32))
+
+
+def run(maps, etopo5):
+    results = {}
+    for name in maps:
+        X, y = load_map(name, etopo5)
+        y_km = y / 1000.0
+        train, test = split(len(y))
+        print(f"{name}: {len(train):,} training points, {len(test):,} test points", flush=True)
+        reference, row = exact_subset(X, y_km, train, test)
+        rows = [row, exact_tiles(X, y_km, train, test, reference)]
+        for approximation, k, m, learning in MODELS:
+            rows.append(neighborhood_model(X, y_km, train, test, approximation, k, m, learning))
+        for row in rows:
+            print(f"  {row['method']}: RMSE {row['rmse_m']:.1f} m, NLPD {row['nlpd_km']:.3f}, "
+                  f"{row['seconds']:.1f} s", flush=True)
+        results[name] = {"n_train": len(train), "n_test": len(test), "rows": rows}
+    return results
+
+
+def markdown(results, command):
+    lines = ["# Neighbourhood-local GPs on relief maps", "",
+             f"`{command}` on {time.strftime('%Y-%m-%d')}, {platform.processor() or 'cpu'}, "
+             f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}.", ""]
+    for name, result in results.items():
+        lines += [f"## {name} ({result['n_train']:,} training, {result['n_test']:,} test points)",
+                  "", "| method | test RMSE (m) | NLPD (km) | seconds |", "|---|---:|---:|---:|"]
+        for row in result["rows"]:
+            lines.append(f"| {row['method']} | {row['rmse_m']:.1f} | {row['nlpd_km']:.3f} | "
+                         f"{row['seconds']:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--maps", default="east-africa,himalaya")
+    parser.add_argument("--etopo5", default=None)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/local"))
+    args = parser.parse_args(argv)
+    results = run(args.maps.split(","), args.etopo5)
+    command = "python benchmarks/bench_local.py " + " ".join(argv or sys.argv[1:])
+    Path(args.out + ".json").write_text(json.dumps(results, indent=2))
+    Path(args.out + ".md").write_text(markdown(results, command.strip()))
+    print(f"wrote {args.out}.json and {args.out}.md")
+
+
+if __name__ == "__main__":
+    main()

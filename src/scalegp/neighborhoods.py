@@ -1,0 +1,314 @@
+"""Neighbourhood-local GP models: one GP per centre, trained on the centre's nearest points.
+
+A global low-rank model spreads its m columns over the whole input box, so for a rough field
+(relief, say) its resolution is bounded by m; an exact GP is bounded by its n. A
+neighbourhood-local model instead keeps one GP per centre c, trained only on the k training
+points nearest c, so each GP sees a small extent at full resolution (docs/local-models.md,
+"Neighbourhood-local models"):
+
+* **Cover.** Centres are chosen by an adaptive farthest-point cover: the neighbourhood of a
+  centre c is its k nearest training points, R_c the distance of the k-th, and its blend radius
+  r_c = R_c / 2; the next centre is the training point worst covered, the largest
+  min_c |x - c| / r_c, until every training point has |x - c| / r_c <= ``overlap`` for some c.
+  Distances are measured in units of the starting length scales (x / l), and the cover stays
+  fixed while the hyperparameters are learned (the objective is then smooth in theta).
+  Cost O(N N_C d): one distance vector and one partial sort per new centre.
+* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``) or a
+  low-rank GP of any feature map, with one map for all centres (one draw, one rule) built on
+  the neighbourhoods shifted to their centres, x - c: a fixed-basis map (GLF) then covers a
+  small box, so few nodes resolve short length scales.
+* **Shared hyperparameters** maximize the block composite likelihood
+  sum_c log p(y_{N_c} | theta), the sum of the local log marginal likelihoods (or of a random
+  subset of ``learning_centres`` of them: a cheaper, unbiased-up-to-scale estimate of the
+  same objective); gradients add the same way. With a fixed basis each local objective keeps
+  its basis statistics, so a step costs O(N_C s^3) after one pass.
+* **Blended prediction.** With the compactly supported C^1 weight
+  w_c(x) = (1 - t^2)^2 for t = |x - c| / r_c < 1 (0 beyond), the predictive distribution is the
+  mixture sum_c w_c p_c(f(x) | y) / sum_c w_c: mean mu = sum_c w~_c mu_c and variance
+  sum_c w~_c (v_c + mu_c^2) - mu^2 (the mixture's), w~ = w / sum w. Every point covered by
+  the cover has a weight >= (1 - overlap^2)^2 > 0, and the weights are continuous, so the mean
+  is continuous across neighbourhood borders. A test point outside every blend support (far
+  from the training data) takes the centre with the smallest |x - c| / r_c alone.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import exact
+from ._validation import as_generator, check_matrix, check_positive_int, check_vector
+from .features.base import FeatureMap
+from .gp import default_chunk_size
+from .hyperparameters import Hyperparameters
+from .objectives import low_rank_objective
+
+__all__ = ["Neighborhoods", "cover", "NeighborhoodLikelihood", "NeighborhoodPosterior",
+           "blend_weights"]
+
+#: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
+#: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
+OVERLAP = 0.75
+#: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
+MAX_CENTRES = 20_000
+
+
+@dataclass(frozen=True, eq=False)
+class Neighborhoods:
+    """The geometry of a neighbourhood-local model, fixed while hyperparameters are learned.
+
+    Attributes
+    ----------
+    centres : ndarray (n_centres, n_dims)
+        In input units.
+    members : tuple of int arrays
+        The training rows of each centre's neighbourhood (its ``n_neighbors`` nearest).
+    blend_radius : ndarray (n_centres,)
+        r_c, in units of ``scale``.
+    scale : ndarray (n_dims,)
+        Distances are |(x - c) / scale| (the starting length scales).
+    """
+
+    centres: np.ndarray
+    members: tuple
+    blend_radius: np.ndarray
+    scale: np.ndarray
+
+    @property
+    def n_centres(self) -> int:
+        return self.centres.shape[0]
+
+    def scaled_distances(self, X) -> np.ndarray:
+        """|(x - c) / scale| for every row of X and every centre, shape (n, n_centres)."""
+        Z = X / self.scale
+        C = self.centres / self.scale
+        squared = np.zeros((Z.shape[0], C.shape[0]))
+        for j in range(Z.shape[1]):        # per dimension: no cancellation, O(n n_centres)
+            squared += (Z[:, j, None] - C[None, :, j]) ** 2
+        return np.sqrt(squared)
+
+
+def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
+          max_centres: int = MAX_CENTRES) -> Neighborhoods:
+    """The adaptive farthest-point cover of X by neighbourhoods of ``n_neighbors`` points.
+
+    Parameters
+    ----------
+    X : ndarray (n_samples, n_dims)
+    n_neighbors : int
+        k, the training points of each neighbourhood (all of them if k >= n_samples).
+    scale : float or ndarray (n_dims,)
+        The length scales distances are measured in.
+    overlap : float in (0, 1), default=OVERLAP
+        Every training point ends within ``overlap`` blend radii of a centre.
+    max_centres : int, default=MAX_CENTRES
+        The cover stops there with a warning (some points then have smaller weights).
+
+    Returns
+    -------
+    Neighborhoods
+        The first centre is the training mean; each later one the training point with the
+        largest min_c |x - c| / r_c (module docstring).
+    """
+    X = check_matrix(X, "X")
+    n_samples, n_dims = X.shape
+    n_neighbors = min(check_positive_int(n_neighbors, "n_neighbors"), n_samples)
+    if not 0.0 < overlap < 1.0:
+        raise ValueError(f"overlap must lie in (0, 1), got {overlap!r}")
+    scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
+    Z = X / scale
+    coverage = np.full(n_samples, np.inf)        # min_c |z - c| / r_c so far
+    centres, members, radii = [], [], []
+    centre = Z.mean(axis=0)
+    while True:
+        distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
+        nearest = np.argpartition(distance, n_neighbors - 1)[:n_neighbors]
+        reach = float(distance[nearest].max())
+        radius = 0.5 * reach if reach > 0 else 1.0
+        centres.append(centre * scale)
+        members.append(np.sort(nearest))
+        radii.append(radius)
+        np.minimum(coverage, distance / radius, out=coverage)
+        worst = int(np.argmax(coverage))
+        if coverage[worst] <= overlap:
+            break
+        if len(centres) == max_centres:
+            warnings.warn(
+                f"the neighbourhood cover stopped at max_centres = {max_centres}: a training "
+                f"point lies {coverage[worst]:.3g} blend radii from its nearest centre "
+                f"(target {overlap}); raise n_neighbors or max_centres", UserWarning,
+                stacklevel=2)
+            break
+        centre = Z[worst].copy()
+    return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
+    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres).
+
+    A row outside every support gets weight 1 on its centre of smallest t (module docstring).
+    """
+    t = neighborhoods.scaled_distances(X) / neighborhoods.blend_radius
+    weights = np.where(t < 1.0, (1.0 - np.minimum(t, 1.0) ** 2) ** 2, 0.0)
+    total = weights.sum(axis=1)
+    outside = total == 0
+    if np.any(outside):
+        weights[outside, np.argmin(t[outside], axis=1)] = 1.0
+        total[outside] = 1.0
+    return weights / total[:, None]
+
+
+class _Shifted:
+    """A local posterior on inputs shifted by its centre (x - c): what a feature map sees."""
+
+    def __init__(self, posterior, centre: np.ndarray):
+        self.posterior = posterior
+        self.centre = centre
+
+    def predict(self, X, return_var=False):
+        return self.posterior.predict(X - self.centre, return_var=return_var)
+
+
+class NeighborhoodLikelihood:
+    """The block composite likelihood sum_c log p(y_{N_c} | theta) of a cover (an objective:
+    :mod:`scalegp.objectives`), its gradient, and the neighbourhood posterior at theta.
+
+    Parameters
+    ----------
+    hyperparameters : Hyperparameters
+    neighborhoods : Neighborhoods
+    X, y : training inputs and targets
+    feature_map : FeatureMap or None
+        None: exact local GPs. A map: low-rank local GPs on x - c.
+    learning_centres : int or None
+        Evaluate ``value`` and ``__call__`` on this many centres drawn at random (``rng``), not
+        all: learning then costs that many local objectives per step. ``posterior`` always
+        conditions every neighbourhood.
+    solver, dtype : the low-rank engine's options (:func:`scalegp.objectives.low_rank_objective`)
+    """
+
+    def __init__(self, hyperparameters, neighborhoods: Neighborhoods, X, y, *,
+                 feature_map: FeatureMap | None = None, learning_centres: int | None = None,
+                 rng=None, solver: str = "cholesky", dtype=None):
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.neighborhoods = neighborhoods
+        self.X = check_matrix(X, "X")
+        self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.feature_map = feature_map
+        self.solver = solver
+        self.dtype = dtype
+        centres = np.arange(neighborhoods.n_centres)
+        if learning_centres is not None:
+            learning_centres = check_positive_int(learning_centres, "learning_centres")
+            if learning_centres < neighborhoods.n_centres:
+                centres = np.sort(as_generator(rng).choice(
+                    neighborhoods.n_centres, size=learning_centres, replace=False))
+        self.learning_centres = centres
+        self._objectives = {}
+        self.n_evaluations = 0
+
+    def _local_objective(self, c: int):
+        """The objective of neighbourhood c (kept: a fixed basis keeps its statistics)."""
+        if c not in self._objectives:
+            rows = self.neighborhoods.members[c]
+            X, y = self.X[rows], self.y[rows]
+            if self.feature_map is None:
+                objective = exact.ExactMarginalLikelihood(self.hyperparameters, X, y)
+            else:
+                objective = low_rank_objective(
+                    self.feature_map, self.hyperparameters, X - self.neighborhoods.centres[c],
+                    y, solver=self.solver, dtype=self.dtype)
+            self._objectives[c] = objective
+        return self._objectives[c]
+
+    def value(self, theta) -> float:
+        return float(sum(self._local_objective(c).value(theta) for c in self.learning_centres))
+
+    def __call__(self, theta) -> tuple[float, np.ndarray]:
+        self.n_evaluations += 1
+        value, gradient = 0.0, 0.0
+        for c in self.learning_centres:
+            local_value, local_gradient = self._local_objective(c)(theta)
+            value += local_value
+            gradient = gradient + np.asarray(local_gradient)
+        return float(value), gradient
+
+    def posterior(self, theta) -> "NeighborhoodPosterior":
+        """Every neighbourhood conditioned at theta (or at a Hyperparameters' values)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        locals_ = []
+        for c in range(self.neighborhoods.n_centres):
+            posterior = self._local_objective(c).posterior(theta)
+            if self.feature_map is not None:
+                posterior = _Shifted(posterior, self.neighborhoods.centres[c])
+            locals_.append(posterior)
+            if c not in self.learning_centres:       # not needed again: free its memory
+                self._objectives.pop(c, None)
+        value = sum(p.log_marginal_likelihood if self.feature_map is None
+                    else p.posterior.log_marginal_likelihood for p in locals_)
+        return NeighborhoodPosterior(self.neighborhoods, tuple(locals_), kernel,
+                                     float(noise_variance), float(value))
+
+
+@dataclass(frozen=True, eq=False)
+class NeighborhoodPosterior:
+    """The blended predictive distribution of a neighbourhood-local model (module docstring).
+
+    Attributes
+    ----------
+    neighborhoods : Neighborhoods
+    local_posteriors : tuple
+        One per centre, with ``predict(X, return_var=...)`` (latent, no noise).
+    kernel, noise_variance : the shared hyperparameters
+    log_marginal_likelihood : float
+        The composite sum_c log p(y_{N_c}) over every neighbourhood.
+    """
+
+    neighborhoods: Neighborhoods
+    local_posteriors: tuple
+    kernel: object
+    noise_variance: float
+    log_marginal_likelihood: float
+
+    def predict(self, X, *, return_var: bool = False, include_noise: bool = False,
+                chunk_size: int | None = None):
+        """Blended mean, and optionally the mixture variance (+ s2 if ``include_noise``)."""
+        X = check_matrix(X, "X", n_dims=self.neighborhoods.centres.shape[1])
+        chunk_size = chunk_size or default_chunk_size(self.neighborhoods.n_centres)
+        mean = np.zeros(X.shape[0])
+        second = np.zeros(X.shape[0]) if return_var else None
+        for start in range(0, X.shape[0], chunk_size):
+            rows = slice(start, min(start + chunk_size, X.shape[0]))
+            weights = blend_weights(self.neighborhoods, X[rows])
+            block_mean = np.zeros(weights.shape[0])
+            block_second = np.zeros(weights.shape[0])
+            for c in np.flatnonzero(weights.any(axis=0)):
+                used = np.flatnonzero(weights[:, c])
+                w = weights[used, c]
+                result = self.local_posteriors[c].predict(X[rows][used], return_var=return_var)
+                if return_var:
+                    local_mean, local_var = result
+                    block_second[used] += w * (local_var + local_mean**2)
+                else:
+                    local_mean = result
+                block_mean[used] += w * local_mean
+            mean[rows] = block_mean
+            if return_var:
+                second[rows] = block_second
+        if not return_var:
+            return mean
+        var = np.maximum(second - mean**2, 0.0)
+        if include_noise:
+            var += self.noise_variance
+        return mean, var
+
+
+def describe_cover(neighborhoods: Neighborhoods) -> str:
+    """One line: centres, points per neighbourhood, blend radii."""
+    sizes = [len(m) for m in neighborhoods.members]
+    return (f"{neighborhoods.n_centres} centres, {sizes[0]} training points each, blend "
+            f"radius {np.min(neighborhoods.blend_radius):.3g} to "
+            f"{np.max(neighborhoods.blend_radius):.3g} length scales")
+
