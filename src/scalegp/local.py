@@ -70,6 +70,7 @@ statistics of every centre in one pass over the data (docs/local-models.md, "One
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -301,21 +302,35 @@ class LocalMarginalLikelihood:
         self.context = context
         self.hyperparameters = Hyperparameters.of(hyperparameters)
         self.make_posterior = make_posterior
-        kernel = self.hyperparameters.kernel
-        self.centres = context.centres(kernel)
-        self.maps = context.maps(self.centres, kernel)
-        maps = ([self.maps] if isinstance(self.maps, FeatureMap) else self.maps)
-        check_local_memory(self.centres.shape[0], _n_components(self.maps),
-                           "learning the hyperparameters of a local model")
         self.n_evaluations = 0
-        self.basis_statistics = None
-        if all(isinstance(fm, FixedBasisFeatureMap) for fm in maps):
-            basis = (gp._BasisOnly(self.maps) if isinstance(self.maps, FeatureMap)
-                     else [gp._BasisOnly(fm) for fm in self.maps])
-            self.basis_statistics = [
-                gp.BasisStatistics(s) for s in centred_statistics(
-                    basis, context.source, self.centres, chunk_size=context.chunk_size,
-                    dtype=context.dtype)]
+
+    # Computed at the first evaluation, so an objective used only for ``posterior`` (fixed
+    # hyperparameters, or a lazy model) neither clusters twice nor holds every centre.
+    @functools.cached_property
+    def centres(self) -> np.ndarray:
+        """The centres of learning: at the starting length scale."""
+        return self.context.centres(self.hyperparameters.kernel)
+
+    @functools.cached_property
+    def maps(self):
+        """The shared map, or one per centre (``reoptimize``)."""
+        maps = self.context.maps(self.centres, self.hyperparameters.kernel)
+        check_local_memory(self.centres.shape[0], _n_components(maps),
+                           "learning the hyperparameters of a local model")
+        return maps
+
+    @functools.cached_property
+    def basis_statistics(self) -> list | None:
+        """Phi_c^T Phi_c, Phi_c^T y of every centre for fixed-basis maps (one pass), else
+        None."""
+        maps = [self.maps] if isinstance(self.maps, FeatureMap) else self.maps
+        if not all(isinstance(fm, FixedBasisFeatureMap) for fm in maps):
+            return None
+        basis = (gp._BasisOnly(self.maps) if isinstance(self.maps, FeatureMap)
+                 else [gp._BasisOnly(fm) for fm in self.maps])
+        return [gp.BasisStatistics(s) for s in centred_statistics(
+            basis, self.context.source, self.centres, chunk_size=self.context.chunk_size,
+            dtype=self.context.dtype)]
 
     @property
     def kernel(self) -> Kernel:
@@ -491,7 +506,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     each ``predict`` accumulates, in one pass, the statistics of the centres its test points
     route to that are not cached yet, and caches their systems. A lazy model's
     ``log_marginal_likelihood`` is NaN (it would need every centre). Its model file stores the
-    centres and the training rows, not the cache, which a loaded model refills identically.
+    training rows (and the threshold), not the cache: a loaded model recomputes the centres
+    and refills the cache identically.
 
     ``reoptimize=True`` builds one map per centre from the rows routed to it, shifted by it,
     each from its own ``rng.spawn`` stream; such a model cannot be saved.
@@ -613,30 +629,35 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                 "a local model fitted with local_reoptimize=True has one feature map per "
                 "centre, which model files do not store; refit it to predict, or fit with "
                 "local_reoptimize=False to save")
-        arrays = {"centres": np.asarray(self._centres, dtype=np.float64)}
-        if self.lazy:
-            return {**arrays, **_training_arrays(self.source)}
+        if self.lazy:                   # the centres follow from the rows and the threshold
+            return _training_arrays(self.source)
         order = range(self._centres.shape[0])
-        return {**arrays, "beta": np.stack([self.systems[j].beta for j in order]),
+        return {"centres": np.asarray(self._centres, dtype=np.float64),
+                "beta": np.stack([self.systems[j].beta for j in order]),
                 "cholesky_factor": np.stack([self.systems[j].cholesky_factor for j in order])}
 
     @classmethod
     def stored_arrays(cls, metadata):
         if metadata["lazy"]:
-            return {"centres", "X_train", "y_train"}
+            return {"X_train", "y_train"}
         return {"centres", "beta", "cholesky_factor"}
 
     @classmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
                         n_samples, metadata, arrays, dtype):
-        common = dict(centres=arrays["centres"], threshold=metadata["threshold"], dtype=dtype)
+        """A lazy model's centres are recomputed from its rows, as ``fit`` computed them."""
         if metadata["lazy"]:
+            source = ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype)
+            centres = farthest_point_centres(source.X, metadata["threshold"],
+                                             length_scale=kernel.length_scale)
             return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                       systems={}, lazy=True,
-                       source=ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype),
-                       **common)
+                       centres=centres, threshold=metadata["threshold"], systems={}, lazy=True,
+                       source=source, dtype=dtype)
+        common = dict(centres=arrays["centres"], threshold=metadata["threshold"], dtype=dtype)
+        # the factor in the memory order the fit's factorization wrote it (LAPACK's, Fortran),
+        # so that the solves, and the predictions, are bit-identical
         systems = {j: CholeskySystem(noise_variance, arrays["beta"][j], 0.0,
-                                     arrays["cholesky_factor"][j])
+                                     np.asfortranarray(arrays["cholesky_factor"][j]))
                    for j in range(arrays["centres"].shape[0])}
         return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
                    systems=systems, **common)
