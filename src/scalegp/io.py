@@ -19,6 +19,12 @@ rebuilt by their own validation, checked against each other, and the rebuilt mod
 predict a finite value. Every failure is an :class:`~scalegp.errors.InvalidModelFileError`
 naming the entry. A new field is one line in these tables.
 
+A local model (:mod:`scalegp.local`) has ``system.factorization = "local"``, its kind and the
+kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
+declares them (``MODEL_FILE_METADATA``, ``MODEL_FILE_ARRAYS``, ``stored_arrays``), and the
+loader checks them like its own tables (``LOCAL_CONDITIONS``), so a new kind needs no change
+here. Test-point and lazy cluster models store their (standardized) training rows.
+
 Writes go through :func:`scalegp._output.write_atomically`: a temporary file created
 exclusively in the target's folder, moved over the target by ``os.replace``, so a failed or
 interrupted save leaves an existing file untouched; only a regular file or a missing path is
