@@ -64,6 +64,14 @@ MODELS = {
                                               random_state=0),
     "exact": lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
                                          normalize_y=True),
+    # local models (scalegp.local): stacked per-centre systems, or the training rows
+    "clusters": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
+                                              local_threshold=1.0, normalize_y=True,
+                                              random_state=0),
+    "lazy": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters", local_lazy=True,
+                                          local_threshold=1.0, optimize=False, random_state=0),
+    "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
+                                                 optimize=False, random_state=0),
 }
 X_TEST = data(1, n=9)[0]
 
@@ -226,6 +234,14 @@ def get(tree, path):
 
 def metadata_verdict(path, mutated, original):
     """MUST_FAIL, MAY_LOAD, or None when the mutant is a valid model of other predictions."""
+    if path == ("local", "threshold"):
+        # a lazy model's centres are recomputed from it; the others only report it
+        value = mutated["local"].get("threshold")
+        valid = is_finite(value) and value > 0
+        if not valid:
+            return MUST_FAIL
+        return MAY_LOAD if not original["local"].get("lazy") or value == get(original,
+                                                                              path) else None
     if path and path[0] == "params":
         return MAY_LOAD                 # checked by the estimator; predictions never change
     if path[:2] == ("kernel", "params"):
@@ -266,6 +282,8 @@ ARRAY_DOMAINS = {
     "cholesky_factor": "cholesky", "eigenvalues": "eigenvalues",
     "positive_part.transform": "finite", "positive_part.eigenvalues": "spectrum",
     "feature_map.n_nodes": "count", "feature_map.panels": "panels",
+    "local.centres": "finite", "local.beta": "finite", "local.cholesky_factor": "choleskies",
+    "local.X_train": "finite", "local.y_train": "finite",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
 }
 
@@ -299,6 +317,11 @@ def value_mutants(key, array):
         out += [("upper entry", set_entry(array, (0, array.shape[1] - 1), 0.25), MUST_FAIL),
                 ("zero diagonal", set_entry(array, (1, 1), 0.0), MUST_FAIL),
                 ("negative diagonal", set_entry(array, (0, 0), -array[0, 0]), MUST_FAIL)]
+    if domain == "choleskies":   # a stack of factors, one per centre
+        out += [("upper entry", set_entry(array, (0, 0, array.shape[2] - 1), 0.25), MUST_FAIL),
+                ("zero diagonal", set_entry(array, (-1, 1, 1), 0.0), MUST_FAIL),
+                ("negative diagonal", set_entry(array, (0, 0, 0), -array[0, 0, 0]),
+                 MUST_FAIL)]
     if domain == "spectrum":     # exactly one positive eigenvalue per repaired feature
         largest = int(np.argmax(array))
         out += [("zero", set_entry(array, (largest,), 0.0), MUST_FAIL),
@@ -555,6 +578,9 @@ def test_generator_covers_every_field(saved, mutants):
     assert "feature_map.n_nodes" in saved["glf"].arrays
     assert "X_train_mean" in saved["rff"].arrays
     assert "positive_part.transform" in saved["repaired"].arrays
+    assert saved["clusters"].arrays["local.cholesky_factor"].shape[0] > 1
+    assert {"local.X_train", "local.y_train"} <= set(saved["lazy"].arrays)
+    assert {"local.X_train", "local.y_train"} <= set(saved["test-points"].arrays)
 
 
 def test_unmutated_files_load_identically(saved, tmp_path):

@@ -1,6 +1,6 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
-from . import exact, features, gp, kernels, linalg, metrics, optimize
+from . import clustering, exact, features, gp, kernels, linalg, local, metrics, optimize
 from .errors import (BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
@@ -20,7 +20,8 @@ __all__ = [
     "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
     "UnsafeOutputError", "__version__",
-    "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg", "metrics",
+    "clustering", "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg",
+    "local", "metrics",
     "optimize",
     "ExactGPRegressor", "FeatureMapTransformer", "LowRankGPRegressor", "load", "save",
 ]

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import __version__, experiments, features, kernels
+from . import __version__, experiments, features, kernels, local
 from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_dir,
                       check_output_path)
 from .errors import NonFiniteResultError
@@ -238,10 +238,15 @@ def _make_estimator(args, n_dims: int):
     approximation = _approximation_name(args.approximation)
     if approximation == "exact":
         return ExactGPRegressor(**common)
+    kind = getattr(args, "local", None)
+    if kind is None and getattr(args, "local_lazy", False):
+        raise CommandError("--local-lazy needs --local clusters")
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
                               dtype=args.dtype, solver=getattr(args, "solver", "cholesky"),
-                              **common)
+                              local=kind,
+                              local_threshold=getattr(args, "local_threshold", 2.0),
+                              local_lazy=getattr(args, "local_lazy", False), **common)
 
 
 def _fit(args, estimator, X, y, sample_noise_variance=None):
@@ -263,6 +268,8 @@ def command_fit(args) -> None:
         estimator.input_columns_ = list(names)
     estimator.target_column_ = target
     save(estimator, args.out)
+    if getattr(estimator, "local_model_", None) is not None:
+        _log(args, estimator.local_model_.describe())
     _log(args, f"fitted {_approximation_name(args.approximation)} on {len(y)} rows x {X.shape[1]} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
@@ -470,6 +477,20 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")
+    fit.add_argument("--local", choices=sorted(local.LOCAL_KINDS),
+                     help="a local (centred) model around the approximation "
+                          "(docs/local-models.md): test-points centres every test point on "
+                          "itself (the model file keeps the training data; each prediction "
+                          "costs a pass over it), clusters keeps one posterior per "
+                          "farthest-point centre and routes each test point to the nearest; "
+                          "learning maximizes the mean of the cluster centres' log marginal "
+                          "likelihoods")
+    fit.add_argument("--local-threshold", type=_positive_float, default=2.0, metavar="T",
+                     help="clustering threshold of --local, in length scales: every training "
+                          "input lies within T of a centre (default 2)")
+    fit.add_argument("--local-lazy", action="store_true",
+                     help="with --local clusters: keep only the centres test points need, "
+                          "conditioned at prediction (the model file keeps the training data)")
     fit.add_argument("--noise-variance-column", metavar="COLUMN",
                      help="a column of known per-row noise variances (measurement errors, >= 0, "
                           "in target units squared), added to the learned noise variance; not "

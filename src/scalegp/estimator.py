@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -29,7 +30,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import exact, kernels
+from . import exact, kernels, local as local_models
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
@@ -47,6 +48,8 @@ __all__ = ["LowRankGPRegressor", "ExactGPRegressor"]
 
 #: Training rows (evenly spaced) at which ``fit`` checks that predictions are finite.
 PROBE_ROWS = 64
+#: The same for a test-point-centred local model, whose every prediction is a pass.
+TEST_POINT_PROBE_ROWS = 8
 #: ``fit`` warns when its log marginal likelihood is below the noise-only model's by more than
 #: this relative margin (rounding of two O(n) sums; a model on the noise-only limit is not
 #: "worse").
@@ -213,11 +216,12 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         Predictions are checked at ``PROBE_ROWS`` evenly spaced training rows.
         """
         value = float(posterior.log_marginal_likelihood)
-        probe = X[np.linspace(0, X.shape[0] - 1, min(X.shape[0], PROBE_ROWS)).astype(int)]
+        probe = X[np.linspace(0, X.shape[0] - 1, min(X.shape[0], self._probe_rows())).astype(int)]
         mean, var = posterior.predict(self._prediction_input(probe), return_var=True)
         problems = [
             f"{what} {bad}" for what, bad in (
-                ("log marginal likelihood", _non_finite(value)),
+                ("log marginal likelihood",
+                 _non_finite(value) if self._has_likelihood(posterior) else None),
                 ("posterior coefficient", _non_finite(self._coefficients(posterior))),
                 ("predictive mean at a training input", _non_finite(mean * y_std + y_mean)),
                 ("predictive std at a training input", _non_finite(np.sqrt(var) * y_std)),
@@ -254,6 +258,15 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _approximation_diagnostics(self, posterior) -> list:
         """[(message, warning class)] about the approximation itself (none by default)."""
         return []
+
+    def _probe_rows(self) -> int:
+        """Training rows at which ``fit`` checks that predictions are finite."""
+        return PROBE_ROWS
+
+    def _has_likelihood(self, posterior) -> bool:
+        """Whether the posterior has a log marginal likelihood to check (a local model of
+        test points, or a lazy one, has none: NaN)."""
+        return True
 
     def _valid_log_bounds(self, state, kernel):
         """The log box the prepared state approximates the kernel on (None: all of it)."""
@@ -463,6 +476,29 @@ class LowRankGPRegressor(_GPRegressor):
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
+    local : {None, "test-points", "clusters"}, default=None
+        A local (centred) model around the map (:mod:`scalegp.local`; docs/local-models.md):
+        one posterior per centre c, conditioned on x - c with one shared map built on the
+        mean-centred inputs, each test point predicted from its centre. "test-points": every
+        test point is its own centre (Eq. 6-7; the model keeps the training data, and so does
+        its model file; O(N m^2 + m^3) per test point). "clusters": farthest-point centres
+        (Algorithm 1) with covering radius ``local_threshold``, each test point routed to the
+        nearest. None: the global model (unchanged). Learning (``optimize``) maximizes the
+        mean over the cluster centres at ``local_threshold`` of their log marginal
+        likelihoods, for both kinds. Unsigned maps, homoscedastic noise and
+        ``solver="cholesky"`` only.
+    local_threshold : float, default=2.0
+        The clustering threshold theta, in length scales (distances in x / l): every
+        training input lies within theta of a centre. Centres are chosen at the starting
+        length scale for learning, and again at the final one for the fitted model.
+    local_lazy : bool, default=False
+        With ``local="clusters"``: fit computes the centres only, and each predict conditions
+        (in one pass) the centres its test points need, caching them; the model keeps the
+        training data, and its log marginal likelihood is NaN.
+    local_reoptimize : bool, default=False
+        With ``local="clusters"``: one map per centre, built (``approximation_options``
+        applied) on the training inputs routed to it, shifted by it, each from its own
+        stream; such a model cannot be saved.
     random_state : None, int, numpy.random.Generator, default=None
         Seed of the map's randomness and of the optimizer restarts (independent streams).
 
@@ -475,6 +511,13 @@ class LowRankGPRegressor(_GPRegressor):
         At the learned hyperparameters, of the normalized targets if ``normalize_y``.
     posterior_ : scalegp.gp.Posterior
     feature_map_ : scalegp.features.FeatureMap
+    local_model_ : scalegp.local.LocalModel or None
+        The local model (also ``posterior_``); None when ``local`` is None.
+    n_centres_ : int or None
+        The number of centres of a cluster-centred model (None otherwise).
+    local_memory_bytes_ : int or None
+        Bytes of the per-centre m x m systems the local model keeps (for test points, those
+        of one block); None when ``local`` is None.
     dtype_ : numpy.dtype
         The precision the model was fitted in (its features at prediction too).
     optimization_result_ : scalegp.optimize.OptimizationResult or None
@@ -502,12 +545,18 @@ class LowRankGPRegressor(_GPRegressor):
         "dtype": [str, type, np.dtype],
         "signed_rule": [StrOptions({"repair", "keep"})],
         "solver": [StrOptions(set(SOLVERS))],
+        "local": [str, None],
+        "local_threshold": [Interval(Real, 0, None, closed="neither")],
+        "local_lazy": ["boolean"],
+        "local_reoptimize": ["boolean"],
     }
 
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
                  noise_variance=1e-2, noise_variance_bounds=(1e-6, 1e5), optimize=True,
                  n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
-                 dtype="float64", signed_rule="repair", solver="cholesky", random_state=None):
+                 dtype="float64", signed_rule="repair", solver="cholesky", local=None,
+                 local_threshold=2.0, local_lazy=False, local_reoptimize=False,
+                 random_state=None):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -521,10 +570,35 @@ class LowRankGPRegressor(_GPRegressor):
         self.dtype = dtype
         self.signed_rule = signed_rule
         self.solver = solver
+        self.local = local
+        self.local_threshold = local_threshold
+        self.local_lazy = local_lazy
+        self.local_reoptimize = local_reoptimize
         self.random_state = random_state
+
+    def _check_local(self):
+        """The local kind (None for a global model), after the local parameters agree."""
+        if self.local is None:
+            for name in ("local_lazy", "local_reoptimize"):
+                if getattr(self, name):
+                    raise ValueError(f"{name}=True needs local='clusters', got local=None")
+            return None
+        if self.local not in local_models.LOCAL_KINDS:
+            raise ValueError(f"local must be one of {sorted(local_models.LOCAL_KINDS)} or None, "
+                             f"got {self.local!r}")
+        for name in ("local_lazy", "local_reoptimize"):
+            if getattr(self, name) and self.local != "clusters":
+                raise ValueError(f"{name}=True applies to local='clusters', got "
+                                 f"local={self.local!r}")
+        if self.solver != "cholesky":
+            raise NotImplementedError(f"local models use solver='cholesky', got "
+                                      f"solver={self.solver!r}")
+        return local_models.LOCAL_KINDS[self.local]
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
+        if self._check_local() is not None:
+            return self._prepare_local(X, kernel, rng, fit_context)
         # Memory: before the build for the requested m (the least the fit needs), then for the
         # map built (its m, and the positive part of a signed rule) before any pass over X.
         if self.n_components is not None:       # a derived budget respects its own cap
@@ -541,27 +615,86 @@ class LowRankGPRegressor(_GPRegressor):
                      itemsize=self._dtype.itemsize, what=f"the fit ({path!r} path)")
         return feature_map
 
-    def _valid_log_bounds(self, feature_map, kernel):
-        return feature_map.valid_log_bounds(kernel)
+    def _prepare_local(self, X, kernel, rng, fit_context):
+        """The shared map, built on the mean-centred inputs (decision 8), and how to build
+        one per centre (``local_reoptimize``)."""
+        if self.n_components is not None:
+            check_memory(self.n_components, n_matrices=ENGINE_MATRICES["cholesky"],
+                         itemsize=self._dtype.itemsize, what="a local model")
+        map_rng, centre_rng = rng.spawn(2)
+        feature_map = _build_feature_map(self.approximation, X - X.mean(axis=0), kernel,
+                                         self.n_components, self.approximation_options,
+                                         map_rng, fit_context)
+        if feature_map.signs is not None:
+            raise NotImplementedError(
+                f"local models need an unsigned map; {self.approximation!r} has negative "
+                "quadrature weights here (use another approximation, or local=None)")
+
+        def build_map(rows, centre, stream):
+            context = dict(fit_context)
+            if "y" in context:
+                context["y"] = np.asarray(context["y"])[rows]
+            return _build_feature_map(self.approximation, X[rows] - centre, kernel,
+                                      self.n_components, self.approximation_options, stream,
+                                      context)
+
+        self._local_state = _LocalState(feature_map, build_map, centre_rng)
+        return self._local_state
+
+    def _valid_log_bounds(self, state, kernel):
+        if isinstance(state, _LocalState):
+            return state.feature_map.valid_log_bounds(kernel)
+        return state.valid_log_bounds(kernel)
 
     def _objective(self, feature_map, hyperparameters, X, y, progress=None,
                    sample_noise_variance=None):
+        if isinstance(feature_map, _LocalState):
+            return self._local_objective(feature_map, hyperparameters, X, y, progress,
+                                         sample_noise_variance)
         return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
                                   dtype=self._dtype, progress=progress,
                                   signed_rule=self.signed_rule,
                                   sample_noise_variance=sample_noise_variance)
 
+    def _local_objective(self, state, hyperparameters, X, y, progress, sample_noise_variance):
+        if sample_noise_variance is not None:
+            raise NotImplementedError("local models take homoscedastic noise only; got "
+                                      "sample_noise_variance")
+        context = local_models.LocalContext(
+            state.feature_map, ArraySource(X, y, dtype=self._dtype),
+            threshold=float(self.local_threshold), lazy=bool(self.local_lazy),
+            reoptimize=bool(self.local_reoptimize), build_map=state.build_map, rng=state.rng,
+            dtype=self._dtype, progress=progress)
+        return local_models.LOCAL_KINDS[self.local].learning_objective(context, hyperparameters)
+
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
         self.feature_map_ = posterior.feature_map
+        is_local = isinstance(posterior, local_models.LocalModel)
+        self.local_model_ = posterior if is_local else None
+        self.n_centres_ = posterior.n_centres if is_local else None
+        self.local_memory_bytes_ = posterior.memory_bytes if is_local else None
         if dtype is not None:                   # a loaded model; fit set it in _prepare
             self._dtype = check_dtype(dtype)
         self.dtype_ = self._dtype
 
     def _fitted_state(self):
+        if self.local_model_ is not None:
+            state = getattr(self, "_local_state", None)
+            return state if state is not None else _LocalState(self.feature_map_, None, None)
         return self.feature_map_
 
+    def _probe_rows(self) -> int:
+        # test-point centring conditions one GP per probe row, each a pass over the data
+        return TEST_POINT_PROBE_ROWS if self.local == "test-points" else PROBE_ROWS
+
+    def _has_likelihood(self, posterior) -> bool:
+        return not (isinstance(posterior, local_models.LocalModel)
+                    and math.isnan(posterior.log_marginal_likelihood))
+
     def _approximation_diagnostics(self, posterior) -> list:
+        if isinstance(posterior, local_models.LocalModel):
+            return []
         part = posterior.system.positive_part
         if part is None or part.negative_mass == 0:    # nothing dropped on the training inputs
             return []
@@ -570,10 +703,22 @@ class LowRankGPRegressor(_GPRegressor):
                  f"(signed_rule='repair'): {part.describe()}", NumericalWarning)]
 
     def _coefficients(self, posterior):
+        if isinstance(posterior, local_models.LocalModel):
+            return posterior.coefficients
         return posterior.system.beta
 
     def _prediction_input(self, X):
         return check_matrix(X, "X", dtype=self._dtype)
+
+
+@dataclass(frozen=True)
+class _LocalState:
+    """What a local fit prepares: the shared map, ``build_map(rows, centre, rng)`` for one
+    map per centre, and the stream those are spawned from."""
+
+    feature_map: object
+    build_map: object
+    rng: object
 
 
 class ExactGPRegressor(_GPRegressor):

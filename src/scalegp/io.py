@@ -19,6 +19,12 @@ rebuilt by their own validation, checked against each other, and the rebuilt mod
 predict a finite value. Every failure is an :class:`~scalegp.errors.InvalidModelFileError`
 naming the entry. A new field is one line in these tables.
 
+A local model (:mod:`scalegp.local`) has ``system.factorization = "local"``, its kind and the
+kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
+declares them (``MODEL_FILE_METADATA``, ``MODEL_FILE_ARRAYS``, ``stored_arrays``), and the
+loader checks them like its own tables (``LOCAL_CONDITIONS``), so a new kind needs no change
+here. Test-point and lazy cluster models store their (standardized) training rows.
+
 Writes go through :func:`scalegp._output.write_atomically`: a temporary file created
 exclusively in the target's folder, moved over the target by ``os.replace``, so a failed or
 interrupted save leaves an existing file untouched; only a regular file or a missing path is
@@ -41,7 +47,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gp, kernels, systems
+from . import exact, features, gp, kernels, local, systems
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
@@ -54,6 +60,8 @@ SCHEMA_VERSION = 1
 METADATA_KEY = "metadata"
 #: Prefix of the arrays that hold the feature map's array fields.
 MAP_PREFIX = "feature_map."
+#: Prefix of the arrays of a local model (:mod:`scalegp.local`).
+LOCAL_PREFIX = "local."
 
 ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor)}
 
@@ -115,11 +123,26 @@ def _encode(model) -> tuple[dict, dict]:
     if hasattr(model, "input_columns_"):
         metadata["input_columns"] = [str(name) for name in model.input_columns_]
         metadata["target_column"] = str(model.target_column_)
-    if isinstance(model, LowRankGPRegressor):
+    if isinstance(model, LowRankGPRegressor) and model.local_model_ is not None:
+        arrays = {LOCAL_PREFIX + key: value
+                  for key, value in posterior.model_file_arrays().items()}
+        metadata["local"] = {"kind": posterior.kind,
+                             **_to_json(posterior.model_file_metadata(), "local-model metadata")}
+        metadata["system"] = {"jitter": 0.0, "n_samples": int(posterior.n_samples),
+                              "factorization": "local", "signed": False}
+    elif isinstance(model, LowRankGPRegressor):
         system = posterior.system
         arrays = {"beta": system.beta, **system.arrays()}
         if model.feature_map_.signs is not None:
             arrays["signs"] = np.asarray(model.feature_map_.signs, dtype=np.float64)
+        metadata["system"] = {
+            "jitter": float(system.jitter), "n_samples": int(posterior.n_samples),
+            "factorization": system.name,
+            "signed": model.feature_map_.signs is not None,
+        }
+    else:
+        arrays = {}
+    if isinstance(model, LowRankGPRegressor):
         metadata["dtype"] = model.dtype_.name
         metadata["approximation"] = model.feature_map_.name
         metadata["feature_map"] = {}
@@ -128,11 +151,6 @@ def _encode(model) -> tuple[dict, dict]:
                 arrays[MAP_PREFIX + field] = value
             else:
                 metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
-        metadata["system"] = {
-            "jitter": float(system.jitter), "n_samples": int(posterior.n_samples),
-            "factorization": system.name,
-            "signed": model.feature_map_.signs is not None,
-        }
     else:
         arrays = {"X_train": posterior.X_train, "cholesky_factor": posterior.cholesky_factor,
                   "alpha": posterior.alpha}
@@ -213,12 +231,15 @@ NPY_PREAMBLE_BYTES = 8
 LOW_RANK, EXACT = "LowRankGPRegressor", "ExactGPRegressor"
 #: system.factorization -> whether it is the factorization of a signed map's system
 #: ("repaired": the Cholesky system of the positive part of a signed approximation).
-FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True}
+#: "local": a local model (:mod:`scalegp.local`), whose systems are its kind's arrays.
+FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True, "local": False}
 #: Prefix of the arrays of a repaired system's positive part (scalegp.positive_part).
 POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 #: Estimator parameters added after schema version 1 was first written, with the value that
 #: reproduces what a file without them was fitted with.
-PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky"}
+PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
+                "local": None, "local_threshold": 2.0, "local_lazy": False,
+                "local_reoptimize": False}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
@@ -262,6 +283,12 @@ LOWER_TRIANGULAR = _Condition("0 above the diagonal (a lower triangular factor)"
 POSITIVE_DIAGONAL = _Condition("finite and > 0 on the diagonal", POSITIVE.holds,
                                of="diagonal entry", values=np.diagonal)
 NONSINGULAR = _Condition("nonzero (|eigenvalue| > m eps max|eigenvalue|)", _nonsingular)
+STACKED_POSITIVE_DIAGONAL = _Condition(
+    "finite and > 0 on the diagonal", POSITIVE.holds, of="diagonal entry",
+    values=lambda A: np.diagonal(A, axis1=-2, axis2=-1))
+#: The conditions a local kind names (``LocalModel.MODEL_FILE_ARRAYS``, ``MODEL_FILE_METADATA``).
+LOCAL_CONDITIONS = {"finite": (FINITE,), "positive": (POSITIVE,), "nonnegative": (NONNEGATIVE,),
+                    "cholesky": (LOWER_TRIANGULAR, STACKED_POSITIVE_DIAGONAL)}
 
 
 @dataclass(frozen=True)
@@ -334,6 +361,8 @@ METADATA_ENTRIES = (
     _Entry("dtype", "str", estimators=(LOW_RANK,), choices=("float64", "float32")),
     _Entry("approximation", "str", estimators=(LOW_RANK,)),
     _Entry("feature_map", "object", estimators=(LOW_RANK,), open=True),
+    # a local model (system.factorization "local"): its kind and the kind's own entries
+    _Entry("local", "object", estimators=(LOW_RANK,), required=False, open=True),
     _Entry("arrays", "object", open=True),
 )
 
@@ -370,6 +399,8 @@ class _ArrayField:
     estimators: tuple[str, ...] = (LOW_RANK,)
     when: tuple[str, object] | None = None
     optional: bool = False
+    #: For a local kind's arrays: whether the file must hold it (its ``stored_arrays``).
+    present: bool | None = None
 
     @property
     def when_values(self) -> tuple:
@@ -380,7 +411,7 @@ class _ArrayField:
 
 ARRAY_FIELDS = (
     # "k": the dimension of the factorized system, m (r <= m for a repaired one)
-    _ArrayField("beta", ("k",)),
+    _ArrayField("beta", ("k",), when=("system.factorization", ("cholesky", "eigen", "repaired"))),
     _ArrayField("signs", ("m",), (SIGN,), when=("system.signed", True)),
     _ArrayField("cholesky_factor", ("k", "k"), (FINITE, LOWER_TRIANGULAR, POSITIVE_DIAGONAL),
                 when=("system.factorization", ("cholesky", "repaired"))),
@@ -612,6 +643,7 @@ class _Reader:
         self.kind = self.metadata["estimator"]
         self._check_entries(self.metadata, METADATA_ENTRIES)
         self.map_class = self._map_class() if self.kind == LOW_RANK else None
+        self.local_kind = self._local_kind() if self.kind == LOW_RANK else None
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
 
@@ -741,10 +773,45 @@ class _Reader:
                              f"have (available: {', '.join(features.names())})")
         return features.get(name)
 
+    def _local_kind(self):
+        """The local kind's class (:data:`scalegp.local.LOCAL_KINDS`) of a local model, its
+        metadata checked against the kind's ``MODEL_FILE_METADATA``; None for a global one."""
+        factorization = self.metadata["system"]["factorization"]
+        if factorization != "local":
+            if "local" in self.metadata:
+                raise self.error(f"has metadata 'local', which only a model with metadata "
+                                 f"'system.factorization' = \"local\" has (it is "
+                                 f"{factorization!r})")
+            return None
+        self.require(self.metadata, "local")
+        entry = self.metadata["local"]
+        if not isinstance(entry, dict):
+            raise self.error(f"has metadata 'local' = {_short(entry)}, expected an object")
+        self.require(entry, "kind", "local.")
+        kind = entry["kind"]
+        if not isinstance(kind, str) or kind not in local.LOCAL_KINDS:
+            raise self.error(f"has metadata 'local.kind' = {_short(kind)}, expected one of "
+                             f"{sorted(local.LOCAL_KINDS)}")
+        cls = local.LOCAL_KINDS[kind]
+        self._check_entries_of(entry, "local", [("kind", "str")] + [
+            (name, json_kind) for name, (json_kind, _) in cls.MODEL_FILE_METADATA.items()])
+        for name, (json_kind, condition) in cls.MODEL_FILE_METADATA.items():
+            if condition is not None:
+                for check in LOCAL_CONDITIONS[condition]:
+                    self.check_value(_Entry(f"local.{name}", json_kind, check), entry[name])
+        return cls
+
     def _applicable_fields(self) -> dict:
         """name -> _ArrayField of every array this file may hold."""
         applicable = {field.name: field for field in ARRAY_FIELDS
                       if self.kind in field.estimators and not field.name.startswith(MAP_PREFIX)}
+        if self.local_kind is not None:
+            stored = self.local_kind.stored_arrays(self.metadata["local"])
+            for name, (shape, conditions) in self.local_kind.MODEL_FILE_ARRAYS.items():
+                applicable[LOCAL_PREFIX + name] = _ArrayField(
+                    LOCAL_PREFIX + name, tuple(shape),
+                    tuple(c for name_ in conditions for c in LOCAL_CONDITIONS[name_]),
+                    present=name in stored)
         if self.map_class is not None:
             declared = {field.name: field for field in ARRAY_FIELDS}
             for field in fields(self.map_class):
@@ -767,9 +834,16 @@ class _Reader:
         for key, field in applicable.items():
             if key.startswith(MAP_PREFIX) or field.optional:
                 continue
-            wanted = field.when is None or self.entry(field.when[0]) in field.when_values
+            if field.present is not None:
+                wanted = field.present
+            else:
+                wanted = field.when is None or self.entry(field.when[0]) in field.when_values
             if wanted and key not in listing:
                 raise self.error(f"is missing the array {key!r}")
+            if not wanted and key in listing and field.present is not None:
+                raise self.error(f"has the array {key!r}, which a local model of kind "
+                                 f"{self.metadata['local']['kind']!r} with this metadata "
+                                 "does not store")
             if not wanted and key in listing:
                 raise self.error(f"has the array {key!r}, which only a model with metadata "
                                  f"{field.when[0]!r} = "
@@ -941,6 +1015,16 @@ class _Reader:
                 raise self.error(f"has metadata 'params.{name}' = {_short(params[name])}, "
                                  f"but the fitted model's {name!r} is "
                                  f"{self.metadata[name]!r}")
+        if "local" in params:
+            entry = self.metadata.get("local")
+            kind = None if entry is None else entry["kind"]
+            if params["local"] != kind:
+                raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
+                                 f"the fitted model's local kind ('local.kind') is {kind!r}")
+            if entry is not None and params.get("local_lazy") != entry.get("lazy", False):
+                raise self.error(f"has metadata 'params.local_lazy' = "
+                                 f"{_short(params.get('local_lazy'))}, but the fitted model's "
+                                 f"'local.lazy' is {json.dumps(entry.get('lazy', False))}")
 
     def feature_map(self):
         map_class = self.map_class
@@ -1009,11 +1093,23 @@ class _Reader:
         for key in self.listed:                 # every shape before any system data is read
             if not key.startswith(MAP_PREFIX):
                 self.check_shape(key)
+        if self.local_kind is not None:
+            entry = self.metadata["local"]
+            arrays = {key[len(LOCAL_PREFIX):]: self.array(key) for key in self.listed
+                      if key.startswith(LOCAL_PREFIX)}
+            try:
+                return self.local_kind.from_model_file(
+                    feature_map, kernel, float(self.metadata["noise_variance"]),
+                    float(self.metadata["log_marginal_likelihood"]), system_entry["n_samples"],
+                    entry, arrays, self.metadata["dtype"])
+            except ValueError as error:
+                raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
+                                 f"rebuilt: {error}") from None
         signs = self.optional_array("signs")
         if signs is not None and not np.array_equal(signs, feature_map.signs):
             raise self.error("has array 'signs' that differs from its feature map's signs")
         kind = systems.SYSTEMS[system_entry["factorization"]]
-        arrays = {key: self.array(key) for key in ("beta", *_system_arrays(kind))}
+        arrays = {key: self.array(key) for key in _system_arrays(kind)}
         self._check_system_arrays(kind, arrays, signs)
         system = kind.from_arrays(arrays, float(self.metadata["noise_variance"]),
                                   float(system_entry["jitter"]), signs)

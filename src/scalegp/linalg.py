@@ -5,6 +5,8 @@
 * :func:`cholesky`: Cholesky with adaptive jitter (relative to the mean diagonal, dtype-aware),
   a :class:`NumericalWarning` stating the amount, and :class:`NotPositiveDefiniteError` after
   the last try. The jitter actually used is returned so callers can record it.
+* :func:`batched_cholesky`: the Cholesky factors of a stack of matrices in one LAPACK call
+  (numpy's batched ``potrf``), each matrix that fails refactored alone by :func:`cholesky`.
 * :func:`solve_lower`, :func:`cho_solve`, :func:`logdet_from_cholesky`: solves, never inverses.
 * :func:`pivoted_cholesky`: partial pivoted Cholesky of a matrix given by its diagonal and a
   column oracle (rank- or tolerance-limited), for landmark selection.
@@ -116,6 +118,35 @@ def cholesky(A, *, name: str = "matrix", allow_jitter: bool = True) -> tuple[np.
         f"{name} is not positive definite even with jitter {jitter / 10:.3e} on its diagonal "
         "(check for duplicated inputs with zero noise, or hyperparameters at extreme values)"
     )
+
+
+def batched_cholesky(A, *, name: str = "matrix") -> tuple[np.ndarray, np.ndarray]:
+    """Lower Cholesky factors of a stack of matrices A (B, m, m), factorized together.
+
+    One batched call factorizes the whole stack; if any matrix of it is not numerically
+    positive definite, each matrix is factorized alone and those that fail get the adaptive
+    jitter of :func:`cholesky` (warned, recorded).
+
+    Returns
+    -------
+    L : ndarray (B, m, m), lower triangular
+    jitter : ndarray (B,)
+        The amount added to each diagonal (0.0 where none was needed).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"{name} must be a stack of square matrices, got shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} contains NaN or inf; cannot factorize it (check the inputs "
+                         "and hyperparameters that produced it)")
+    try:
+        return np.linalg.cholesky(A), np.zeros(A.shape[0])
+    except np.linalg.LinAlgError:
+        pass
+    L, jitter = np.empty_like(A), np.zeros(A.shape[0])
+    for j in range(A.shape[0]):
+        L[j], jitter[j] = cholesky(A[j], name=f"{name} [{j}]")
+    return L, jitter
 
 
 def solve_lower(L: np.ndarray, B: np.ndarray, *, transpose: bool = False) -> np.ndarray:
