@@ -158,6 +158,7 @@ def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_compo
              + f", {n_neighbors} points per neighbourhood"
              + (f", learned on {learning_centres} neighbourhoods" if learning_centres else ""))
     return {"method": label, "seconds": seconds, "n_centres": int(model.n_centres_),
+            "memory_mib": model.local_memory_bytes_ / 2**20,
             **scores(y_km[test], mean, std**2), **_hyperparameters(model)}
 
 
@@ -166,7 +167,8 @@ def _hyperparameters(model):
             "noise_std_m": 1000.0 * float(np.sqrt(model.noise_variance_)) * model.y_train_std_}
 
 
-MODELS = (("exact", 500, None, 32), ("exact", 300, None, 32), ("exact", 1000, None, 32))
+#: (local approximation, points per neighbourhood, columns, neighbourhoods learned on)
+MODELS = (("exact", 300, None, 32), ("exact", 500, None, 32), ("glf", 500, 400, 32))
 
 
 def run(maps, etopo5):

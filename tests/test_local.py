@@ -450,7 +450,8 @@ def test_estimator_test_points_learn_on_the_cluster_objective():
 
 
 @pytest.mark.parametrize("params, error, match", [
-    (dict(local="bogus"), ValueError, r"local must be one of \['clusters', 'test-points'\]"),
+    (dict(local="bogus"), ValueError,
+     r"local must be one of \['clusters', 'neighbors', 'test-points'\]"),
     (dict(local="test-points", local_lazy=True), ValueError,
      r"local_lazy=True applies to local='clusters'"),
     (dict(local_reoptimize=True), ValueError, r"local_reoptimize=True needs local='clusters'"),

@@ -72,6 +72,13 @@ MODELS = {
                                           local_threshold=1.0, optimize=False, random_state=0),
     "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
                                                  optimize=False, random_state=0),
+    # neighbourhood-local models: the training rows and the cover, conditioned on loading
+    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", local="neighbors",
+                                               local_neighbors=12, local_learning_centres=4,
+                                               normalize_y=True, random_state=0),
+    "neighbors-glf": lambda: sg.LowRankGPRegressor(approximation="glf", n_components=16,
+                                                   local="neighbors", local_neighbors=12,
+                                                   optimize=False, random_state=0),
 }
 X_TEST = data(1, n=9)[0]
 
@@ -284,6 +291,7 @@ ARRAY_DOMAINS = {
     "feature_map.n_nodes": "count", "feature_map.panels": "panels",
     "local.centres": "finite", "local.beta": "finite", "local.cholesky_factor": "choleskies",
     "local.X_train": "finite", "local.y_train": "finite",
+    "local.blend_radius": "positive", "local.scale": "positive", "local.members": "indices",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
 }
 
@@ -311,6 +319,10 @@ def value_mutants(key, array):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0.0, 0.5, 2.0)]
         if key != "feature_map.sign_diagonals":     # they disagree with the other signs
             out.append(("flipped", set_entry(array, first, -array[first]), MUST_FAIL))
+    if domain == "indices":      # sorted training-row indices, one row per neighbourhood
+        out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (-1.0, 0.5)]
+        out.append(("past the rows", set_entry(array, (0, array.shape[1] - 1), 1e6), MUST_FAIL))
+        out.append(("unsorted", set_entry(array, (0, 0), array[0, 1]), MUST_FAIL))
     if domain == "panels":
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0, 3)]
     if domain == "cholesky":
@@ -581,6 +593,9 @@ def test_generator_covers_every_field(saved, mutants):
     assert saved["clusters"].arrays["local.cholesky_factor"].shape[0] > 1
     assert {"local.X_train", "local.y_train"} <= set(saved["lazy"].arrays)
     assert {"local.X_train", "local.y_train"} <= set(saved["test-points"].arrays)
+    assert saved["neighbors"].metadata["approximation"] == "exact"
+    assert not any(key.startswith("feature_map.") for key in saved["neighbors"].arrays)
+    assert saved["neighbors-glf"].arrays["local.members"].shape[0] > 1
 
 
 def test_unmutated_files_load_identically(saved, tmp_path):

@@ -236,9 +236,12 @@ def _make_estimator(args, n_dims: int):
                   n_restarts=args.n_restarts, normalize_y=not args.no_normalize_y,
                   normalize_X=not args.no_standardize, random_state=args.seed)
     approximation = _approximation_name(args.approximation)
-    if approximation == "exact":
-        return ExactGPRegressor(**common)
     kind = getattr(args, "local", None)
+    if approximation == "exact" and kind != "neighbors":
+        if kind is not None:
+            raise CommandError(f"--approximation exact takes --local neighbors (an exact GP "
+                               f"per neighbourhood), not --local {kind}")
+        return ExactGPRegressor(**common)
     if kind is None and getattr(args, "local_lazy", False):
         raise CommandError("--local-lazy needs --local clusters")
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
@@ -246,7 +249,10 @@ def _make_estimator(args, n_dims: int):
                               dtype=args.dtype, solver=getattr(args, "solver", "cholesky"),
                               local=kind,
                               local_threshold=getattr(args, "local_threshold", 2.0),
-                              local_lazy=getattr(args, "local_lazy", False), **common)
+                              local_lazy=getattr(args, "local_lazy", False),
+                              local_neighbors=getattr(args, "local_neighbors", 300),
+                              local_learning_centres=getattr(args, "local_learning_centres", 32),
+                              **common)
 
 
 def _fit(args, estimator, X, y, sample_noise_variance=None):
@@ -484,10 +490,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "costs a pass over it), clusters keeps one posterior per "
                           "farthest-point centre and routes each test point to the nearest; "
                           "learning maximizes the mean of the cluster centres' log marginal "
-                          "likelihoods")
+                          "likelihoods; neighbors trains one GP per centre on its nearest "
+                          "training points (any approximation, or exact) and blends the "
+                          "nearest centres' predictions, learning on the sum of the local log "
+                          "marginal likelihoods")
     fit.add_argument("--local-threshold", type=_positive_float, default=2.0, metavar="T",
                      help="clustering threshold of --local, in length scales: every training "
                           "input lies within T of a centre (default 2)")
+    fit.add_argument("--local-neighbors", type=_int_at_least(1), default=300, metavar="K",
+                     help="with --local neighbors: training points per neighbourhood "
+                          "(default 300)")
+    fit.add_argument("--local-learning-centres", type=_int_at_least(1), default=32,
+                     metavar="J", help="with --local neighbors: neighbourhoods drawn at random "
+                                       "to learn the hyperparameters on (default 32)")
     fit.add_argument("--local-lazy", action="store_true",
                      help="with --local clusters: keep only the centres test points need, "
                           "conditioned at prediction (the model file keeps the training data)")

@@ -31,6 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, kernels, local as local_models
+from . import neighborhoods as neighborhood_models
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
@@ -198,7 +199,9 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 objective, hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
                 n_restarts=n_restarts, rng=restart_rng)
         posterior = objective.posterior(hyperparameters)
-        noise_only = noise_only_log_marginal_likelihood(y_fit)
+        noise_only = getattr(posterior, "noise_only_log_marginal_likelihood", None)
+        if noise_only is None:       # a composite likelihood brings its own comparison
+            noise_only = noise_only_log_marginal_likelihood(y_fit)
         diagnostics = self._diagnose(posterior, result, X, y, y_mean, y_std, noise_only)
         self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
                          y_train_std=y_std, training_data=(X, y_fit, sample_noise_variance),
@@ -549,6 +552,8 @@ class LowRankGPRegressor(_GPRegressor):
         "local_threshold": [Interval(Real, 0, None, closed="neither")],
         "local_lazy": ["boolean"],
         "local_reoptimize": ["boolean"],
+        "local_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "local_learning_centres": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
@@ -556,7 +561,7 @@ class LowRankGPRegressor(_GPRegressor):
                  n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
                  dtype="float64", signed_rule="repair", solver="cholesky", local=None,
                  local_threshold=2.0, local_lazy=False, local_reoptimize=False,
-                 random_state=None):
+                 local_neighbors=300, local_learning_centres=32, random_state=None):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -574,10 +579,16 @@ class LowRankGPRegressor(_GPRegressor):
         self.local_threshold = local_threshold
         self.local_lazy = local_lazy
         self.local_reoptimize = local_reoptimize
+        self.local_neighbors = local_neighbors
+        self.local_learning_centres = local_learning_centres
         self.random_state = random_state
 
     def _check_local(self):
         """The local kind (None for a global model), after the local parameters agree."""
+        if self.approximation == "exact" and self.local != "neighbors":
+            raise ValueError(
+                "approximation='exact' (an exact GP per neighbourhood) needs local='neighbors', "
+                f"got local={self.local!r}; for one exact GP use scalegp.ExactGPRegressor")
         if self.local is None:
             for name in ("local_lazy", "local_reoptimize"):
                 if getattr(self, name):
@@ -617,7 +628,10 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _prepare_local(self, X, kernel, rng, fit_context):
         """The shared map, built on the mean-centred inputs (decision 8), and how to build
-        one per centre (``local_reoptimize``)."""
+        one per centre (``local_reoptimize``); for ``local="neighbors"`` the cover and the
+        map of the shifted neighbourhoods (:meth:`_prepare_neighborhoods`)."""
+        if self.local == "neighbors":
+            return self._prepare_neighborhoods(X, kernel, rng, fit_context)
         if self.n_components is not None:
             check_memory(self.n_components, n_matrices=ENGINE_MATRICES["cholesky"],
                          itemsize=self._dtype.itemsize, what="a local model")
@@ -641,8 +655,38 @@ class LowRankGPRegressor(_GPRegressor):
         self._local_state = _LocalState(feature_map, build_map, centre_rng)
         return self._local_state
 
+    def _prepare_neighborhoods(self, X, kernel, rng, fit_context):
+        """The cover of X at the starting length scales (kept while learning), and one map
+        for every neighbourhood, built on the neighbourhoods shifted to their centres
+        (their stacked rows; None for ``approximation="exact"``)."""
+        if not hasattr(kernel, "length_scale"):
+            raise ValueError(f"local='neighbors' measures distances in length scales; the "
+                             f"kernel {kernel!r} has none")
+        map_rng, centre_rng = rng.spawn(2)
+        cover = neighborhood_models.cover(X, self.local_neighbors, scale=kernel.length_scale)
+        feature_map = None
+        if self.approximation != "exact":
+            shifted = np.vstack([X[rows] - centre
+                                 for rows, centre in zip(cover.members, cover.centres)])
+            context = dict(fit_context)
+            if "y" in context:
+                context["y"] = np.concatenate([np.asarray(context["y"])[rows]
+                                               for rows in cover.members])
+            feature_map = _build_feature_map(self.approximation, shifted, kernel,
+                                             self.n_components, self.approximation_options,
+                                             map_rng, context)
+            if feature_map.signs is not None:
+                raise NotImplementedError(
+                    f"local models need an unsigned map; {self.approximation!r} has negative "
+                    "quadrature weights here (use another approximation, or local=None)")
+        neighborhood_models.check_memory(cover, feature_map, itemsize=self._dtype.itemsize)
+        self._local_state = _LocalState(feature_map, None, centre_rng, cover)
+        return self._local_state
+
     def _valid_log_bounds(self, state, kernel):
         if isinstance(state, _LocalState):
+            if state.feature_map is None:
+                return None
             return state.feature_map.valid_log_bounds(kernel)
         return state.valid_log_bounds(kernel)
 
@@ -664,7 +708,8 @@ class LowRankGPRegressor(_GPRegressor):
             state.feature_map, ArraySource(X, y, dtype=self._dtype),
             threshold=float(self.local_threshold), lazy=bool(self.local_lazy),
             reoptimize=bool(self.local_reoptimize), build_map=state.build_map, rng=state.rng,
-            dtype=self._dtype, progress=progress)
+            dtype=self._dtype, progress=progress, neighborhoods=state.neighborhoods,
+            learning_centres=self.local_learning_centres)
         return local_models.LOCAL_KINDS[self.local].learning_objective(context, hyperparameters)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
@@ -714,11 +759,12 @@ class LowRankGPRegressor(_GPRegressor):
 @dataclass(frozen=True)
 class _LocalState:
     """What a local fit prepares: the shared map, ``build_map(rows, centre, rng)`` for one
-    map per centre, and the stream those are spawned from."""
+    map per centre, the stream those are spawned from, and a neighbourhood model's cover."""
 
     feature_map: object
     build_map: object
     rng: object
+    neighborhoods: object = None
 
 
 class ExactGPRegressor(_GPRegressor):

@@ -144,9 +144,12 @@ def _encode(model) -> tuple[dict, dict]:
         arrays = {}
     if isinstance(model, LowRankGPRegressor):
         metadata["dtype"] = model.dtype_.name
-        metadata["approximation"] = model.feature_map_.name
+        # a neighbourhood model of exact local GPs has no map: approximation "exact"
+        metadata["approximation"] = ("exact" if model.feature_map_ is None
+                                     else model.feature_map_.name)
         metadata["feature_map"] = {}
-        for field, value in model.feature_map_.state().items():
+        state = {} if model.feature_map_ is None else model.feature_map_.state()
+        for field, value in state.items():
             if isinstance(value, np.ndarray):
                 arrays[MAP_PREFIX + field] = value
             else:
@@ -239,7 +242,8 @@ POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 #: reproduces what a file without them was fitted with.
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
                 "local": None, "local_threshold": 2.0, "local_lazy": False,
-                "local_reoptimize": False}
+                "local_reoptimize": False, "local_neighbors": 300,
+                "local_learning_centres": 32}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
@@ -644,6 +648,10 @@ class _Reader:
         self._check_entries(self.metadata, METADATA_ENTRIES)
         self.map_class = self._map_class() if self.kind == LOW_RANK else None
         self.local_kind = self._local_kind() if self.kind == LOW_RANK else None
+        if (self.kind == LOW_RANK and self.map_class is None
+                and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
+            raise self.error("uses the approximation 'exact', which only a neighbourhood-local "
+                             "model (metadata 'local.kind' = \"neighbors\") has")
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
 
@@ -767,7 +775,11 @@ class _Reader:
 
     # ------------------------------------------------------------------ arrays
     def _map_class(self):
+        """The feature map's class; None for "exact" (the local GPs of a neighbourhood model,
+        which :meth:`_local_kind` then requires)."""
         name = self.metadata["approximation"]
+        if name == "exact":
+            return None
         if name not in features.names():
             raise self.error(f"uses the approximation {name!r}, which this scalegp does not "
                              f"have (available: {', '.join(features.names())})")
@@ -1028,6 +1040,10 @@ class _Reader:
 
     def feature_map(self):
         map_class = self.map_class
+        if map_class is None:                   # approximation "exact" (checked in listing)
+            if self.metadata["feature_map"]:
+                raise self.error("has feature-map fields, but its approximation is 'exact'")
+            return None
         name = map_class.name
         scalars = self.metadata["feature_map"]
         names = {field.name for field in fields(map_class)}
@@ -1075,6 +1091,8 @@ class _Reader:
     def low_rank_posterior(self, kernel) -> gp.Posterior:
         system_entry = self.metadata["system"]
         feature_map = self.feature_map()
+        if feature_map is None:
+            return self.local_posterior(None, kernel)
         if not type(feature_map).supports(kernel):
             raise self.error(f"has a kernel ('kernel.class' = {type(kernel).__name__!r}) that "
                              f"the feature map {feature_map.name!r} does not support")
@@ -1094,17 +1112,7 @@ class _Reader:
             if not key.startswith(MAP_PREFIX):
                 self.check_shape(key)
         if self.local_kind is not None:
-            entry = self.metadata["local"]
-            arrays = {key[len(LOCAL_PREFIX):]: self.array(key) for key in self.listed
-                      if key.startswith(LOCAL_PREFIX)}
-            try:
-                return self.local_kind.from_model_file(
-                    feature_map, kernel, float(self.metadata["noise_variance"]),
-                    float(self.metadata["log_marginal_likelihood"]), system_entry["n_samples"],
-                    entry, arrays, self.metadata["dtype"])
-            except ValueError as error:
-                raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
-                                 f"rebuilt: {error}") from None
+            return self.local_posterior(feature_map, kernel)
         signs = self.optional_array("signs")
         if signs is not None and not np.array_equal(signs, feature_map.signs):
             raise self.error("has array 'signs' that differs from its feature map's signs")
@@ -1116,6 +1124,26 @@ class _Reader:
         return gp.Posterior(feature_map, kernel, system,
                             float(self.metadata["log_marginal_likelihood"]),
                             system_entry["n_samples"])
+
+    def local_posterior(self, feature_map, kernel):
+        """The local model, rebuilt by its kind from its validated arrays."""
+        for key in self.listed:                 # every shape before any array data is read
+            if not key.startswith(MAP_PREFIX):
+                self.check_shape(key)
+        entry = self.metadata["local"]
+        if feature_map is None and self.metadata["system"]["signed"]:
+            raise self.error("has metadata 'system.signed' = true, but exact local GPs have "
+                             "no signs")
+        arrays = {key[len(LOCAL_PREFIX):]: self.array(key) for key in self.listed
+                  if key.startswith(LOCAL_PREFIX)}
+        try:
+            return self.local_kind.from_model_file(
+                feature_map, kernel, float(self.metadata["noise_variance"]),
+                float(self.metadata["log_marginal_likelihood"]),
+                self.metadata["system"]["n_samples"], entry, arrays, self.metadata["dtype"])
+        except ValueError as error:
+            raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
+                             f"rebuilt: {error}") from None
 
     def _check_system_arrays(self, kind, arrays: dict, signs) -> None:
         """What the schema's per-array conditions cannot say: the inertia of an eigen system,

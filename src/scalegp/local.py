@@ -243,9 +243,13 @@ class LocalContext:
         The stream the per-centre maps are spawned from (``rng.spawn``).
     chunk_size, dtype, progress
         As the engine's.
+    neighborhoods : scalegp.neighborhoods.Neighborhoods or None
+        The cover of a neighbourhood-local model (``local="neighbors"``).
+    learning_centres : int or None
+        The neighbourhoods a neighbourhood-local model learns on (None: all).
     """
 
-    feature_map: FeatureMap
+    feature_map: FeatureMap | None
     source: ArraySource
     threshold: float
     lazy: bool = False
@@ -255,6 +259,8 @@ class LocalContext:
     chunk_size: int | None = None
     dtype: np.dtype = np.dtype(np.float64)
     progress: Callable | None = None
+    neighborhoods: object = None
+    learning_centres: int | None = None
 
     def centres(self, kernel: Kernel) -> np.ndarray:
         """Farthest-point centres of the training inputs at the kernel's length scale."""

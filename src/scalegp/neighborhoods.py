@@ -39,14 +39,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import exact
+from ._memory import available_bytes
 from ._validation import as_generator, check_matrix, check_positive_int, check_vector
+from .errors import InsufficientMemoryError
 from .features.base import FeatureMap
 from .gp import default_chunk_size
 from .hyperparameters import Hyperparameters
+from .local import LocalContext, LocalModel
 from .objectives import low_rank_objective
 
 __all__ = ["Neighborhoods", "cover", "NeighborhoodLikelihood", "NeighborhoodPosterior",
-           "blend_weights"]
+           "blend_weights", "required_bytes", "check_memory"]
 
 #: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
 #: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
@@ -249,12 +252,13 @@ class NeighborhoodLikelihood:
         value = sum(p.log_marginal_likelihood if self.feature_map is None
                     else p.posterior.log_marginal_likelihood for p in locals_)
         return NeighborhoodPosterior(self.neighborhoods, tuple(locals_), kernel,
-                                     float(noise_variance), float(value))
+                                     float(noise_variance), float(value),
+                                     feature_map=self.feature_map, X=self.X, y=self.y)
 
 
-@dataclass(frozen=True, eq=False)
-class NeighborhoodPosterior:
-    """The blended predictive distribution of a neighbourhood-local model (module docstring).
+class NeighborhoodPosterior(LocalModel, kind="neighbors"):
+    """The blended predictive distribution of a neighbourhood-local model (module docstring),
+    a local kind of :mod:`scalegp.local` (``LowRankGPRegressor(local="neighbors")``).
 
     Attributes
     ----------
@@ -264,17 +268,131 @@ class NeighborhoodPosterior:
     kernel, noise_variance : the shared hyperparameters
     log_marginal_likelihood : float
         The composite sum_c log p(y_{N_c}) over every neighbourhood.
+    noise_only_log_marginal_likelihood : float
+        sum_c max_s2 log N(y_{N_c} | 0, s2 I), the same sum for the best noise-only model:
+        what the composite value is compared with (a fit below it explains the data worse
+        than white noise).
+    feature_map : FeatureMap or None
+        The map of the local GPs (None: exact local GPs).
+    X_train, y_train : the training rows (kept for model files), or None
     """
 
-    neighborhoods: Neighborhoods
-    local_posteriors: tuple
-    kernel: object
-    noise_variance: float
-    log_marginal_likelihood: float
+    def __init__(self, neighborhoods: Neighborhoods, local_posteriors: tuple, kernel,
+                 noise_variance: float, log_marginal_likelihood: float, *,
+                 feature_map: FeatureMap | None = None, X=None, y=None):
+        n_samples = len(np.unique(np.concatenate(neighborhoods.members)))
+        super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
+                         n_samples)
+        self.neighborhoods = neighborhoods
+        self.local_posteriors = local_posteriors
+        self.X_train, self.y_train = X, y
+        from .estimator import noise_only_log_marginal_likelihood as noise_only
+        self.noise_only_log_marginal_likelihood = (
+            None if y is None else float(sum(noise_only(y[rows])
+                                             for rows in neighborhoods.members)))
 
-    def predict(self, X, *, return_var: bool = False, include_noise: bool = False,
-                chunk_size: int | None = None):
+    @classmethod
+    def learning_objective(cls, context: LocalContext, hyperparameters):
+        """The block composite likelihood of the context's cover (:class:`Neighborhood
+        Likelihood`)."""
+        return NeighborhoodLikelihood(
+            hyperparameters, context.neighborhoods, context.source.X, context.source.y,
+            feature_map=context.feature_map, learning_centres=context.learning_centres,
+            rng=context.rng, dtype=context.dtype)
+
+    @classmethod
+    def fit(cls, context: LocalContext, kernel, noise_variance: float):
+        hyperparameters = Hyperparameters(kernel, noise_variance)
+        return cls.learning_objective(context, hyperparameters).posterior(hyperparameters)
+
+    @property
+    def centres(self) -> np.ndarray:
+        return self.neighborhoods.centres
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        return np.concatenate([p.alpha if self.feature_map is None else p.posterior.system.beta
+                               for p in self.local_posteriors])
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the local systems: a k x k factor, k inputs and alpha per exact local GP;
+        an m x m factor and beta per low-rank one."""
+        if self.feature_map is None:
+            return int(sum(p.cholesky_factor.nbytes + p.X_train.nbytes + p.alpha.nbytes
+                           for p in self.local_posteriors))
+        m = self.feature_map.n_components
+        return 8 * (m * m + m) * len(self.local_posteriors)
+
+    def describe(self) -> str:
+        what = "exact GPs" if self.feature_map is None else (
+            f"{self.feature_map.name!r} GPs (m = {self.feature_map.n_components})")
+        return f"local model 'neighbors' of {what}: {describe_cover(self.neighborhoods)}"
+
+    # ----------------------------------------------------------------- model files
+    # The local systems (k x k factors for exact local GPs) are far larger than the data, so
+    # a file keeps the training rows and the cover, and loading conditions every
+    # neighbourhood again at the stored hyperparameters (as ``fit`` did: same predictions).
+    MODEL_FILE_METADATA = {}
+    #: Its local GPs may be exact (``approximation="exact"``, no feature map).
+    EXACT_LOCAL_GPS = True
+    MODEL_FILE_ARRAYS = {
+        "centres": (("c", "d"), ("finite",)),
+        "blend_radius": (("c",), ("positive",)),
+        "scale": (("d",), ("positive",)),
+        "members": (("c", "neighbors"), ("nonnegative",)),
+        "X_train": (("rows", "d"), ("finite",)),
+        "y_train": (("rows",), ("finite",)),
+    }
+
+    def model_file_metadata(self) -> dict:
+        return {}
+
+    def model_file_arrays(self) -> dict:
+        cover = self.neighborhoods
+        return {"centres": np.asarray(cover.centres, dtype=np.float64),
+                "blend_radius": np.asarray(cover.blend_radius, dtype=np.float64),
+                "scale": np.asarray(cover.scale, dtype=np.float64),
+                "members": np.stack(cover.members).astype(np.float64),
+                "X_train": np.asarray(self.X_train, dtype=np.float64),
+                "y_train": np.asarray(self.y_train, dtype=np.float64)}
+
+    @classmethod
+    def stored_arrays(cls, metadata: dict) -> set:
+        return set(cls.MODEL_FILE_ARRAYS)
+
+    @classmethod
+    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
+                        n_samples, metadata, arrays, dtype):
+        """Condition the stored cover again; ValueError if the members are not row indices
+        or the likelihood differs from the stored one (the file's rows were altered)."""
+        members = arrays["members"]
+        n_rows = arrays["X_train"].shape[0]
+        if np.any(members != np.round(members)) or np.any(members >= n_rows):
+            raise ValueError(f"'members' must hold row indices below {n_rows}")
+        members = members.astype(np.intp)
+        if np.any(np.diff(members, axis=1) <= 0):
+            raise ValueError("each row of 'members' must be strictly increasing")
+        cover = Neighborhoods(arrays["centres"], tuple(members), arrays["blend_radius"],
+                              arrays["scale"])
+        hyperparameters = Hyperparameters(kernel, noise_variance)
+        model = NeighborhoodLikelihood(hyperparameters, cover, arrays["X_train"],
+                                       arrays["y_train"], feature_map=feature_map,
+                                       dtype=dtype).posterior(hyperparameters)
+        if not np.isclose(model.log_marginal_likelihood, log_marginal_likelihood,
+                          rtol=1e-9, atol=1e-9):
+            raise ValueError(
+                f"its log marginal likelihood is {model.log_marginal_likelihood!r} on the "
+                f"stored rows, but the file says {log_marginal_likelihood!r}")
+        if model.n_samples != n_samples:
+            raise ValueError(f"its neighbourhoods cover {model.n_samples} rows, but the file "
+                             f"says n_samples = {n_samples}")
+        return model
+
+    def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
+                include_noise: bool = False, chunk_size: int | None = None):
         """Blended mean, and optionally the mixture variance (+ s2 if ``include_noise``)."""
+        self._check_no_cov(return_cov)
         X = check_matrix(X, "X", n_dims=self.neighborhoods.centres.shape[1])
         chunk_size = chunk_size or default_chunk_size(self.neighborhoods.n_centres)
         mean = np.zeros(X.shape[0])
@@ -312,3 +430,29 @@ def describe_cover(neighborhoods: Neighborhoods) -> str:
             f"radius {np.min(neighborhoods.blend_radius):.3g} to "
             f"{np.max(neighborhoods.blend_radius):.3g} length scales")
 
+
+
+def required_bytes(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
+                   itemsize: int = 8) -> int:
+    """Bytes a fitted neighbourhood model keeps: per centre, a k x k Cholesky factor, its k
+    inputs and k coefficients (exact local GPs), or an m x m factor and m coefficients
+    (low-rank ones, float64 whatever ``itemsize``, which sizes the exact GPs' inputs)."""
+    if feature_map is None:
+        n_dims = neighborhoods.centres.shape[1]
+        return int(sum(8 * len(rows) * (len(rows) + 1) + itemsize * len(rows) * n_dims
+                       for rows in neighborhoods.members))
+    m = feature_map.n_components
+    return 8 * (m * m + m) * neighborhoods.n_centres
+
+
+def check_memory(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
+                 itemsize: int = 8) -> None:
+    """Raise InsufficientMemoryError before conditioning a cover that will not fit."""
+    needed = required_bytes(neighborhoods, feature_map, itemsize=itemsize)
+    available = available_bytes()
+    if available is not None and needed > available:
+        raise InsufficientMemoryError(
+            f"the neighbourhood-local model needs about {needed / 2**30:.2f} GiB for its "
+            f"{neighborhoods.n_centres} local systems ({describe_cover(neighborhoods)}), but "
+            f"only {available / 2**30:.2f} GiB is available; choose fewer neighbours "
+            "(local_neighbors) or a low-rank local map")
