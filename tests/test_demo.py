@@ -18,7 +18,7 @@ from scalegp import demo
 from scalegp.datasets import load_east_africa_relief
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
 
-SIZES = dict(subsample=600, n_components=64, exact_subsample=300, seed=0)
+SIZES = dict(model="global", subsample=600, n_components=64, exact_subsample=300, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +163,25 @@ def test_bound_lines_when_the_exact_gp_learns_longer_or_shorter_scales(small_mod
     shorter = demo._bound_lines(model, exact_with(target), results, X)
     assert shorter[0].endswith(f"q = {q.tolist()} nodes (n_components = {int(np.prod(q))}) "
                                "would resolve that")
+
+
+def test_neighbourhood_demo_prints_its_model_and_beats_the_exact_subset(tmp_path):
+    """The default model at a small size: every training point, 100 per neighbourhood. On
+    3,000 training points it measured 217 m against the 300-point exact GP's 396 m."""
+    lines = []
+    results = demo.run_demo(model="neighbors", subsample=3000, n_neighbors=100,
+                            exact_subsample=300, out=tmp_path / "d.png", log=lines.append)
+    method = line_starting(lines, "method: neighbourhood-local exact GPs with the matern52")
+    assert f"{results['n_centres']} centres, 100 training points each" in method
+    assert "32 random neighbourhoods" in method
+    assert f"test RMSE {results['rmse_m']:.1f} m" in line_starting(lines, "neighbors: ")
+    assert results["rmse_m"] < 0.8 * results["exact_rmse_m"]
+    assert line_starting(lines, "the learned length scales lie inside the kernel's bounds")
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_refuses_an_unknown_model_and_a_global_exact(tmp_path):
+    with pytest.raises(ValueError, match="model must be one of"):
+        demo.run_demo(model="local", out=tmp_path / "d.png")
+    with pytest.raises(ValueError, match="approximation='exact' needs model='neighbors'"):
+        demo.run_demo(model="global", approximation="exact", out=tmp_path / "d.png")

@@ -404,8 +404,9 @@ def command_list(args) -> None:
 def command_demo(args) -> None:
     check_output_path(args.out, suffixes=PNG_SUFFIXES)
     from .demo import run_demo
-    run_demo(subsample=args.subsample, n_components=args.n_components,
-             approximation=args.approximation, out=args.out, seed=args.seed,
+    run_demo(model=args.model, subsample=args.subsample, n_components=args.n_components,
+             approximation=args.approximation, n_neighbors=args.local_neighbors,
+             out=args.out, seed=args.seed,
              log=lambda message: _log(args, message) if not args.quiet else None)
 
 
@@ -553,10 +554,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", parents=[common],
                           help="fit the embedded East Africa relief map and draw it")
-    demo.add_argument("--subsample", type=int, default=20000,
-                      help="training points drawn from the 82,800-point map")
-    demo.add_argument("--n-components", type=_int_at_least(1), default=2048)
-    demo.add_argument("--approximation", default="glf")
+    demo.add_argument("--model", choices=["neighbors", "global"], default="neighbors",
+                      help="neighbors (default): exact GPs on the neighbourhoods of every "
+                           "training point, blended; global: one low-rank GP (Gauss-Legendre "
+                           "features by default) on --subsample points")
+    demo.add_argument("--subsample", type=int, default=None,
+                      help="training points drawn from the 82,800-point map without its "
+                           "5,000 test points (default: all 77,800 for neighbors, 20,000 "
+                           "for global)")
+    demo.add_argument("--n-components", type=_int_at_least(1), default=2048,
+                      help="feature budget of a low-rank model")
+    demo.add_argument("--approximation", default=None,
+                      help="the map (default: exact local GPs for neighbors, glf for global)")
+    demo.add_argument("--local-neighbors", type=_int_at_least(1), default=300, metavar="K",
+                      help="training points per neighbourhood of --model neighbors")
     demo.add_argument("--out", default="scalegp-demo.png",
                       help="figure to write (.png); checked before the fit. " + OUT_RULES)
     demo.set_defaults(handler=command_demo)

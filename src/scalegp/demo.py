@@ -1,23 +1,31 @@
 """``scalegp demo``: a GP fitted to the embedded East Africa relief map, drawn side by side.
 
-Train on a random subsample of the 82,800-point ETOPO5 crop, learn the hyperparameters of an
-anisotropic Matern-5/2 kernel with the library's own rules, test on held-out grid points,
-compare with an exact GP on a smaller subsample, then predict the whole grid and write a PNG
-with the data, the predicted mean and the predicted standard deviation.
+Train on the 82,800-point ETOPO5 crop without its 5,000 test points (or a random subsample of
+it), learn the hyperparameters of an anisotropic Matern-5/2 kernel with the library's own
+rules, test on the held-out grid points, compare with an exact GP on a smaller subsample, then
+predict the whole grid and write a PNG with the data, the predicted mean and the predicted
+standard deviation.
 
-The model is chosen as the library chooses it for any user, with no hand-set box:
+Two models, both chosen as the library chooses them for any user, with no hand-set box:
 
-- inputs standardised (``normalize_X=True``), so the kernel's default length-scale bounds
-  (:data:`scalegp.kernels.DEFAULT_LENGTH_SCALE_BOUNDS`, meant for unit-variance inputs) apply;
-- Gauss-Legendre features with ``n_nodes="auto"`` capped at the demo's budget
-  ``n_components`` (2,048: a fit of about ten seconds on two cores);
-- the optimizer searches the part of the bounds that rule resolves
+- ``model="neighbors"`` (the default, the most accurate at demo cost): a neighbourhood-local
+  model (:mod:`scalegp.neighborhoods`) of exact GPs on every training point, one per centre of
+  an adaptive cover, each on its ``n_neighbors`` nearest points, blended continuously; the
+  shared hyperparameters maximize the composite likelihood of ``LEARNING_CENTRES`` random
+  neighbourhoods. A rough field is what global low-rank models resolve worst (README,
+  "Local models").
+- ``model="global"``: one low-rank GP on ``subsample`` points, Gauss-Legendre features with
+  ``n_nodes="auto"`` capped at the budget ``n_components`` (2,048: a fit of about ten seconds
+  on two cores); the optimizer searches the part of the bounds that rule resolves
   (:meth:`scalegp.features.FeatureMap.valid_log_bounds`), so the learned kernel is one the
-  features reproduce (the captured prior variance is printed).
+  features reproduce (the captured prior variance is printed). When the learned length scales
+  sit on the resolvable bound, the data want shorter ones than the budget resolves; the demo
+  says so, with the length scales an exact GP on ``exact_subsample`` of the training points
+  learns and the node counts whose rule would resolve them.
 
-When the learned length scales sit on the resolvable bound, the data want shorter ones than
-the budget resolves; the demo says so, with the length scales an exact GP on ``exact_subsample``
-of the training points learns and the node counts whose rule would resolve them.
+Both standardise the inputs (``normalize_X=True``), so the kernel's default length-scale
+bounds (:data:`scalegp.kernels.DEFAULT_LENGTH_SCALE_BOUNDS`, meant for unit-variance inputs)
+apply.
 """
 
 from __future__ import annotations
@@ -41,6 +49,14 @@ N_TEST = 5000
 #: learning (about 17 O(n^3) likelihood-and-gradient evaluations) took 12 to 13 s on the
 #: shared 2-core machine when otherwise idle.
 EXACT_SUBSAMPLE = 2000
+#: The demo's two models (module docstring).
+DEMO_MODELS = ("neighbors", "global")
+#: Training points per neighbourhood of the default model: on this map k = 200, 300 and 500
+#: reached the same test RMSE (50 to 52 m), and 300 needs the least time (README, "Local
+#: models").
+N_NEIGHBORS = 300
+#: Neighbourhoods the default model learns its hyperparameters on.
+LEARNING_CENTRES = 32
 #: Starting noise variance of learning, in units of the normalised targets' variance.
 NOISE_VARIANCE_START = 0.05
 #: Warnings of the low-rank fit that the demo's printed explanation states in its own words:
@@ -50,25 +66,35 @@ NOISE_VARIANCE_START = 0.05
 EXPLAINED_WARNINGS = (UserWarning, BoundaryWarning)
 
 
-def run_demo(*, subsample: int = 20000, n_components: int = 2048, approximation: str = "glf",
+def run_demo(*, model: str = "neighbors", subsample: int | None = None,
+             n_components: int = 2048, approximation: str | None = None,
              kernel: str = "matern52", exact_subsample: int = EXACT_SUBSAMPLE,
-             out="scalegp-demo.png", seed: int = 0, log=print) -> dict:
+             n_neighbors: int = N_NEIGHBORS, out="scalegp-demo.png", seed: int = 0,
+             log=print) -> dict:
     """Fit, evaluate, compare with the exact GP and draw; returns the printed metrics.
 
     Parameters
     ----------
-    subsample : int, default=20000
-        Training points of the low-rank model, drawn from the map without its test points.
+    model : {"neighbors", "global"}, default="neighbors"
+        The neighbourhood-local model, or one global low-rank GP (module docstring).
+    subsample : int or None, default=None
+        Training points, drawn from the map without its test points. None: all 77,800 for
+        ``"neighbors"``, 20,000 for ``"global"``.
     n_components : int, default=2048
-        The feature budget: the cap of ``n_nodes="auto"`` for ``"glf"``, m for other maps.
-    approximation : str, default="glf"
-        The feature map (:func:`scalegp.features.names`).
+        The feature budget of a low-rank model: the cap of ``n_nodes="auto"`` for ``"glf"``,
+        m for other maps (unused by exact local GPs).
+    approximation : str or None, default=None
+        The feature map (:func:`scalegp.features.names`), or ``"exact"`` with
+        ``model="neighbors"``. None: ``"exact"`` for ``"neighbors"``, ``"glf"`` for
+        ``"global"``.
     kernel : str, default="matern52"
         A shift-invariant kernel name (:func:`scalegp.kernels.get`), made anisotropic with
         the default bounds; the exact GP uses the same family.
     exact_subsample : int, default=2000
         Training points of the exact GP: the first min(exact_subsample, subsample) of the
-        low-rank model's.
+        model's.
+    n_neighbors : int, default=N_NEIGHBORS
+        Training points per neighbourhood of ``model="neighbors"``.
     out : path, default="scalegp-demo.png"
         A ``.png`` file, checked before the fit and written atomically
         (:mod:`scalegp._output` says what is refused).
@@ -85,11 +111,21 @@ def run_demo(*, subsample: int = 20000, n_components: int = 2048, approximation:
         ``exact_length_scale_deg`` (longitude, latitude); ``on_lower_bound`` and
         ``on_upper_bound`` (per dimension: the learned length scale sits on that end of the
         search box); ``captured_mass`` (GLF only,
-        else None); ``fit_seconds``, ``predict_seconds``, ``exact_fit_seconds``.
+        else None); ``fit_seconds``, ``predict_seconds``, ``exact_fit_seconds``;
+        ``n_centres`` (``"neighbors"``, else None).
     """
+    if model not in DEMO_MODELS:
+        raise ValueError(f"model must be one of {DEMO_MODELS}, got {model!r}")
+    local = model == "neighbors"
+    approximation = approximation or ("exact" if local else "glf")
+    if approximation == "exact" and not local:
+        raise ValueError("approximation='exact' needs model='neighbors' (the demo's exact GP "
+                         "on exact_subsample points is always drawn for comparison)")
     check_output_path(out, suffixes=PNG_SUFFIXES, what="out")
     relief = load_east_africa_relief()
     n = len(relief.y)
+    if subsample is None:
+        subsample = n - N_TEST if local else 20000
     if not 2 <= subsample <= n - N_TEST:
         raise ValueError(f"subsample must be between 2 and {n - N_TEST}, got {subsample}")
     if exact_subsample < 2:
@@ -99,8 +135,11 @@ def run_demo(*, subsample: int = 20000, n_components: int = 2048, approximation:
     y_km = relief.y / 1000.0
     start_kernel = _start_kernel(kernel, relief.X.shape[1])
 
+    local_options = ({"local": "neighbors", "local_neighbors": n_neighbors,
+                      "local_learning_centres": LEARNING_CENTRES} if local else {})
     model, notes, fit_seconds = _fit_low_rank(
-        relief.X[train], y_km[train], start_kernel, approximation, n_components, seed)
+        relief.X[train], y_km[train], start_kernel, approximation, n_components, seed,
+        **local_options)
     start = time.perf_counter()
     mean, std = model.predict(relief.X[test], return_std=True, include_noise=True)
     predict_seconds = time.perf_counter() - start
@@ -128,7 +167,7 @@ def run_demo(*, subsample: int = 20000, n_components: int = 2048, approximation:
         **_on_bounds(model.kernel_, search_box),
         "captured_mass": _captured_mass(model),
         "fit_seconds": fit_seconds, "predict_seconds": predict_seconds,
-        "exact_fit_seconds": exact_seconds,
+        "exact_fit_seconds": exact_seconds, "n_centres": model.n_centres_,
     }
     X_train = standardise(relief.X[train])
     for line in _explain(model, exact, results, search_box, notes, n_grid=n, X_train=X_train,
@@ -152,15 +191,18 @@ def _start_kernel(name: str, n_dims: int):
     return kernel.with_params(length_scale=np.ones(n_dims))
 
 
-def _fit_low_rank(X, y, kernel, approximation, n_components, seed):
-    """(model, explained warning texts, fit seconds) of the low-rank GP the library chooses."""
+def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_options):
+    """(model, explained warning texts, fit seconds) of the GP the library chooses (global, or
+    local with ``local_options``)."""
     from .estimator import LowRankGPRegressor
 
     glf = approximation.lower() == "glf"
     model = LowRankGPRegressor(
-        approximation=approximation, n_components=n_components, kernel=kernel,
+        approximation=approximation,
+        n_components=None if approximation == "exact" else n_components, kernel=kernel,
         noise_variance=NOISE_VARIANCE_START, normalize_X=True, normalize_y=True,
-        approximation_options={"n_nodes": "auto"} if glf else None, random_state=seed)
+        approximation_options={"n_nodes": "auto"} if glf else None, random_state=seed,
+        **local_options)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -193,6 +235,8 @@ def _fit_exact(X, y, model, seed):
 def _search_box(model) -> np.ndarray:
     """The optimizer's box (log): the kernel's bounds within the map's resolvable box."""
     box = model.kernel_.bounds
+    if model.feature_map_ is None:              # exact local GPs hold on all of it
+        return box
     valid = model.feature_map_.valid_log_bounds(model.kernel_)
     if valid is None:
         return box
@@ -258,16 +302,25 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
     box = np.exp(search_box[:n_dims])
     default = np.exp(kernel.bounds[:n_dims])
     glf = isinstance(fmap, GaussLegendreFeatures)
-    choice = (f"the nodes by n_nodes='auto' within the budget n_components = {budget}, the "
-              "search box by the region the rule resolves" if glf else
-              f"m = {fmap.n_components} features, the kernel's bounds as the search box")
     lines = [
         f"East Africa relief (ETOPO5, {n_grid} grid points): {results['n_train']} training / "
         f"{results['n_test']} test points, inputs standardised (1 unit = "
-        f"{_degrees(1.0, scale)} degrees of longitude / latitude)",
-        f"method: {fmap.name} ({fmap.description}) with the {kernel_name} kernel, one length "
-        f"scale per input, default bounds; chosen by the library's rules: {choice}",
-    ]
+        f"{_degrees(1.0, scale)} degrees of longitude / latitude)"]
+    if model.local_model_ is not None:
+        local_gps = "exact GPs" if fmap is None else f"{fmap.name} GPs ({fmap.description})"
+        lines.append(
+            f"method: neighbourhood-local {local_gps} with the {kernel_name} kernel, one length "
+            f"scale per input, default bounds: {model.local_model_.describe()}; predictions "
+            f"blended over the nearest centres; the shared hyperparameters maximize the sum "
+            f"of the log marginal likelihoods of {model.local_learning_centres} random "
+            "neighbourhoods (docs/local-models.md)")
+    else:
+        choice = (f"the nodes by n_nodes='auto' within the budget n_components = {budget}, "
+                  "the search box by the region the rule resolves" if glf else
+                  f"m = {fmap.n_components} features, the kernel's bounds as the search box")
+        lines.append(
+            f"method: {fmap.name} ({fmap.description}) with the {kernel_name} kernel, one "
+            f"length scale per input, default bounds; chosen by the library's rules: {choice}")
     if glf:
         lines.append(f"nodes: {fmap.report()}")
     narrowed = np.any(box != default)
@@ -286,8 +339,9 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
         "units)" + ("" if mass is None else
                     f"; the features reproduce {100 * mass:.1f} % of its prior variance"))
     lines.extend(_bound_lines(model, exact, results, X_train))
+    name = "neighbors" if model.local_model_ is not None else fmap.name
     lines.append(
-        f"{fmap.name}: test RMSE {results['rmse_m']:.1f} m, NLPD {results['nlpd_km']:.3f} "
+        f"{name}: test RMSE {results['rmse_m']:.1f} m, NLPD {results['nlpd_km']:.3f} "
         f"(in km), fit {results['fit_seconds']:.2f} s, predict {results['predict_seconds']:.3f}"
         f" s for {results['n_test']} points")
     lines.append(
@@ -307,6 +361,12 @@ def _bound_lines(model, exact, results, X_train) -> list[str]:
 
     dims = np.array(["longitude", "latitude"])
     lower, upper = results["on_lower_bound"], results["on_upper_bound"]
+    if model.local_model_ is not None:          # the kernel's own bounds: no rule narrows them
+        ends = [f"the learned {' and '.join(dims[mask])} length {_scales_sit(mask)} on the "
+                f"kernel's {end} bound; widen length_scale_bounds"
+                for mask, end in ((lower, "lower"), (upper, "upper")) if np.any(mask)]
+        return ends or ["the learned length scales lie inside the kernel's bounds: there the "
+                        "data put them"]
     lines = []
     if np.any(upper):
         lines.append(f"the learned {' and '.join(dims[upper])} length {_scales_sit(upper)} on "

@@ -423,7 +423,8 @@ class LowRankGPRegressor(_GPRegressor):
     Parameters
     ----------
     approximation : str, default="rff"
-        The feature map, one of :func:`scalegp.features.names`.
+        The feature map, one of :func:`scalegp.features.names`; or ``"exact"`` with
+        ``local="neighbors"``: an exact GP per neighbourhood.
     n_components : int or None, default=None
         m, the number of features. None: the map's default, 256 for every map except
         Gauss-Legendre features with ``n_nodes="auto"``, which grow until the likelihood
@@ -479,7 +480,7 @@ class LowRankGPRegressor(_GPRegressor):
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
-    local : {None, "test-points", "clusters"}, default=None
+    local : {None, "test-points", "clusters", "neighbors"}, default=None
         A local (centred) model around the map (:mod:`scalegp.local`; docs/local-models.md):
         one posterior per centre c, conditioned on x - c with one shared map built on the
         mean-centred inputs, each test point predicted from its centre. "test-points": every
@@ -488,8 +489,14 @@ class LowRankGPRegressor(_GPRegressor):
         (Algorithm 1) with covering radius ``local_threshold``, each test point routed to the
         nearest. None: the global model (unchanged). Learning (``optimize``) maximizes the
         mean over the cluster centres at ``local_threshold`` of their log marginal
-        likelihoods, for both kinds. Unsigned maps, homoscedastic noise and
-        ``solver="cholesky"`` only.
+        likelihoods, for both kinds. "neighbors" (beyond the paper; :mod:`scalegp.neighborhoods`,
+        docs/local-models.md, "Neighbourhood-local models"): one GP per centre of an adaptive
+        cover, trained only on the centre's ``local_neighbors`` nearest training points
+        (exact, or any map built once on the shifted neighbourhoods), predictions blended
+        over the nearest centres with continuous weights; learning maximizes the composite
+        likelihood sum_c log p(y_{N_c}) on ``local_learning_centres`` neighbourhoods, and
+        ``log_marginal_likelihood_value_`` is that sum over all of them. Unsigned maps,
+        homoscedastic noise and ``solver="cholesky"`` only.
     local_threshold : float, default=2.0
         The clustering threshold theta, in length scales (distances in x / l): every
         training input lies within theta of a centre. Centres are chosen at the starting
@@ -498,6 +505,13 @@ class LowRankGPRegressor(_GPRegressor):
         With ``local="clusters"``: fit computes the centres only, and each predict conditions
         (in one pass) the centres its test points need, caching them; the model keeps the
         training data, and its log marginal likelihood is NaN.
+    local_neighbors : int, default=300
+        With ``local="neighbors"``: k, the training points of each neighbourhood. The cover
+        is chosen at the starting length scales; a fitted model keeps one k x k factor (exact)
+        or m x m system per centre (``local_memory_bytes_``).
+    local_learning_centres : int or None, default=32
+        With ``local="neighbors"``: the neighbourhoods, drawn at random, whose composite
+        likelihood is maximized (None: all of them; each step then costs every local GP).
     local_reoptimize : bool, default=False
         With ``local="clusters"``: one map per centre, built (``approximation_options``
         applied) on the training inputs routed to it, shifted by it, each from its own
@@ -517,7 +531,7 @@ class LowRankGPRegressor(_GPRegressor):
     local_model_ : scalegp.local.LocalModel or None
         The local model (also ``posterior_``); None when ``local`` is None.
     n_centres_ : int or None
-        The number of centres of a cluster-centred model (None otherwise).
+        The number of centres of a cluster-centred or neighbourhood model (None otherwise).
     local_memory_bytes_ : int or None
         Bytes of the per-centre m x m systems the local model keeps (for test points, those
         of one block); None when ``local`` is None.
