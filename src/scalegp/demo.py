@@ -137,6 +137,9 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
 
     local_options = ({"local": "neighbors", "local_neighbors": n_neighbors,
                       "local_learning_centres": LEARNING_CENTRES} if local else {})
+    log(f"fitting a neighbourhood-local model ({approximation}) to {len(train)} training "
+        "points (about a minute on two cores)..." if local else
+        f"fitting {approximation} to {len(train)} training points...")
     model, notes, fit_seconds = _fit_low_rank(
         relief.X[train], y_km[train], start_kernel, approximation, n_components, seed,
         **local_options)
@@ -331,7 +334,8 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
         + (f": the part of the default bounds [{default[0, 0]:.3g}, {default[0, 1]:.3g}] on "
            "which the rule reproduces the prior variance (valid_log_bounds); outside it the "
            "features approximate another kernel" if narrowed else
-           ": the kernel's bounds (the map holds on all of them)"))
+           ": the kernel's bounds (the " + ("exact local GPs hold" if fmap is None else
+                                              "map holds") + " on all of them)"))
     mass = results["captured_mass"]
     lines.append(
         f"learned: length scales {_degrees(kernel.length_scale, scale)} deg, variance "

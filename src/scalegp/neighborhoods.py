@@ -37,6 +37,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import exact
 from ._memory import available_bytes
@@ -56,6 +57,14 @@ __all__ = ["Neighborhoods", "cover", "NeighborhoodLikelihood", "NeighborhoodPost
 OVERLAP = 0.75
 #: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
 MAX_CENTRES = 20_000
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread: the local systems (k x k, k in the hundreds) are too small
+    for threaded BLAS, whose idle threads spin; on the shared 2-core machine the East Africa
+    fit took 199 s with OpenBLAS's default threads and 58 s with one (docs/decisions.md,
+    "One BLAS thread for local systems")."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,28 +236,32 @@ class NeighborhoodLikelihood:
         return self._objectives[c]
 
     def value(self, theta) -> float:
-        return float(sum(self._local_objective(c).value(theta) for c in self.learning_centres))
+        with _one_blas_thread():
+            return float(sum(self._local_objective(c).value(theta)
+                             for c in self.learning_centres))
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         self.n_evaluations += 1
         value, gradient = 0.0, 0.0
-        for c in self.learning_centres:
-            local_value, local_gradient = self._local_objective(c)(theta)
-            value += local_value
-            gradient = gradient + np.asarray(local_gradient)
+        with _one_blas_thread():
+            for c in self.learning_centres:
+                local_value, local_gradient = self._local_objective(c)(theta)
+                value += local_value
+                gradient = gradient + np.asarray(local_gradient)
         return float(value), gradient
 
     def posterior(self, theta) -> "NeighborhoodPosterior":
         """Every neighbourhood conditioned at theta (or at a Hyperparameters' values)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         locals_ = []
-        for c in range(self.neighborhoods.n_centres):
-            posterior = self._local_objective(c).posterior(theta)
-            if self.feature_map is not None:
-                posterior = _Shifted(posterior, self.neighborhoods.centres[c])
-            locals_.append(posterior)
-            if c not in self.learning_centres:       # not needed again: free its memory
-                self._objectives.pop(c, None)
+        with _one_blas_thread():
+            for c in range(self.neighborhoods.n_centres):
+                posterior = self._local_objective(c).posterior(theta)
+                if self.feature_map is not None:
+                    posterior = _Shifted(posterior, self.neighborhoods.centres[c])
+                locals_.append(posterior)
+                if c not in self.learning_centres:   # not needed again: free its memory
+                    self._objectives.pop(c, None)
         value = sum(p.log_marginal_likelihood if self.feature_map is None
                     else p.posterior.log_marginal_likelihood for p in locals_)
         return NeighborhoodPosterior(self.neighborhoods, tuple(locals_), kernel,
@@ -395,6 +408,17 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
         self._check_no_cov(return_cov)
         X = check_matrix(X, "X", n_dims=self.neighborhoods.centres.shape[1])
         chunk_size = chunk_size or default_chunk_size(self.neighborhoods.n_centres)
+        with _one_blas_thread():
+            mean, second = self._blend(X, return_var, chunk_size)
+        if not return_var:
+            return mean
+        var = np.maximum(second - mean**2, 0.0)
+        if include_noise:
+            var += self.noise_variance
+        return mean, var
+
+    def _blend(self, X, return_var: bool, chunk_size: int):
+        """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X."""
         mean = np.zeros(X.shape[0])
         second = np.zeros(X.shape[0]) if return_var else None
         for start in range(0, X.shape[0], chunk_size):
@@ -415,12 +439,7 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
             mean[rows] = block_mean
             if return_var:
                 second[rows] = block_second
-        if not return_var:
-            return mean
-        var = np.maximum(second - mean**2, 0.0)
-        if include_noise:
-            var += self.noise_variance
-        return mean, var
+        return mean, second
 
 
 def describe_cover(neighborhoods: Neighborhoods) -> str:
