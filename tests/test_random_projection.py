@@ -19,13 +19,13 @@ RP = features.get("random-projection")
 
 
 def dense_projection(K, basis):
-    """K Phi^T (Phi K Phi^T)^{-1} Phi K (spec B.3) by a dense solve."""
+    """K Phi^T (Phi K Phi^T)^{-1} Phi K (docs/random-projection.md, section 1), densely."""
     K1 = K @ basis
     return K1 @ np.linalg.solve(basis.T @ K1, K1.T)
 
 
 def table2_matrix(n, lam, seed):
-    """K = E D E^T, E orthonormalized Gaussian, d_ii = exp(-i lambda) (spec B.10, Table 2)."""
+    """K = E D E^T, E orthonormalized Gaussian, d_ii = exp(-i lambda) (the RP paper's Table 2)."""
     E, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
     d = np.exp(-lam * np.arange(1, n + 1))
     K = (E * d) @ E.T
@@ -61,7 +61,7 @@ def data_1d():
 
 
 def test_full_rank_reproduces_the_exact_gp(data_1d):
-    """m = n: Q^RP = K (spec B.3, property 1), so likelihood, gradient and mean are the exact
+    """m = n: Q^RP = K (docs/random-projection.md, section 1), so likelihood, gradient and mean are the exact
     GP's, and so is the variance once the Nystrom residual k(x,x) - |psi(x)|^2 is added at
     new points (diag_correction). K of a Matern-1/2 kernel is well conditioned (cond ~ 1e2),
     so 1e-9 is rounding amplified by cond and n."""
@@ -88,8 +88,8 @@ def test_full_rank_reproduces_the_exact_gp(data_1d):
                                      {"sketch": "sphere"}])
 def test_features_are_the_projection_and_algorithm_1_identity(options, regression_data):
     """Psi Psi^T = K Phi^T (Phi K Phi^T)^{-1} Phi K with Phi^T the m leading left singular
-    vectors of K Omega (spec B.4 step 2), which is the reduced SVD U S^2 U^T of steps 3-7
-    (the paper's appendix; spec B.4: 5e-15)."""
+    vectors of K Omega (docs/random-projection.md, section 2, step 2), which is the reduced SVD U S^2 U^T of steps 3-7
+    (the paper's appendix)."""
     X, _ = regression_data
     kernel = sg.Gaussian(length_scale=[0.8, 1.2], variance=1.4)
     fmap = RP.build(X, kernel, 15, np.random.default_rng(1), **options)
@@ -121,7 +121,8 @@ def test_sketch_kinds():
 @pytest.mark.parametrize("certificate", ["frobenius", "trace"])
 def test_algorithm_2_on_table_2_matrices(certificate):
     """Algorithm 2 reaches the target in >= 90 % of 20 seeds (its certificate makes it every
-    seed: the trace bounds the Frobenius error, spec B.5) and its rank is no larger than
+    seed: the trace bounds the Frobenius error,
+    docs/random-projection.md, "The certificate") and its rank is no larger than
     pivoted Cholesky's (PP2) with the same certificate, on K = E D E^T (n = 300)."""
     n, seeds = 300, range(20)
     for lam, epsilon in ((0.5, 1e-2), (0.08, 1e-1), (0.08, 1e-2), (0.04, 1e-1)):
@@ -228,7 +229,7 @@ def test_row_blocks_equal_one_block(monkeypatch, regression_data):
 
 
 def test_transductive_inputs_build_the_projection_over_all_points(data_1d):
-    """The paper's formulation (decision 11): Phi over observed and prediction points, so the
+    """The paper's formulation (docs/random-projection.md, "The transductive option"): Phi over observed and prediction points, so the
     features at the prediction points are rows of Q^RP over all of them."""
     X, _, X_test = data_1d
     kernel = sg.Gaussian(length_scale=0.8)

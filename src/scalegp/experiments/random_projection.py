@@ -1,11 +1,12 @@
 """Experiments of the random-projection paper (Banerjee, Dunson & Tokdar, Biometrika 2013,
-Section 5.1; docs/random-projection.md, "Experiments"): random projection (RP) against the
+Tables 1 and 2; docs/random-projection.md, "Experiments"): random projection (RP) against the
 predictive process with random knots (PP1) and with pivoted-Cholesky knots (PP2).
 
 - ``rp-table1`` (Table 1, fixed rank): k(x, y) = exp(-(x - y)^2) on the uniform grid of 1,000
   points in [0.1, 100]; per rank m, the Frobenius and spectral errors ||K - Q||, the condition
   number of the m x m matrix each method factorizes (Phi K Phi^T for RP, K_** for PP;
-  decision 12) and the time, with the best rank-m error from the spectrum.
+  docs/decisions.md, "Condition numbers of the projections") and the time, with the best
+  rank-m error from the spectrum.
 - ``rp-table2`` (Table 2, fixed accuracy): K = E D E^T, E an orthonormalized Gaussian matrix,
   d_ii = exp(-i lambda), lambda in {0.5, 0.08, 0.04}; per n and target error epsilon, the rank
   each method needs against the optimal rank (sum_{i > m} d_ii^2)^{1/2} <= epsilon.
@@ -36,7 +37,7 @@ CONSTANTS_NOTE = (
     "entries were lost (docs/decisions.md), so none of these numbers is the paper's. Times are "
     "seconds on this machine (one BLAS thread)."
 )
-#: "The condition number of K ~ 1.0652 x 10^20" (Section 5.1, Table 1's setting).
+#: "The condition number of K ~ 1.0652 x 10^20" (Table 1's setting).
 PAPER_CONDITION_NUMBER = 1.0652e20
 
 
@@ -82,7 +83,7 @@ def random_knots(kernel, X, m: int, rng) -> Approximation:
 
 
 def pivoted_knots(kernel, X, m: int, rng=None) -> Approximation:
-    """PP2: partial pivoted Cholesky (spec B.6): F = L directly, knots = its pivots."""
+    """PP2: partial pivoted Cholesky (docs/random-projection.md, "The knot-based comparators"): F = L directly, knots = its pivots."""
     start = time.perf_counter()
     F, pivots = linalg.pivoted_cholesky(kernel.diag(X), lambda i: kernel(X, X[i:i + 1])[:, 0],
                                         max_rank=m)
@@ -90,7 +91,7 @@ def pivoted_knots(kernel, X, m: int, rng=None) -> Approximation:
     return Approximation(F, kernel(X[pivots]), seconds)
 
 
-METHODS = {"RP": random_projection, "PP1": random_knots, "PP2": pivoted_knots}
+APPROXIMATIONS = {"RP": random_projection, "PP1": random_knots, "PP2": pivoted_knots}
 
 
 def spectral_norm(E: np.ndarray) -> float:
@@ -118,7 +119,7 @@ def table1_rows(n: int, ranks, seeds) -> tuple[list[dict], dict]:
     for m in ranks:
         rows.append(dict(method="best", m=m, seed=0, fro=float(tails[m]) if m < n else 0.0,
                          spectral=float(eigenvalues[m]) if m < n else 0.0))
-        for name, method in METHODS.items():
+        for name, method in APPROXIMATIONS.items():
             for seed in (seeds if name != "PP2" else [0]):
                 result = method(kernel, X, m, np.random.default_rng([seed, m]))
                 E = K - result.factor @ result.factor.T
@@ -161,10 +162,10 @@ def table1_markdown(rows, facts, ranks, n_seeds: int) -> list[str]:
         cells = [f"{mean_of(rows, method, m, 'fro'):.4g} / "
                  f"{mean_of(rows, method, m, 'spectral'):.4g}"
                  for method in ("best", "RP", "PP1", "PP2")]
-        cells += [f"{mean_of(rows, method, m, 'cond'):.3g}" for method in METHODS]
-        cells += [f"{mean_of(rows, method, m, 'seconds'):.3f}" for method in METHODS]
+        cells += [f"{mean_of(rows, method, m, 'cond'):.3g}" for method in APPROXIMATIONS]
+        cells += [f"{mean_of(rows, method, m, 'seconds'):.3f}" for method in APPROXIMATIONS]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", "Claims of the paper (Section 5.1), checked at every m above:"]
+    lines += ["", "Claims of the paper (on Table 1), checked at every m above:"]
     for other in ("PP1", "PP2"):
         for key, norm in (("fro", "Frobenius"), ("spectral", "spectral")):
             pairs = [(mean_of(rows, "RP", m, key), mean_of(rows, other, m, key)) for m in ranks]
@@ -340,11 +341,13 @@ def table2_markdown(rows, n_seeds: int) -> list[str]:
             f"{f['reached']:.2f} / {t['reached']:.2f} | {row['pp2']} | {row['pp2_trace']} | "
             f"{row['pp1']} | {f['cond']:.3g} | {row['pp2_cond']:.3g} | "
             f"{f['seconds']:.3f} / {t['seconds']:.3f} | {row['pp2_seconds']:.3f} |")
-    lines += ["", "Claims of the paper (Section 5.1: RP 'achieves the desired target error "
+    lines += ["", "Claims of the paper (on Table 2: RP 'achieves the desired target error "
               "level with lower ranks for all different values of epsilon and n'):"]
     label = lambda row: f"n = {row['n']}, lambda = {row['lam']}, eps = {row['epsilon']:g}"
     for certificate, short in (("frobenius", "F"), ("trace", "tr")):
-        for other, key in (("PP2 (exact check)", "pp2"), ("PP1", "pp1")):
+        others = (("PP2 (exact check)", "pp2"), ("PP1", "pp1")) + (
+            (("PP2 (trace check)", "pp2_trace"),) if certificate == "trace" else ())
+        for other, key in others:
             holds = [row[certificate]["max_rank"] <= (row[key] or np.inf) for row in rows]
             misses = [f"{label(row)}: {row[certificate]['max_rank']} vs {row[key]}"
                       for row, ok in zip(rows, holds) if not ok]

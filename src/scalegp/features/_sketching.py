@@ -1,5 +1,5 @@
 """Random projections of a positive semi-definite matrix K (Banerjee, Dunson & Tokdar,
-Biometrika 2013, Section 3; docs/random-projection.md).
+Biometrika 2013; docs/random-projection.md).
 
 K is known only through products K V (an operator): :class:`KernelOperator` forms k(X, X)
 in row blocks, so memory is O(n c) for a product with c columns, never O(n^2);
@@ -7,11 +7,12 @@ in row blocks, so memory is O(n c) for a product with c columns, never O(n^2);
 
 * :func:`draw_sketch`: the test matrix Omega (Gaussian, Rademacher or uniform on the sphere);
 * :func:`nystrom`: steps 3-7 of Algorithm 1, Q^RP = K Phi^T (Phi K Phi^T)^{-1} Phi K = C C^T
-  (spec B.3, B.4), with the trace certificate tr(K - Q^RP) >= ||K - Q^RP||_F;
+  (docs/random-projection.md, sections 1-2), with the trace certificate tr(K - Q^RP) >= ||K - Q^RP||_F;
 * :func:`fixed_rank`: Algorithm 1 (Sarlos 2006 with Halko et al. 2011, Algorithm 5.5);
 * :func:`fixed_accuracy`: Algorithm 2, the adaptive range finder (Halko et al., Algorithm 4.2)
   with re-orthogonalisation, then the Nystrom approximation truncated to the smallest rank
-  whose certified Frobenius error is at most epsilon (docs/decisions.md; METHODS decision 9).
+  whose certified Frobenius error is at most epsilon (docs/random-projection.md, section 3;
+  docs/decisions.md, "Random projection: the fixed-accuracy stopping rule").
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ class DenseOperator:
 def draw_sketch(rng: np.random.Generator, n: int, r: int, kind: str = "gaussian") -> np.ndarray:
     """Omega (n x r): iid N(0, 1), Rademacher +-1, or columns uniform on the unit sphere.
 
-    The scale of Omega does not matter (only the range of K Omega is used; spec B.4 step 1).
+    The scale of Omega does not matter (only the range of K Omega is used;
+    docs/random-projection.md, section 2).
     """
     if kind not in SKETCHES:
         raise ValueError(f"sketch must be one of {', '.join(SKETCHES)}; got {kind!r}")
@@ -132,11 +134,13 @@ def fix_signs(V: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Nystrom:
-    """Q^RP = C C^T with C = K Phi^T B^{-T}, B B^T = Phi K Phi^T (spec B.4 steps 3-7).
+    """Q^RP = C C^T with C = K Phi^T B^{-T}, B B^T = Phi K Phi^T (docs/random-projection.md,
+    section 2, steps 3-7).
 
     ``U``, ``singular_values``, ``V``: the thin SVD C = U diag(sigma) V^T, so
     Q^RP = U diag(sigma^2) U^T is the approximate eigendecomposition of K (step 7).
-    ``condition_number``: cond(Phi K Phi^T), the m x m matrix factorized (decision 12).
+    ``condition_number``: cond(Phi K Phi^T), the m x m matrix factorized
+    (docs/decisions.md, "Condition numbers of the projections").
     """
 
     basis: np.ndarray              # Phi^T (n x m), orthonormal columns
@@ -152,7 +156,7 @@ class Nystrom:
         """tr(K - Q_k) for k = 0..m, with Q_k = U_k diag(sigma_k^2) U_k^T (the truncation).
 
         K - Q_k is positive semi-definite, so tr(K - Q_k) >= ||K - Q_k||_F >= ||K - Q_k||_2
-        (spec B.5, "cheap a-posteriori certificate")."""
+        (docs/random-projection.md, "The certificate")."""
         return float(np.sum(diagonal)) - np.concatenate([[0.0],
                                                          np.cumsum(self.singular_values**2)])
 
@@ -183,7 +187,8 @@ def nystrom(operator, basis: np.ndarray, K_basis: np.ndarray | None = None) -> N
 
 
 def range_basis(Y: np.ndarray, rank: int) -> np.ndarray:
-    """Phi^T: the ``rank`` leading left singular vectors of Y = K Omega (spec B.4 step 2);
+    """Phi^T: the ``rank`` leading left singular vectors of Y = K Omega (docs/random-projection.md,
+    section 2, step 2);
     for rank = Y's column count, the Q of its thin QR (any orthonormal basis of the range)."""
     Q, R = positive_qr(Y)
     if rank == Y.shape[1]:
@@ -207,12 +212,13 @@ def fixed_rank(operator, rank: int, rng: np.random.Generator, *, oversampling: i
 
 
 def probe_count(n: int) -> int:
-    """r = ceil(log10 n) + 1, so that n 10^{-r} <= 0.1 (spec B.5; decision 9)."""
+    """r = ceil(log10 n) + 1, so that n 10^{-r} <= 0.1 (docs/random-projection.md, section 3)."""
     return int(math.ceil(math.log10(max(n, 1)))) + 1
 
 
 class RangeFinder:
-    """Halko et al. (2011), Algorithm 4.2 as the paper's Algorithm 2, steps 1-8 (spec B.5).
+    """Halko et al. (2011), Algorithm 4.2 as the paper's Algorithm 2, steps 1-8
+    (docs/random-projection.md, section 3).
 
     The probes K omega are computed ``batch`` at a time in one pass over K (the same
     algorithm: a probe's projection (I - Phi^T Phi) is applied when it is used, which equals
@@ -281,7 +287,8 @@ class FixedAccuracy:
 def fixed_accuracy(operator, epsilon: float, rng: np.random.Generator, *, max_rank: int,
                    certificate: str = "frobenius", sketch: str = "gaussian",
                    n_probes: int | None = None) -> FixedAccuracy:
-    """Algorithm 2 with Nystrom eigen-truncation (spec B.5, C.9 option c; decision 9).
+    """Algorithm 2 with Nystrom eigen-truncation (docs/random-projection.md,
+    "Algorithm 2: fixed accuracy").
 
     1. Range finder (:class:`RangeFinder`) to Halko's threshold epsilon / (10 sqrt(2/pi)).
     2. Nystrom approximation Q^RP = U diag(sigma^2) U^T on that range (Algorithm 1, 3-7).
