@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,31 @@ def _check_size(n: int) -> None:
             f"and is limited to n <= {MAX_TRAINING_POINTS}, got n = {n}; use pivoted "
             "Cholesky knots (approximation='nystrom', knots='pivoted_cholesky': O(n m^2)) or "
             "Gauss-Legendre features (approximation='glf': linear in n, streamed)")
+
+
+def _is_finite_number(value, minimum: float, strict: bool) -> bool:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        value = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(value) and (value > minimum if strict else value >= minimum)
+
+
+def _check_report(target_error, certified_error, certificate) -> None:
+    """Algorithm 2's report: all None (fixed rank), or epsilon > 0, an error >= 0 and the
+    certificate's name."""
+    if target_error is None and certified_error is None and certificate is None:
+        return
+    if not (_is_finite_number(target_error, 0.0, True)
+            and _is_finite_number(certified_error, 0.0, False)
+            and certificate in sketching.CERTIFICATES):
+        raise ValueError(
+            "target_error, certified_error and certificate must all be None (fixed rank) or "
+            "a positive number, a non-negative number and one of "
+            f"{', '.join(sketching.CERTIFICATES)}; got {target_error!r}, "
+            f"{certified_error!r}, {certificate!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +128,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}; got "
                              f"{self.reduction!r}")
+        _check_report(self.target_error, self.certified_error, self.certificate)
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "sketch", sketch)
         object.__setattr__(self, "rank", rank)
