@@ -225,7 +225,9 @@ def test_row_blocks_equal_one_block(monkeypatch, regression_data):
     KV, dKV = operator.matmat(V, grad_V=V[:, :2])
     np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13)
     np.testing.assert_allclose(dKV, kernel.gradient(X) @ V[:, :2], rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(operator.squared_frobenius(), np.sum(kernel(X) ** 2))
+    KV, squared = operator.matmat_and_squared_frobenius(V)
+    np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13)
+    np.testing.assert_allclose(squared, np.sum(kernel(X) ** 2), rtol=1e-13)
 
 
 def test_transductive_inputs_build_the_projection_over_all_points(data_1d):

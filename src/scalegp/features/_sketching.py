@@ -77,12 +77,14 @@ class KernelOperator:
     def matmat(self, V: np.ndarray, grad_V: np.ndarray | None = None):
         return self.rows_times(self.inputs, V, grad_V)
 
-    def squared_frobenius(self) -> float:
-        """||K||_F^2, one pass of kernel blocks."""
-        total = 0.0
+    def matmat_and_squared_frobenius(self, V: np.ndarray) -> tuple[np.ndarray, float]:
+        """(K V, ||K||_F^2) from one pass of kernel blocks."""
+        out, total = np.empty((self.n, V.shape[1])), 0.0
         for block in row_blocks(self.n, self.n, self.inputs.shape[1]):
-            total += float(np.sum(self.kernel(self.inputs[block], self.inputs) ** 2))
-        return total
+            K = self.kernel(self.inputs[block], self.inputs)
+            out[block] = K @ V
+            total += float(np.sum(K**2))
+        return out, total
 
 
 class DenseOperator:
@@ -98,8 +100,8 @@ class DenseOperator:
     def matmat(self, V: np.ndarray) -> np.ndarray:
         return self.K @ V
 
-    def squared_frobenius(self) -> float:
-        return float(np.sum(self.K**2))
+    def matmat_and_squared_frobenius(self, V: np.ndarray) -> tuple[np.ndarray, float]:
+        return self.K @ V, float(np.sum(self.K**2))
 
 
 def draw_sketch(rng: np.random.Generator, n: int, r: int, kind: str = "gaussian") -> np.ndarray:
@@ -161,15 +163,16 @@ class Nystrom:
                                                          np.cumsum(self.singular_values**2)])
 
     def frobenius_errors(self, operator) -> np.ndarray:
-        """||K - Q_k||_F for k = 0..m, from one product K U:
+        """||K - Q_k||_F for k = 0..m, from one pass over K (K U and ||K||_F^2):
 
             ||K - U_k S_k^2 U_k^T||_F^2 = ||K||_F^2 - 2 sum_{i<=k} s_i^2 u_i^T K u_i
                                           + sum_{i<=k} s_i^4.
 
         Accurate to about eps ||K||_F^2 m in the squared error (cancellation)."""
         s2 = self.singular_values**2
-        quadratic = np.einsum("ij,ij->j", self.U, operator.matmat(self.U))
-        squared = operator.squared_frobenius() - np.concatenate(
+        KU, squared_norm = operator.matmat_and_squared_frobenius(self.U)
+        quadratic = np.einsum("ij,ij->j", self.U, KU)
+        squared = squared_norm - np.concatenate(
             [[0.0], np.cumsum(2.0 * s2 * quadratic - s2**2)])
         return np.sqrt(np.maximum(squared, 0.0))
 

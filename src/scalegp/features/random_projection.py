@@ -147,9 +147,9 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
         kernel : Kernel
             The kernel (Algorithm 2 runs at its current hyperparameters).
         n_components : int
-            m (fixed rank), or the largest rank allowed (fixed accuracy). Clipped to n with
-            a warning-free rule: a projection has at most n independent directions, and at
-            m = n it is exact (Q^RP = K).
+            m (fixed rank), or the largest rank allowed (fixed accuracy). A value above n is
+            reduced to n: a projection has at most n independent directions, and at m = n it
+            is exact (Q^RP = K).
         epsilon : float, optional
             Fixed accuracy: target Frobenius error ||K - Q^RP||_F <= epsilon (absolute, on K
             at the build hyperparameters). The rank found is ``rank``.
