@@ -83,7 +83,8 @@ def random_knots(kernel, X, m: int, rng) -> Approximation:
 
 
 def pivoted_knots(kernel, X, m: int, rng=None) -> Approximation:
-    """PP2: partial pivoted Cholesky (docs/random-projection.md, "The knot-based comparators"): F = L directly, knots = its pivots."""
+    """PP2: partial pivoted Cholesky (docs/random-projection.md, "The knot-based
+    comparators"): F = L directly, knots = its pivots."""
     start = time.perf_counter()
     F, pivots = linalg.pivoted_cholesky(kernel.diag(X), lambda i: kernel(X, X[i:i + 1])[:, 0],
                                         max_rank=m)

@@ -7,7 +7,8 @@ in row blocks, so memory is O(n c) for a product with c columns, never O(n^2);
 
 * :func:`draw_sketch`: the test matrix Omega (Gaussian, Rademacher or uniform on the sphere);
 * :func:`nystrom`: steps 3-7 of Algorithm 1, Q^RP = K Phi^T (Phi K Phi^T)^{-1} Phi K = C C^T
-  (docs/random-projection.md, sections 1-2), with the trace certificate tr(K - Q^RP) >= ||K - Q^RP||_F;
+  (docs/random-projection.md, sections 1-2), with the trace certificate
+  tr(K - Q^RP) >= ||K - Q^RP||_F;
 * :func:`fixed_rank`: Algorithm 1 (Sarlos 2006 with Halko et al. 2011, Algorithm 5.5);
 * :func:`fixed_accuracy`: Algorithm 2, the adaptive range finder (Halko et al., Algorithm 4.2)
   with re-orthogonalisation, then the Nystrom approximation truncated to the smallest rank

@@ -86,7 +86,10 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     sketch : ndarray (n, r)
         Omega, drawn at build (Gaussian, Rademacher or sphere; theta-independent).
     rank : int
-        m <= r, the number of features.
+        m, the number of features.
+    oversampling : int
+        r - m >= 0: the sketch's extra columns (Algorithm 1's oversampling; for Algorithm 2
+        the probes of the range found beyond the truncated rank).
     reduction : str
         How r columns become m when m < r: "range" (Algorithm 1, step 2: Phi^T = the m leading
         left singular vectors of K Omega) or "nystrom" (Algorithm 2: the Nystrom
@@ -105,6 +108,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     inputs: np.ndarray
     sketch: np.ndarray
     rank: int
+    oversampling: int = 0
     reduction: str = "range"
     target_error: float | None = None
     certified_error: float | None = None
@@ -122,9 +126,10 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
                              f"shape {sketch.shape}")
         _check_size(inputs.shape[0])
         rank = check_positive_int(self.rank, "rank")
-        if rank > sketch.shape[1]:
-            raise ValueError(f"rank must be at most the sketch's {sketch.shape[1]} columns, "
-                             f"got {rank}")
+        oversampling = check_positive_int(self.oversampling, "oversampling", minimum=0)
+        if sketch.shape[1] != rank + oversampling:
+            raise ValueError(f"the sketch must have rank + oversampling = {rank + oversampling} "
+                             f"columns, got shape {sketch.shape}")
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}; got "
                              f"{self.reduction!r}")
@@ -132,6 +137,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "sketch", sketch)
         object.__setattr__(self, "rank", rank)
+        object.__setattr__(self, "oversampling", oversampling)
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -175,14 +181,16 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
             oversampling = check_positive_int(oversampling, "oversampling", minimum=0)
             width = min(rank + oversampling, X.shape[0])
             return cls(n_dims=X.shape[1], inputs=X,
-                       sketch=sketching.draw_sketch(rng, X.shape[0], width, sketch), rank=rank)
+                       sketch=sketching.draw_sketch(rng, X.shape[0], width, sketch), rank=rank,
+                       oversampling=width - rank)
         if oversampling:
             raise TypeError("oversampling applies to the fixed rank (epsilon=None) only")
         result = sketching.fixed_accuracy(sketching.KernelOperator(kernel, X), epsilon, rng,
                                           max_rank=rank, certificate=certificate,
                                           sketch=sketch)
         return cls(n_dims=X.shape[1], inputs=X, sketch=result.probes, rank=result.rank,
-                   reduction="nystrom", target_error=float(epsilon),
+                   oversampling=result.probes.shape[1] - result.rank, reduction="nystrom",
+                   target_error=float(epsilon),
                    certified_error=result.error, certificate=certificate)
 
     # ----------------------------------------------------------------- evaluation
