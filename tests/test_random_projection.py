@@ -306,7 +306,11 @@ def test_estimator_learns_saves_and_loads(tmp_path, regression_data):
                                   random_state=0).fit(X, y)
     fmap = model.feature_map_
     assert fmap.target_error == 1e-2 and fmap.rank < 40
-    assert np.isfinite(fmap.at(model.kernel_).condition_number)
+    report = fmap.report(model.kernel_)
+    assert report["rank"] == fmap.rank and report["sketch_columns"] == fmap.sketch.shape[1]
+    assert report["condition_number"] >= 1 and report["trace_certificate"] > 0
+    assert report["target_error"] == 1e-2 and report["certificate"] == "frobenius"
+    assert report["certified_error"] <= 1e-2
     sg.save(model, tmp_path / "rp.npz")
     loaded = sg.load(tmp_path / "rp.npz")
     assert loaded.feature_map_.rank == fmap.rank

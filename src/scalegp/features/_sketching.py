@@ -285,7 +285,6 @@ class FixedAccuracy:
     error: float
     certificate: str
     probes: np.ndarray
-    thresholds: list
 
 
 def fixed_accuracy(operator, epsilon: float, rng: np.random.Generator, *, max_rank: int,
@@ -314,10 +313,9 @@ def fixed_accuracy(operator, epsilon: float, rng: np.random.Generator, *, max_ra
                          f"got {certificate!r}")
     finder = RangeFinder(operator, rng, check_positive_int(max_rank, "max_rank"), sketch,
                          n_probes)
-    threshold, thresholds = epsilon / HALKO_FACTOR, []
+    threshold = epsilon / HALKO_FACTOR
     diagonal = operator.diagonal()
     while True:
-        thresholds.append(threshold)
         complete = finder.extend(threshold)
         if finder.basis.shape[1] == 0:           # every probe below the threshold: rank 1
             finder.step()
@@ -328,7 +326,7 @@ def fixed_accuracy(operator, epsilon: float, rng: np.random.Generator, *, max_ra
         if certified.size:
             rank = max(1, int(certified[0]))
             return FixedAccuracy(approximation, rank, float(errors[rank]), certificate,
-                                 np.array(finder.probes).T, thresholds)
+                                 np.array(finder.probes).T)
         if not complete or finder.basis.shape[1] >= finder.max_rank:
             raise ValueError(
                 f"the target error epsilon = {epsilon:g} was not reached within rank "

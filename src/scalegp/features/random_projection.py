@@ -201,6 +201,16 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     def at(self, kernel: Kernel) -> "RandomProjectionAtTheta":
         return RandomProjectionAtTheta(self, kernel)
 
+    def report(self, kernel: Kernel) -> dict:
+        """What the projection is at the kernel's hyperparameters (docs/random-projection.md,
+        "The certificate"): the rank m, the sketch width r, cond(Phi K Phi^T) of the matrix
+        factorized, the jitter it needed, tr(K - Q^RP), and Algorithm 2's build report."""
+        at = self.at(kernel)
+        return dict(rank=self.rank, sketch_columns=self.sketch.shape[1],
+                    condition_number=at.condition_number, jitter=at.jitter,
+                    trace_certificate=at.trace_certificate, target_error=self.target_error,
+                    certified_error=self.certified_error, certificate=self.certificate)
+
 
 class RandomProjectionAtTheta(MapAtTheta):
     """The projection at one theta: Psi = k(x, X) T with T = Phi^T B^{-T} (n x m), computed
