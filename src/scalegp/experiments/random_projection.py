@@ -167,8 +167,8 @@ def table1_markdown(rows, facts, ranks, n_seeds: int) -> list[str]:
         cells += [f"{mean_of(rows, method, m, 'seconds'):.3f}" for method in APPROXIMATIONS]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     jittered = sorted({row["m"] for row in rows if row.get("jitter", 0.0) > 0})
-    lines += ["", f"Jitter was added to the factorized matrix at m = "
-              f"{', '.join(map(str, jittered)) if jittered else 'none'} (any method, any seed)."]
+    where = f"at m = {', '.join(map(str, jittered))}" if jittered else "none"
+    lines += ["", f"Jitter added to a factorized matrix (any method, any seed): {where}."]
     lines += ["", "Claims of the paper (on Table 1), checked at every m above:"]
     for other in ("PP1", "PP2"):
         for key, norm in (("fro", "Frobenius"), ("spectral", "spectral")):
