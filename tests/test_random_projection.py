@@ -319,3 +319,44 @@ def test_estimator_learns_saves_and_loads(tmp_path, regression_data):
     for a, b in zip(model.predict(X_new, return_std=True), loaded.predict(X_new,
                                                                           return_std=True)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_uncertified_range_is_extended(monkeypatch):
+    """When the range finder stops before the Nystrom error is certified (forced here by a
+    threshold of 100 epsilon instead of epsilon / 7.98), the range grows at ten times smaller
+    thresholds until the certificate holds: the result is still within epsilon."""
+    calls = []
+    extend = sketching.RangeFinder.extend
+    monkeypatch.setattr(sketching.RangeFinder, "extend",
+                        lambda self, threshold: calls.append(threshold) or extend(self,
+                                                                                  threshold))
+    monkeypatch.setattr(sketching, "HALKO_FACTOR", 1e-2)
+    K, d = table2_matrix(200, 0.08, 0)
+    result = sketching.fixed_accuracy(sketching.DenseOperator(K), 1e-2,
+                                      np.random.default_rng(0), max_rank=200)
+    U = result.approximation.U[:, :result.rank]
+    s = result.approximation.singular_values[:result.rank]
+    assert np.linalg.norm(K - (U * s**2) @ U.T) <= 1e-2
+    assert result.rank == optimal_rank(d, 1e-2)
+    assert len(calls) > 1
+    np.testing.assert_allclose(calls, [1.0 * 10.0**-i for i in range(len(calls))], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [sg.Gaussian(length_scale=[0.7, 1.3], variance=1.5),
+                                    sg.Matern(nu=2.5, length_scale=0.9), sg.Cauchy(),
+                                    sg.Laplacian(length_scale=[1.1, 0.6])],
+                         ids=["gaussian", "matern52", "cauchy", "laplacian"])
+def test_cross_kernel_gradient_matches_finite_differences(kernel):
+    """Kernel.gradient(X, Y), which the map's gradient uses, against central differences
+    (step 1e-6: truncation error ~1e-12, rounding ~1e-10 relative)."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.uniform(-2, 2, size=(7, 2)), rng.uniform(-2, 2, size=(5, 2))
+    analytic = kernel.gradient(X, Y)
+    assert analytic.shape == (kernel.n_params, 7, 5)
+    step = 1e-6
+    for p in range(kernel.n_params):
+        shift = np.zeros(kernel.n_params)
+        shift[p] = step
+        numeric = (kernel.with_theta(kernel.theta + shift)(X, Y)
+                   - kernel.with_theta(kernel.theta - shift)(X, Y)) / (2 * step)
+        np.testing.assert_allclose(analytic[p], numeric, rtol=1e-6, atol=1e-9)
