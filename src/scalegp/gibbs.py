@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg as sla
-from scipy.special import logsumexp, ndtr
+from scipy.special import ndtr
 
 from ._memory import available_bytes, check_memory
 from ._validation import check_matrix, check_positive_int, check_vector
@@ -172,8 +172,9 @@ class _State:
 
 
 def _draw_index(log_probs: np.ndarray, rng: np.random.Generator) -> int:
-    probs = np.exp(log_probs - logsumexp(log_probs))
-    return int(rng.choice(probs.size, p=probs / probs.sum()))
+    """A draw from Pr(h) ∝ exp(log_probs[h]) (inverse CDF; log-sum-exp safe)."""
+    cdf = np.cumsum(np.exp(log_probs - log_probs.max()))
+    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.size - 1)
 
 
 # ============================================================================ no diagonal
