@@ -72,6 +72,11 @@ MODELS = {
                                           local_threshold=1.0, optimize=False, random_state=0),
     "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
                                                  optimize=False, random_state=0),
+    # the draws of the Gibbs sampler (scalegp.gibbs), with the FITC-style diagonal
+    "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0, 2.0],
+                                         n_iter=30, burn_in=10, thin=2, collapsed=True,
+                                         diag_correction=True, normalize_X=True,
+                                         random_state=0),
 }
 X_TEST = data(1, n=9)[0]
 
@@ -217,12 +222,15 @@ INERT = {
     ("optimization", "message"): lambda v: isinstance(v, str),
     ("feature_map", "selection"): lambda v: isinstance(v, str),
     ("feature_map", "epsilon"): lambda v: is_finite(v) and v > 0,
+    ("gibbs", "collapsed"): lambda v: isinstance(v, bool),
+    ("gibbs", "n_floored"): lambda v: is_count(v, 0),
 }
 #: Entries whose valid values change predictions: (path, domain).
 PREDICTIVE = {
     ("noise_variance",): lambda v: is_finite(v) and v > 0,
     ("y_train_std",): lambda v: is_finite(v) and v > 0,
     ("y_train_mean",): is_finite,
+    ("gibbs", "diag_correction"): lambda v: isinstance(v, bool),
 }
 
 
@@ -285,6 +293,8 @@ ARRAY_DOMAINS = {
     "local.centres": "finite", "local.beta": "finite", "local.cholesky_factor": "choleskies",
     "local.X_train": "finite", "local.y_train": "finite",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
+    "gibbs.theta1_grid": "grid", "gibbs.tau": "positive", "gibbs.theta2": "positive",
+    "gibbs.theta1_index": "index", "gibbs.weights": "finite",
 }
 
 
@@ -303,7 +313,7 @@ def value_mutants(key, array):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (np.nan, -np.inf)]
         out.append(("inf", set_entry(array, first, np.inf),
                     MAY_LOAD if domain == "reported" else MUST_FAIL))
-    if domain in ("positive", "count"):
+    if domain in ("positive", "count", "grid"):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0, -1)]
     if domain in ("nonnegative", "reported"):
         out.append(("negative", set_entry(array, first, -1.0), MUST_FAIL))
@@ -311,6 +321,11 @@ def value_mutants(key, array):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0.0, 0.5, 2.0)]
         if key != "feature_map.sign_diagonals":     # they disagree with the other signs
             out.append(("flipped", set_entry(array, first, -array[first]), MUST_FAIL))
+    if domain == "grid":         # distinct atoms
+        out.append(("repeated atom", set_entry(array, (1,), array[0]), MUST_FAIL))
+    if domain == "index":        # an atom of the grid
+        out += [("negative", set_entry(array, first, -1), MUST_FAIL),
+                ("past the grid", set_entry(array, first, 10**6), MUST_FAIL)]
     if domain == "panels":
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0, 3)]
     if domain == "cholesky":
