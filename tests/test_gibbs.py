@@ -16,6 +16,7 @@ from scalegp.gibbs import (GammaPrior, RowsBackend, StatisticsBackend, _State,
                            mixture_quantile, sample_posterior, unit_kernel)
 from scalegp.transformers import _build_feature_map
 
+pytestmark = pytest.mark.filterwarnings("ignore:Gauss-Legendre features with q")
 KERNEL = kernels.get("gaussian")
 GRID = np.array([2.0, 5.0, 12.5, 30.0])
 TAU_PRIOR, THETA2_PRIOR = GammaPrior(2.0, 0.1), GammaPrior(2.0, 1.5)

@@ -50,6 +50,13 @@ def test_fit_reports_the_cost_model_and_predicts(approximation, diag, cost_model
     assert model.samples_.n_draws == 180
 
 
+def test_a_theta1_chain_stuck_on_one_atom_warns():
+    """Uncollapsed weight-space chains rarely leave their atom (docs/gibbs.md, "The sweep")."""
+    X, y = data(n=200)
+    with pytest.warns(sg.ConvergenceWarning, match="collapsed=True"):
+        sg.GibbsGPRegressor(**{**FAST, "collapsed": False}).fit(X, y)
+
+
 def test_diag_correction_recomputes_beyond_the_cache():
     X, y = data()
     model = sg.GibbsGPRegressor(diag_correction=True, feature_cache_bytes=0, **FAST).fit(X, y)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from collections.abc import Mapping
 from numbers import Integral
 
@@ -24,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import kernels
 from ._validation import as_generator, check_matrix, check_vector
 from .data import ArraySource
+from .errors import ConvergenceWarning
 from .gibbs import (FEATURE_CACHE_BYTES, GammaPrior, check_theta1_grid, length_scale_of,
                     sample_posterior)
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
@@ -192,6 +194,13 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 feature_cache_bytes=self.feature_cache_bytes)
         self._set_fitted(samples, y_train_mean=y_mean, y_train_std=y_std,
                          X_train_mean=X_mean, X_train_scale=X_scale)
+        if grid.size > 1 and np.unique(samples.theta1_index).size == 1:
+            warnings.warn(
+                f"theta1 stayed on one atom ({samples.theta1[0]:.4g}) in all "
+                f"{samples.n_draws} kept draws: the chain has not explored the grid"
+                + ("" if self.collapsed else "; collapsed=True draws theta1 with the latent "
+                   "field integrated out and mixes far better (docs/gibbs.md, \"The sweep\")"),
+                ConvergenceWarning, stacklevel=2)
         return self
 
     def _set_fitted(self, samples, *, y_train_mean, y_train_std, X_train_mean=None,
