@@ -342,6 +342,20 @@ def test_predictive_mixture_mean_variance_and_quantiles():
                                   np.quantile(F0, 0.1, axis=1))
 
 
+def test_predictions_in_blocks_equal_one_block(monkeypatch):
+    """Test rows are processed in blocks of PREDICTION_BYTES; the blocks change nothing."""
+    import scalegp.gibbs as gibbs_module
+    fmap, X, y = tiny_problem(n=30)
+    samples = sample_posterior(fmap, KERNEL, X, y, theta1_grid=GRID, n_iter=100, burn_in=20,
+                               collapsed=True, diag_correction=True, rng=4)
+    X_test = np.linspace(-0.2, 1.2, 11)[:, None]
+    whole = (*samples.predict(X_test, return_var=True), *samples.interval(X_test))
+    monkeypatch.setattr(gibbs_module, "PREDICTION_BYTES", 3 * 16 * samples.n_draws)
+    blocks = (*samples.predict(X_test, return_var=True), *samples.interval(X_test))
+    for a, b in zip(whole, blocks):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_length_scale_mapping():
     """theta1 = 1 / (2 l^2): the unit kernel at theta1 is exp(-theta1 |x - x'|^2)."""
     x, z = np.array([[0.3]]), np.array([[1.1]])

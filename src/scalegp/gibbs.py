@@ -52,6 +52,8 @@ DIAG_FLOOR = 1e-10
 #: Bytes of n x m feature matrices the diagonal sampler keeps over the grid (default).
 FEATURE_CACHE_BYTES = 2**30
 COST_MODELS = ("statistics", "rows-cached", "rows-recomputed")
+#: Bytes of the (F, V) draws of one block of test rows in predictions.
+PREDICTION_BYTES = 64 * 2**20
 
 
 # ============================================================================ priors, grid
@@ -466,29 +468,36 @@ class GibbsSamples:
                 V[:, draws] = c[:, None] / self.theta2[draws]
         return F, V
 
-    def _mixture(self, X, include_noise: bool):
-        F, V = self.latent_draws(X)
-        if include_noise:
-            V = V + (1.0 / self.tau)[None, :]
-        return F, V
+    def _mixtures(self, X, include_noise: bool):
+        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``."""
+        X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
+        rows = max(1, PREDICTION_BYTES // (16 * max(self.n_draws, 1)))
+        for start in range(0, X.shape[0], rows):
+            F, V = self.latent_draws(X[start:start + rows])
+            if include_noise:
+                V = V + (1.0 / self.tau)[None, :]
+            yield F, V
 
     def predict(self, X, *, return_var: bool = False, include_noise: bool = False):
         """Posterior predictive mean (and variance) averaged over the draws (Eq. G13):
         mean = avg_s F_s, var = avg_s V_s + var_s F_s."""
-        F, V = self._mixture(X, include_noise)
-        mean = F.mean(axis=1)
+        blocks = [(F.mean(axis=1), V.mean(axis=1) + F.var(axis=1))
+                  for F, V in self._mixtures(X, include_noise)]
+        mean = np.concatenate([block[0] for block in blocks])
         if not return_var:
             return mean
-        return mean, V.mean(axis=1) + F.var(axis=1)
+        return mean, np.concatenate([block[1] for block in blocks])
 
     def interval(self, X, level: float = 0.95, *, include_noise: bool = False):
         """Equal-tailed posterior predictive interval of the mixture over the draws
         (Eq. G14): quantiles of (1/S) sum_s N(F_s, V_s); empirical quantiles where V = 0."""
         if not (0 < level < 1):
             raise ValueError(f"level must be in (0, 1), got {level!r}")
-        F, V = self._mixture(X, include_noise)
         tail = 0.5 * (1 - level)
-        return mixture_quantile(F, V, tail), mixture_quantile(F, V, 1 - tail)
+        blocks = [(mixture_quantile(F, V, tail), mixture_quantile(F, V, 1 - tail))
+                  for F, V in self._mixtures(X, include_noise)]
+        return (np.concatenate([block[0] for block in blocks]),
+                np.concatenate([block[1] for block in blocks]))
 
 
 #: Bisection steps of :func:`mixture_quantile` (the bracket shrinks 2^-60: below rounding).
