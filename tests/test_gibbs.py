@@ -337,6 +337,8 @@ def test_predictive_mixture_mean_variance_and_quantiles():
     for end, p in ((lo, 0.025), (hi, 0.975)):
         cdf = stats.norm.cdf((end[:, None] - F) / np.sqrt(V)).mean(axis=1)
         np.testing.assert_allclose(cdf, p, atol=1e-12)
+    np.testing.assert_array_equal(samples.prediction_effective_sample_sizes(X_test),
+                                  [effective_sample_size(row) for row in F])
     F0 = np.random.default_rng(0).standard_normal((3, 101))
     np.testing.assert_array_equal(mixture_quantile(F0, np.zeros_like(F0), 0.1),
                                   np.quantile(F0, 0.1, axis=1))

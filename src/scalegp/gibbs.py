@@ -420,7 +420,7 @@ class GibbsSamples:
     burn_in: int
     thin: int
     n_floored: int = 0
-    _ess: dict | None = field(default=None, repr=False)
+    _ess: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def n_draws(self) -> int:
@@ -451,6 +451,11 @@ class GibbsSamples:
             self._ess = {name: effective_sample_size(getattr(self, name))
                          for name in ("tau", "theta2", "theta1")} if self.n_draws >= 4 else {}
         return dict(self._ess)
+
+    def prediction_effective_sample_sizes(self, X) -> np.ndarray:
+        """ESS (Eq. G12) of the chain of predicted values F_s(x) at each row of X."""
+        return np.concatenate([[effective_sample_size(row) for row in F]
+                               for F, _ in self._mixtures(X, False)])
 
     def latent_draws(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(F, V): F[i, s] = psi_1(x_i; theta1_s)^T w_s and V[i, s] = c(x_i) / theta2_s, the
@@ -532,8 +537,7 @@ def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_gr
                      tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter: int = 2000,
                      burn_in: int = 500, thin: int = 1, collapsed: bool = False,
                      diag_correction: bool = False, rng=None, progress=None,
-                     feature_cache_bytes: int = FEATURE_CACHE_BYTES,
-                     initial_index: int | None = None) -> GibbsSamples:
+                     feature_cache_bytes: int = FEATURE_CACHE_BYTES) -> GibbsSamples:
     """Run the Gibbs sampler of Section 4 (docs/gibbs.md, "The sweep").
 
     One sweep updates, in this order, the latent field (w, or g with the diagonal), tau,
@@ -564,9 +568,8 @@ def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_gr
     feature_cache_bytes : int
         With the diagonal: keep the t n x m feature matrices when they take at most this
         (and a quarter of the available memory); otherwise recompute them.
-    initial_index : int, optional
-        Starting grid index (default: the middle one); tau and theta2 start at their prior
-        means.
+
+    The chain starts at the middle atom, with tau and theta2 at their prior means.
     """
     from ._validation import as_generator
 
@@ -600,10 +603,7 @@ def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_gr
                                                  minimum=0))
     else:
         backend = StatisticsBackend(feature_map, kernel, grid, X, y, grid_progress)
-    index = grid.size // 2 if initial_index is None else int(initial_index)
-    if not 0 <= index < grid.size:
-        raise ValueError(f"initial_index must be in [0, {grid.size}), got {initial_index!r}")
-    state = _State(tau_prior.mean, theta2_prior.mean, index, backend.initial_latent())
+    state = _State(tau_prior.mean, theta2_prior.mean, grid.size // 2, backend.initial_latent())
     kept = range(burn_in, n_iter, thin)
     n_kept = len(kept)
     taus, theta2s = np.empty(n_kept), np.empty(n_kept)

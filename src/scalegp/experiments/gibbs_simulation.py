@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gibbs import effective_sample_size
 from ..gibbs_estimator import GibbsGPRegressor
 from . import register, write_figure, write_text
 
@@ -74,8 +73,7 @@ def one_run(label, spec, approximation, m, setting, seed):
     model.fit(x[fit, None], y[fit])
     mean = model.predict(x[held, None])
     elapsed = time.process_time() - start
-    draws, _ = model.samples_.latent_draws(x[held, None])
-    point_ess = [effective_sample_size(row) for row in draws]
+    point_ess = model.samples_.prediction_effective_sample_sizes(x[held, None])
     ess = model.effective_sample_sizes_
     return {"function": label, "map": approximation, "m": m, "cost": model.cost_model_,
             "rmse": float(np.sqrt(np.mean((mean - truth[held]) ** 2))),
