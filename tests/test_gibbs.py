@@ -235,18 +235,46 @@ def test_cost_models_and_recomputed_features_equal_cached():
     np.testing.assert_allclose(cached.weights, recomputed.weights, rtol=0, atol=1e-12)
 
 
+def test_nearly_collinear_features_keep_the_chain_proper():
+    """Long length scales on [0, 1] make most eigenvalues of G rounding noise; there the
+    rotated projections must obey z_l^2 <= lam_l y^T y (the numerical-rank rule; without it
+    they break it by up to 1e284 here and the chain of rp-table3 ran away to tau = 1e-20),
+    and tau stays where the data put it: 1 / tau about RSS / (n - m) <= y^T y / (n - m),
+    below 2 mean(y^2)."""
+    from scalegp.experiments.gibbs_simulation import FUNCTIONS, function
+    from scalegp.gibbs_estimator import build_kernel
+    n = 2000
+    x = np.linspace(0, 1, n)[:, None]
+    y = function(x[:, 0], *FUNCTIONS[1][1:]) + 0.1 * np.random.default_rng(0).standard_normal(n)
+    grid = np.array([0.001, 0.003, 0.007])
+    fmap = _build_feature_map("rff", x, build_kernel(KERNEL, grid, GammaPrior(2.0, 20.0)), 64,
+                              None, np.random.default_rng(1))
+    backend = StatisticsBackend(fmap, KERNEL, grid, x, y)
+    assert np.all(backend.rotated_projection**2
+                  <= backend.eigenvalues * backend.y_norm2 * (1 + 1e-9) + 1e-300)
+    samples = sample_posterior(fmap, KERNEL, x, y, theta1_grid=grid, tau_prior=(1.0, 10.0),
+                               theta2_prior=(2.0, 20.0), n_iter=3000, burn_in=0,
+                               collapsed=True, rng=0)
+    assert np.max(1 / samples.tau) < 2 * np.mean(y**2), np.max(1 / samples.tau)
+
+
 def test_fixed_basis_statistics_from_one_pass_equal_a_pass_per_grid_point():
-    """For GLF the per-grid-point statistics are a rescaling of Phi^T Phi (one pass)."""
+    """For GLF the per-grid-point statistics are a rescaling of Phi^T Phi (one pass). The
+    eigenvalues dropped as rounding (<= m eps lam_max) and their z_l (z_l^2 <= lam_l y^T y)
+    bound the reconstruction errors by m tol and sqrt(m tol y^T y), tol = m eps lam_max."""
     from scalegp.data import ArraySource
     from scalegp.gp import accumulate_statistics
     fmap, X, y = tiny_problem(n=40, m=12, approximation="glf")
     backend = StatisticsBackend(fmap, KERNEL, GRID, X, y)
+    m = fmap.n_components
     for h, theta1 in enumerate(GRID):
         stats_h = accumulate_statistics(fmap.at(unit_kernel(KERNEL, theta1)), ArraySource(X, y))
         U, lam = backend.eigenvectors[h], backend.eigenvalues[h]
-        np.testing.assert_allclose((U * lam) @ U.T, stats_h.gram, atol=1e-12)
+        tol = m * np.finfo(float).eps * lam.max()
+        np.testing.assert_allclose((U * lam) @ U.T, stats_h.gram, rtol=0,
+                                   atol=m * tol + 1e-12)
         np.testing.assert_allclose(U @ backend.rotated_projection[h], stats_h.projection,
-                                   atol=1e-12)
+                                   rtol=0, atol=math.sqrt(m * tol * stats_h.y_norm2) + 1e-12)
 
 
 @pytest.mark.parametrize("approximation", ["rff", "orf", "qmc", "glf"])

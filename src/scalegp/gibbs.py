@@ -209,9 +209,16 @@ class StatisticsBackend:
             stats = (basis.at(feature_map, kernel_h) if basis is not None
                      else accumulate_statistics(feature_map.at(kernel_h), source))
             lam, U = np.linalg.eigh(stats.gram)
-            self.eigenvalues[h] = np.maximum(lam, 0.0)     # G is PSD; rounding may dip below
+            z = U.T @ stats.projection
+            # Eigenvalues within the rounding of eigh (m eps lam_max) are 0, and so are their
+            # z_l: exact arithmetic has z_l^2 <= lam_l y^T y (Cauchy-Schwarz), which rounding
+            # breaks there, and a z_l without its lam_l drives the weights' mean tau z_l /
+            # (tau lam_l + theta2) and theta2 to 0 without bound (docs/gibbs.md,
+            # "Conditionals without the diagonal").
+            null = lam <= m * np.finfo(float).eps * max(lam.max(), 0.0)
+            self.eigenvalues[h] = np.where(null, 0.0, lam)
             self.eigenvectors[h] = U
-            self.rotated_projection[h] = U.T @ stats.projection
+            self.rotated_projection[h] = np.where(null, 0.0, z)
             self.y_norm2, self.n_samples = stats.y_norm2, stats.n_samples
             if progress is not None:
                 progress(h + 1)
