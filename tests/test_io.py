@@ -202,8 +202,9 @@ def test_save_replaces_an_existing_file(saved, exact_model):
 def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(NotFittedError):
         sg.save(sg.ExactGPRegressor(), tmp_path / "model.npz")
-    with pytest.raises(TypeError, match="model must be a fitted LowRankGPRegressor or "
-                                        "ExactGPRegressor, got FeatureMapTransformer"):
+    with pytest.raises(TypeError, match="model must be a fitted LowRankGPRegressor, "
+                                        "ExactGPRegressor or GibbsGPRegressor, got "
+                                        "FeatureMapTransformer"):
         sg.save(sg.FeatureMapTransformer(), tmp_path / "model.npz")
     X, y = data(8, n=10)
     model = sg.LowRankGPRegressor(n_components=4, optimize=False,

@@ -83,6 +83,11 @@ MODELS = {
     "random-projection": lambda: sg.LowRankGPRegressor(
         approximation="random-projection", n_components=30,
         approximation_options={"epsilon": 0.05}, optimize=False, random_state=0),
+    # the draws of the Gibbs sampler (scalegp.gibbs), with the FITC-style diagonal
+    "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0, 2.0],
+                                         n_iter=30, burn_in=10, thin=2, collapsed=True,
+                                         diag_correction=True, normalize_X=True,
+                                         random_state=0),
 }
 X_TEST = data(1, n=9)[0]
 
@@ -231,12 +236,15 @@ INERT = {
     ("feature_map", "target_error"): lambda v: is_finite(v) and v > 0,
     ("feature_map", "certified_error"): lambda v: is_finite(v) and v >= 0,
     ("feature_map", "certificate"): lambda v: v in ("frobenius", "trace"),
+    ("gibbs", "collapsed"): lambda v: isinstance(v, bool),
+    ("gibbs", "n_floored"): lambda v: is_count(v, 0),
 }
 #: Entries whose valid values change predictions: (path, domain).
 PREDICTIVE = {
     ("noise_variance",): lambda v: is_finite(v) and v > 0,
     ("y_train_std",): lambda v: is_finite(v) and v > 0,
     ("y_train_mean",): is_finite,
+    ("gibbs", "diag_correction"): lambda v: isinstance(v, bool),
 }
 
 
@@ -301,6 +309,8 @@ ARRAY_DOMAINS = {
     "local.blend_radius": "positive", "local.scale": "positive", "local.members": "indices",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
     "feature_map.inputs": "finite", "feature_map.sketch": "finite",
+    "gibbs.theta1_grid": "grid", "gibbs.tau": "positive", "gibbs.theta2": "positive",
+    "gibbs.theta1_index": "index", "gibbs.weights": "finite",
 }
 
 
@@ -319,7 +329,7 @@ def value_mutants(key, array):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (np.nan, -np.inf)]
         out.append(("inf", set_entry(array, first, np.inf),
                     MAY_LOAD if domain == "reported" else MUST_FAIL))
-    if domain in ("positive", "count"):
+    if domain in ("positive", "count", "grid"):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0, -1)]
     if domain in ("nonnegative", "reported"):
         out.append(("negative", set_entry(array, first, -1.0), MUST_FAIL))
@@ -331,6 +341,11 @@ def value_mutants(key, array):
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (-1.0, 0.5)]
         out.append(("past the rows", set_entry(array, (0, array.shape[1] - 1), 1e6), MUST_FAIL))
         out.append(("unsorted", set_entry(array, (0, 0), array[0, 1]), MUST_FAIL))
+    if domain == "grid":         # distinct atoms
+        out.append(("repeated atom", set_entry(array, (1,), array[0]), MUST_FAIL))
+    if domain == "index":        # an atom of the grid
+        out += [("negative", set_entry(array, first, -1), MUST_FAIL),
+                ("past the grid", set_entry(array, first, 10**6), MUST_FAIL)]
     if domain == "panels":
         out += [(f"{v}", set_entry(array, first, v), MUST_FAIL) for v in (0, 3)]
     if domain == "cholesky":

@@ -1,6 +1,7 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
-from . import clustering, exact, features, gp, kernels, linalg, local, metrics, optimize
+from . import (clustering, exact, features, gibbs, gp, kernels, linalg, local, metrics,
+               optimize)
 from .errors import (BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
@@ -9,6 +10,7 @@ from .gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from .optimize import learn_hyperparameters
 from .estimator import ExactGPRegressor, LowRankGPRegressor
+from .gibbs_estimator import GibbsGPRegressor
 from .io import load, save
 from .transformers import FeatureMapTransformer
 
@@ -20,8 +22,8 @@ __all__ = [
     "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
     "UnsafeOutputError", "__version__",
-    "clustering", "exact", "features", "gp", "kernels", "learn_hyperparameters", "linalg",
+    "clustering", "exact", "features", "gibbs", "gp", "kernels", "learn_hyperparameters", "linalg",
     "local", "metrics",
     "optimize",
-    "ExactGPRegressor", "FeatureMapTransformer", "LowRankGPRegressor", "load", "save",
+    "ExactGPRegressor", "FeatureMapTransformer", "GibbsGPRegressor", "LowRankGPRegressor", "load", "save",
 ]

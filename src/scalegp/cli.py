@@ -255,6 +255,42 @@ def _make_estimator(args, n_dims: int):
                               **common)
 
 
+def _gibbs_estimator(args, n_dims: int):
+    """``--sampler gibbs``: a GibbsGPRegressor (docs/gibbs.md, "The estimator")."""
+    from .gibbs_estimator import GibbsGPRegressor
+    approximation = _approximation_name(args.approximation)
+    for given, flag in ((approximation == "exact", "--approximation exact"),
+                        (args.local is not None, "--local"), (args.ard, "--ard"),
+                        (args.noise_variance_column is not None, "--noise-variance-column")):
+        if given:
+            raise CommandError(f"--sampler gibbs does not take {flag} (one length scale "
+                               "theta1, homoscedastic noise, a global low-rank map)")
+    grid = None
+    if args.theta1_grid is not None:
+        start, stop, count = args.theta1_grid
+        if not (count >= 1 and count == int(count)):
+            raise CommandError(f"--theta1-grid COUNT must be a positive integer, got {count!r}")
+        grid = np.linspace(start, stop, int(count))
+    return GibbsGPRegressor(
+        approximation=approximation, n_components=args.n_components,
+        kernel=kernels.get(args.kernel), theta1_grid=grid, tau_prior=tuple(args.tau_prior),
+        theta2_prior=tuple(args.theta2_prior), n_iter=args.n_iter, burn_in=args.burn_in,
+        thin=args.thin, collapsed=args.collapsed, diag_correction=args.diag_correction,
+        approximation_options=_parse_options(args.option),
+        normalize_y=not args.no_normalize_y, normalize_X=not args.no_standardize,
+        verbose=not args.quiet and sys.stderr.isatty(), random_state=args.seed)
+
+
+def _describe_gibbs(estimator) -> str:
+    means, ess = estimator.posterior_means_, estimator.effective_sample_sizes_
+    return (f"Gibbs sampler ({estimator.cost_model_} cost model"
+            f"{', collapsed theta1' if estimator.collapsed else ''}): "
+            f"{estimator.samples_.n_draws} draws; posterior means: noise_variance "
+            f"{means['noise_variance']:.4g}, variance {means['variance']:.4g}, length_scale "
+            f"{means['length_scale']:.4g} (normalized units); ESS "
+            + ", ".join(f"{name} {value:.0f}" for name, value in ess.items()))
+
+
 def _fit(args, estimator, X, y, sample_noise_variance=None):
     with _progress(args, len(y), "accumulating") as progress:
         estimator.fit(X, y, progress=progress, sample_noise_variance=sample_noise_variance)
@@ -266,14 +302,23 @@ def command_fit(args) -> None:
     from .io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
     X, y, names, target, variances = _load_training_data(args)
-    estimator = _make_estimator(args, X.shape[1])
+    gibbs = args.sampler == "gibbs"
+    estimator = (_gibbs_estimator if gibbs else _make_estimator)(args, X.shape[1])
     start = time.perf_counter()
-    _fit(args, estimator, X, y, variances)
+    if gibbs:
+        estimator.fit(X, y)
+    else:
+        _fit(args, estimator, X, y, variances)
     elapsed = time.perf_counter() - start
     if names is not None:                  # a table without a header is matched by position
         estimator.input_columns_ = list(names)
     estimator.target_column_ = target
     save(estimator, args.out)
+    if gibbs:
+        _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {X.shape[1]} "
+                   f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
+                   f"to {args.out}")
+        return
     if getattr(estimator, "local_model_", None) is not None:
         _log(args, estimator.local_model_.describe())
     _log(args, f"fitted {_approximation_name(args.approximation)} on {len(y)} rows x {X.shape[1]} inputs in "
@@ -302,8 +347,12 @@ def command_predict(args) -> None:
         raise CommandError(f"{args.data}: data row {bad[0] + 1} has a missing or non-finite "
                            f"value ({bad.size} such row(s))")
     mean, std = model.predict(X, return_std=True, include_noise=args.include_noise)
-    write_csv(args.out, ["mean", "std"], np.column_stack([mean, std]))
-    _log(args, f"wrote {len(mean)} predictions (mean, std) to {args.out}")
+    columns, values = ["mean", "std"], [mean, std]
+    if hasattr(model, "predict_interval"):         # a Gibbs model: its 95 % interval too
+        columns += ["lower_95", "upper_95"]
+        values += model.predict_interval(X, 0.95, include_noise=args.include_noise)
+    write_csv(args.out, columns, np.column_stack(values))
+    _log(args, f"wrote {len(mean)} predictions ({', '.join(columns)}) to {args.out}")
 
 
 def _is_number(text: str) -> bool:
@@ -460,6 +509,32 @@ def _add_model_options(parser, *, approximation_default="rff") -> None:
                         help="approximation option (repeatable), e.g. --option n_nodes=auto")
 
 
+def _add_gibbs_options(parser) -> None:
+    """``--sampler gibbs`` and its settings (docs/gibbs.md, "The estimator")."""
+    parser.add_argument("--sampler", choices=["optimize", "gibbs"], default="optimize",
+                        help="optimize: learn the hyperparameters by maximum likelihood; "
+                             "gibbs: sample them (tau, theta2, theta1 on a grid) by the Gibbs "
+                             "sampler of Banerjee, Dunson & Tokdar (docs/gibbs.md)")
+    parser.add_argument("--n-iter", type=_int_at_least(1), default=2000,
+                        help="gibbs: sweeps in all")
+    parser.add_argument("--burn-in", type=_int_at_least(0), default=500,
+                        help="gibbs: sweeps discarded first")
+    parser.add_argument("--thin", type=_int_at_least(1), default=1, help="gibbs: thinning")
+    parser.add_argument("--theta1-grid", type=float, nargs=3, metavar=("START", "STOP", "COUNT"),
+                        help="gibbs: theta1 = 1 / (2 l^2) on linspace(START, STOP, COUNT), all "
+                             "> 0 (default 100 atoms in (0, 2])")
+    parser.add_argument("--tau-prior", type=_positive_float, nargs=2, default=(1.0, 0.1),
+                        metavar=("A1", "B1"), help="gibbs: Ga(shape, rate) prior of the noise "
+                                                  "precision (normalized targets)")
+    parser.add_argument("--theta2-prior", type=_positive_float, nargs=2, default=(1.0, 1.0),
+                        metavar=("A2", "B2"), help="gibbs: Ga(shape, rate) prior of the "
+                                                  "inverse kernel variance")
+    parser.add_argument("--collapsed", action="store_true",
+                        help="gibbs: draw theta1 with the latent field integrated out")
+    parser.add_argument("--diag-correction", action="store_true",
+                        help="gibbs: the FITC-style diagonal (O(n m^2) per sweep)")
+
+
 def _add_header_option(parser) -> None:
     parser.add_argument("--header", choices=HEADER_MODES, default="auto", help=HEADER_RULE)
 
@@ -515,6 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="drop rows with missing values instead of failing")
     fit.add_argument("--out", default="model.npz",
                      help="model file to write (.npz); checked before the fit. " + OUT_RULES)
+    _add_gibbs_options(fit)
     _add_model_options(fit)
     fit.set_defaults(handler=command_fit)
 

@@ -25,6 +25,11 @@ declares them (``MODEL_FILE_METADATA``, ``MODEL_FILE_ARRAYS``, ``stored_arrays``
 loader checks them like its own tables (``LOCAL_CONDITIONS``), so a new kind needs no change
 here. Test-point and lazy cluster models store their (standardized) training rows.
 
+A :class:`~scalegp.gibbs_estimator.GibbsGPRegressor` stores its draws as ``gibbs.<name>``
+arrays (the theta1 grid, tau, theta2, the grid index and the weights of every retained
+draw) and the chain's settings under the metadata ``gibbs``; it has no noise variance,
+likelihood, optimization or factorized system (docs/gibbs.md, "The estimator").
+
 Writes go through :func:`scalegp._output.write_atomically`: a temporary file created
 exclusively in the target's folder, moved over the target by ``os.replace``, so a failed or
 interrupted save leaves an existing file untouched; only a regular file or a missing path is
@@ -47,10 +52,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gp, kernels, local, systems
+from . import exact, features, gibbs, gp, kernels, local, systems
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
+from .gibbs_estimator import GibbsGPRegressor
 from .optimize import OptimizationResult
 
 __all__ = ["save", "load", "FORMAT_NAME", "SCHEMA_VERSION"]
@@ -62,8 +68,11 @@ METADATA_KEY = "metadata"
 MAP_PREFIX = "feature_map."
 #: Prefix of the arrays of a local model (:mod:`scalegp.local`).
 LOCAL_PREFIX = "local."
+#: Prefix of the arrays of a Gibbs model (:mod:`scalegp.gibbs`).
+GIBBS_PREFIX = "gibbs."
 
-ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor)}
+ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor,
+                                             GibbsGPRegressor)}
 
 
 # ============================================================================ save
@@ -72,7 +81,7 @@ def save(model, path) -> None:
 
     Parameters
     ----------
-    model : LowRankGPRegressor or ExactGPRegressor
+    model : LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
         A fitted estimator. The training data are not stored, so a loaded model predicts
         but cannot evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
         not an int or None is stored as None.
@@ -96,33 +105,21 @@ def save(model, path) -> None:
 def _encode(model) -> tuple[dict, dict]:
     if not isinstance(model, tuple(ESTIMATORS.values())):
         raise TypeError(
-            "model must be a fitted LowRankGPRegressor or ExactGPRegressor, "
+            "model must be a fitted LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor, "
             f"got {type(model).__name__}"
         )
     check_is_fitted(model)
-    from . import __version__
-
+    if isinstance(model, GibbsGPRegressor):
+        return _encode_gibbs(model)
     posterior = model.posterior_
     metadata = {
-        "format": FORMAT_NAME,
-        "schema_version": SCHEMA_VERSION,
-        "scalegp_version": __version__,
-        "estimator": type(model).__name__,
-        "params": _encode_params(model),
-        "n_features_in": int(model.n_features_in_),
-        "kernel": _encode_kernel(model.kernel_),
+        **_common_metadata(model, model.kernel_),
         "noise_variance": float(model.noise_variance_),
         "log_marginal_likelihood": float(model.log_marginal_likelihood_value_),
         "y_train_mean": float(model.y_train_mean_),
         "y_train_std": float(model.y_train_std_),
         "optimization": _encode_optimization(model.optimization_result_),
     }
-    if hasattr(model, "feature_names_in_"):
-        metadata["feature_names_in"] = [str(name) for name in model.feature_names_in_]
-    # column names of the table a command-line model was trained on (optional)
-    if hasattr(model, "input_columns_"):
-        metadata["input_columns"] = [str(name) for name in model.input_columns_]
-        metadata["target_column"] = str(model.target_column_)
     if isinstance(model, LowRankGPRegressor) and model.local_model_ is not None:
         arrays = {LOCAL_PREFIX + key: value
                   for key, value in posterior.model_file_arrays().items()}
@@ -144,20 +141,68 @@ def _encode(model) -> tuple[dict, dict]:
         arrays = {}
     if isinstance(model, LowRankGPRegressor):
         metadata["dtype"] = model.dtype_.name
-        # a neighbourhood model of exact local GPs has no map: approximation "exact"
-        metadata["approximation"] = ("exact" if model.feature_map_ is None
-                                     else model.feature_map_.name)
-        metadata["feature_map"] = {}
-        state = {} if model.feature_map_ is None else model.feature_map_.state()
-        for field, value in state.items():
-            if isinstance(value, np.ndarray):
-                arrays[MAP_PREFIX + field] = value
-            else:
-                metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
+        _encode_feature_map(model.feature_map_, arrays, metadata)
     else:
         arrays = {"X_train": posterior.X_train, "cholesky_factor": posterior.cholesky_factor,
                   "alpha": posterior.alpha}
         metadata["system"] = {"jitter": float(posterior.jitter)}
+    return _finish(model, arrays, metadata)
+
+
+def _common_metadata(model, kernel) -> dict:
+    from . import __version__
+
+    metadata = {
+        "format": FORMAT_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "scalegp_version": __version__,
+        "estimator": type(model).__name__,
+        "params": _encode_params(model),
+        "n_features_in": int(model.n_features_in_),
+        "kernel": _encode_kernel(kernel),
+        "y_train_mean": float(model.y_train_mean_),
+        "y_train_std": float(model.y_train_std_),
+    }
+    if hasattr(model, "feature_names_in_"):
+        metadata["feature_names_in"] = [str(name) for name in model.feature_names_in_]
+    # column names of the table a command-line model was trained on (optional)
+    if hasattr(model, "input_columns_"):
+        metadata["input_columns"] = [str(name) for name in model.input_columns_]
+        metadata["target_column"] = str(model.target_column_)
+    return metadata
+
+
+def _encode_feature_map(feature_map, arrays: dict, metadata: dict) -> None:
+    """The map's name and state; a neighbourhood model of exact local GPs has no map:
+    approximation "exact", no fields."""
+    metadata["approximation"] = "exact" if feature_map is None else feature_map.name
+    metadata["feature_map"] = {}
+    state = {} if feature_map is None else feature_map.state()
+    for field, value in state.items():
+        if isinstance(value, np.ndarray):
+            arrays[MAP_PREFIX + field] = value
+        else:
+            metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
+
+
+def _encode_gibbs(model) -> tuple[dict, dict]:
+    samples = model.samples_
+    metadata = _common_metadata(model, samples.kernel)
+    metadata["gibbs"] = {
+        "diag_correction": bool(samples.diag_correction), "collapsed": bool(samples.collapsed),
+        "cost_model": str(samples.cost_model), "n_iter": int(samples.n_iter),
+        "burn_in": int(samples.burn_in), "thin": int(samples.thin),
+        "n_grid": int(samples.theta1_grid.size), "n_floored": int(samples.n_floored)}
+    arrays = {GIBBS_PREFIX + "theta1_grid": samples.theta1_grid, GIBBS_PREFIX + "tau": samples.tau,
+              GIBBS_PREFIX + "theta2": samples.theta2,
+              GIBBS_PREFIX + "theta1_index": samples.theta1_index,
+              GIBBS_PREFIX + "weights": samples.weights}
+    _encode_feature_map(samples.feature_map, arrays, metadata)
+    return _finish(model, arrays, metadata)
+
+
+def _finish(model, arrays: dict, metadata: dict) -> tuple[dict, dict]:
+    """Add the input standardization and the listing of the arrays."""
     for name in INPUT_STANDARDIZATION:
         value = getattr(model, name + "_", None)
         if value is not None:
@@ -183,6 +228,10 @@ def _encode_params(model) -> dict:
             value = np.dtype(value).name
         elif name == "random_state" and not isinstance(value, (numbers.Integral, type(None))):
             value = None
+        elif isinstance(value, gibbs.GammaPrior):
+            value = [value.shape, value.rate]
+        elif isinstance(value, np.ndarray):
+            value = value.tolist()
         params[name] = _to_json(value, f"parameter {name!r}")
     return params
 
@@ -231,7 +280,7 @@ MAX_DEFLATE_RATIO = 1100
 #: Bytes of an .npy member before its data: magic string and format version.
 NPY_PREAMBLE_BYTES = 8
 
-LOW_RANK, EXACT = "LowRankGPRegressor", "ExactGPRegressor"
+LOW_RANK, EXACT, GIBBS = "LowRankGPRegressor", "ExactGPRegressor", "GibbsGPRegressor"
 #: system.factorization -> whether it is the factorization of a signed map's system
 #: ("repaired": the Cholesky system of the positive part of a signed approximation).
 #: "local": a local model (:mod:`scalegp.local`), whose systems are its kind's arrays.
@@ -306,7 +355,7 @@ class _Entry:
     path: str
     kind: str
     condition: _Condition | None = None
-    estimators: tuple[str, ...] = (LOW_RANK, EXACT)
+    estimators: tuple[str, ...] = (LOW_RANK, EXACT, GIBBS)
     required: bool = True
     nullable: bool = False
     choices: tuple | None = None
@@ -346,25 +395,35 @@ METADATA_ENTRIES = (
     _Entry("kernel", "object"),
     _Entry("kernel.class", "str"),
     _Entry("kernel.params", "object", open=True),
-    _Entry("noise_variance", "number", POSITIVE),
-    _Entry("log_marginal_likelihood", "number"),
+    _Entry("noise_variance", "number", POSITIVE, (LOW_RANK, EXACT)),
+    _Entry("log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
     _Entry("y_train_mean", "number", FINITE),
     _Entry("y_train_std", "number", POSITIVE),
-    _Entry("optimization", "object", nullable=True),
-    _Entry("optimization.theta", "numbers", FINITE),
-    _Entry("optimization.log_marginal_likelihood", "number"),
-    _Entry("optimization.n_evaluations", "int", NONNEGATIVE),
-    _Entry("optimization.n_starts", "int", NONNEGATIVE),
-    _Entry("optimization.converged", "bool"),
-    _Entry("optimization.message", "str"),
-    _Entry("system", "object"),
-    _Entry("system.jitter", "number", NONNEGATIVE),
+    _Entry("optimization", "object", nullable=True, estimators=(LOW_RANK, EXACT)),
+    _Entry("optimization.theta", "numbers", FINITE, (LOW_RANK, EXACT)),
+    _Entry("optimization.log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
+    _Entry("optimization.n_evaluations", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
+    _Entry("optimization.n_starts", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
+    _Entry("optimization.converged", "bool", estimators=(LOW_RANK, EXACT)),
+    _Entry("optimization.message", "str", estimators=(LOW_RANK, EXACT)),
+    _Entry("system", "object", estimators=(LOW_RANK, EXACT)),
+    _Entry("system.jitter", "number", NONNEGATIVE, (LOW_RANK, EXACT)),
     _Entry("system.n_samples", "int", AT_LEAST_ONE, (LOW_RANK,)),
     _Entry("system.factorization", "str", estimators=(LOW_RANK,), choices=tuple(FACTORIZATIONS)),
     _Entry("system.signed", "bool", estimators=(LOW_RANK,)),
     _Entry("dtype", "str", estimators=(LOW_RANK,), choices=("float64", "float32")),
-    _Entry("approximation", "str", estimators=(LOW_RANK,)),
-    _Entry("feature_map", "object", estimators=(LOW_RANK,), open=True),
+    _Entry("approximation", "str", estimators=(LOW_RANK, GIBBS)),
+    _Entry("feature_map", "object", estimators=(LOW_RANK, GIBBS), open=True),
+    # a Gibbs model: the chain's settings and what ran (its draws are arrays)
+    _Entry("gibbs", "object", estimators=(GIBBS,)),
+    _Entry("gibbs.diag_correction", "bool", estimators=(GIBBS,)),
+    _Entry("gibbs.collapsed", "bool", estimators=(GIBBS,)),
+    _Entry("gibbs.cost_model", "str", estimators=(GIBBS,), choices=gibbs.COST_MODELS),
+    _Entry("gibbs.n_iter", "int", AT_LEAST_ONE, (GIBBS,)),
+    _Entry("gibbs.burn_in", "int", NONNEGATIVE, (GIBBS,)),
+    _Entry("gibbs.thin", "int", AT_LEAST_ONE, (GIBBS,)),
+    _Entry("gibbs.n_grid", "int", AT_LEAST_ONE, (GIBBS,)),
+    _Entry("gibbs.n_floored", "int", NONNEGATIVE, (GIBBS,)),
     # a local model (system.factorization "local"): its kind and the kind's own entries
     _Entry("local", "object", estimators=(LOW_RANK,), required=False, open=True),
     _Entry("arrays", "object", open=True),
@@ -430,9 +489,16 @@ ARRAY_FIELDS = (
     _ArrayField("cholesky_factor", ("n", "n"), (FINITE, LOWER_TRIANGULAR, POSITIVE_DIAGONAL),
                 estimators=(EXACT,)),
     _ArrayField("alpha", ("n",), estimators=(EXACT,)),
-    _ArrayField("X_train_mean", ("d",), estimators=(LOW_RANK, EXACT), optional=True),
-    _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(LOW_RANK, EXACT),
+    _ArrayField("X_train_mean", ("d",), estimators=(LOW_RANK, EXACT, GIBBS), optional=True),
+    _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(LOW_RANK, EXACT, GIBBS),
                 optional=True),
+    # "t": the grid's atoms (metadata gibbs.n_grid), "S": the retained draws
+    _ArrayField(GIBBS_PREFIX + "theta1_grid", ("t",), (POSITIVE,), estimators=(GIBBS,)),
+    _ArrayField(GIBBS_PREFIX + "tau", ("S",), (POSITIVE,), estimators=(GIBBS,)),
+    _ArrayField(GIBBS_PREFIX + "theta2", ("S",), (POSITIVE,), estimators=(GIBBS,)),
+    _ArrayField(GIBBS_PREFIX + "theta1_index", ("S",), (NONNEGATIVE,), kind="int",
+                estimators=(GIBBS,)),
+    _ArrayField(GIBBS_PREFIX + "weights", ("S", "m"), estimators=(GIBBS,)),
     _ArrayField(MAP_PREFIX + "omega", ("f", "d")),
     _ArrayField(MAP_PREFIX + "frequency_weights", ("f",), (NONNEGATIVE,)),
     _ArrayField(MAP_PREFIX + "offset", ("d",)),
@@ -479,7 +545,7 @@ def load(path):
 
     Returns
     -------
-    LowRankGPRegressor or ExactGPRegressor
+    LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
         Fitted, with the original parameters and fitted attributes; its predictions are
         bit-identical to those of the saved model.
 
@@ -649,7 +715,7 @@ class _Reader:
         self.metadata = self._read_metadata()
         self.kind = self.metadata["estimator"]
         self._check_entries(self.metadata, METADATA_ENTRIES)
-        self.map_class = self._map_class() if self.kind == LOW_RANK else None
+        self.map_class = self._map_class() if self.kind in (LOW_RANK, GIBBS) else None
         self.local_kind = self._local_kind() if self.kind == LOW_RANK else None
         if (self.kind == LOW_RANK and self.map_class is None
                 and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
@@ -743,7 +809,8 @@ class _Reader:
                 continue
             self.check_value(entry, container[key])
         described = {entry.path for entry in entries if self.kind in entry.estimators}
-        for path in ("", *(e.path for e in entries if e.kind == "object" and not e.open)):
+        for path in ("", *(e.path for e in entries if e.kind == "object" and not e.open
+                           and self.kind in e.estimators)):
             container = self.entry(path) if path else metadata
             prefix = path + "." if path else ""
             for key in container or {}:
@@ -950,11 +1017,17 @@ class _Reader:
             self.require(metadata, "target_column")
             estimator.input_columns_ = list(metadata["input_columns"])
             estimator.target_column_ = metadata["target_column"]
+        standardization = self.input_standardization(estimator)
+        if cls is GibbsGPRegressor:
+            estimator._set_fitted(self.gibbs_samples(kernel),
+                                  y_train_mean=float(metadata["y_train_mean"]),
+                                  y_train_std=float(metadata["y_train_std"]), **standardization)
+            self.check_predictions(estimator)
+            return estimator
         if cls is LowRankGPRegressor:
             posterior, extra = self.low_rank_posterior(kernel), {"dtype": metadata["dtype"]}
         else:
             posterior, extra = self.exact_posterior(kernel), {}
-        standardization = self.input_standardization(estimator)
         estimator._set_fitted(posterior, optimization_result=self.optimization_result(kernel),
                               y_train_mean=float(metadata["y_train_mean"]),
                               y_train_std=float(metadata["y_train_std"]), **standardization,
@@ -1177,6 +1250,48 @@ class _Reader:
                     f"{int(np.sum(spectrum > 0))} positive values, but its repaired system has "
                     f"{k} features (one per positive eigenvalue)")
 
+    def gibbs_samples(self, kernel) -> gibbs.GibbsSamples:
+        """The draws of a Gibbs model, checked against the grid, the map and the chain."""
+        entry = self.metadata["gibbs"]
+        feature_map = self.feature_map()
+        if not type(feature_map).supports(kernel) or feature_map.signs is not None:
+            raise self.error(f"has a feature map ({feature_map.name!r}) that a Gibbs model "
+                             f"cannot use with the kernel {type(kernel).__name__!r} (it must "
+                             "support it and be unsigned)")
+        if kernel.anisotropic:
+            raise self.error("has an anisotropic kernel ('kernel.params.length_scale'), but a "
+                             "Gibbs model has one length scale")
+        self.symbols["m"] = feature_map.n_components
+        self.symbols["t"] = entry["n_grid"]
+        for key in self.listed:                 # every shape before any data is read
+            if not key.startswith(MAP_PREFIX):
+                self.check_shape(key)
+        n_draws = self.symbols["S"]
+        n_iter, burn_in, thin = entry["n_iter"], entry["burn_in"], entry["thin"]
+        if burn_in >= n_iter or n_draws != len(range(burn_in, n_iter, thin)):
+            raise self.error(f"has {n_draws} draws, but metadata 'gibbs' says n_iter = "
+                             f"{n_iter}, burn_in = {burn_in}, thin = {thin} (which keep "
+                             f"{len(range(burn_in, n_iter, thin))})")
+        diagonal = entry["diag_correction"]
+        if (entry["cost_model"] == "statistics") == diagonal:
+            raise self.error(f"has metadata 'gibbs.cost_model' = {entry['cost_model']!r}, "
+                             f"which is not that of a chain with diag_correction = "
+                             f"{json.dumps(diagonal)}")
+        try:
+            grid = gibbs.check_theta1_grid(self.array(GIBBS_PREFIX + "theta1_grid"))
+        except ValueError as error:
+            raise self.error(f"has array 'gibbs.theta1_grid' that is not a grid: "
+                             f"{error}") from None
+        index = self.array(GIBBS_PREFIX + "theta1_index").astype(np.int64)
+        if np.any(index >= grid.size):
+            raise self.error(f"has array 'gibbs.theta1_index' with entry {int(index.max())}, "
+                             f"past the {grid.size} atoms of its grid")
+        return gibbs.GibbsSamples(
+            feature_map, kernel, grid, self.array(GIBBS_PREFIX + "tau"),
+            self.array(GIBBS_PREFIX + "theta2"), index, self.array(GIBBS_PREFIX + "weights"),
+            diagonal, entry["cost_model"], entry["collapsed"], n_iter, burn_in, thin,
+            entry["n_floored"])
+
     def exact_posterior(self, kernel) -> exact.ExactPosterior:
         for key in self.listed:                 # every shape before any data is read
             self.check_shape(key)
@@ -1220,8 +1335,11 @@ class _Reader:
         origin, where every map is defined."""
         origin = np.zeros((1, self.metadata["n_features_in"]))
         try:
-            mean, var = estimator.posterior_.predict(estimator._prediction_input(origin),
-                                                     return_var=True)
+            if isinstance(estimator, GibbsGPRegressor):
+                mean, var = estimator.samples_.predict(origin, return_var=True)
+            else:
+                mean, var = estimator.posterior_.predict(estimator._prediction_input(origin),
+                                                         return_var=True)
         except (ValueError, TypeError, IndexError, AttributeError, ArithmeticError) as error:
             raise self.error(f"holds a model that cannot predict: {error}") from None
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var))):

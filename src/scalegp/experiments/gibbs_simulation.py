@@ -1,0 +1,131 @@
+"""Banerjee, Dunson & Tokdar, Table 3 (``rp-table3``): the Gibbs sampler on simulated data,
+paper setting, constants ours (docs/gibbs.md).
+
+10,000 equispaced points in [0, 1], three functions (mixtures of Gaussian bumps: "almost
+flat", "moderately wavy", "highly wavy"; the paper's mixtures and noise level were lost),
+9,000 chosen at random for fitting and 1,000 held out; priors tau ~ Ga(1, 10), theta2 ~
+Ga(2, 20), theta1 uniform on 2,000 atoms in (0, 2] (0 excluded); 10,000 sweeps, the first
+500 discarded. Reported: held-out RMSE of the posterior predictive mean, the rank m, the
+effective sample sizes of theta1, theta2 and (median over the held-out points) of the
+predicted values, and the time.
+
+The paper compares its random projection (whose rank is an output) with knot-based
+predictive processes; ``APPROXIMATIONS`` lists the maps run here (the random-projection map
+joins it where the library has it). The paper used the diagonal-corrected model; at n = 9,000
+and t = 2,000 its cached factors would take t n m floats (9 GB for m = 64) and recomputing
+them costs t feature evaluations per sweep, so this table runs the statistics cost model (no
+diagonal) with the collapsed theta1 step (the uncollapsed weight-space chain does not leave
+its atom: docs/gibbs.md, "The sweep"). Each output says so.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..gibbs_estimator import GibbsGPRegressor
+from . import register, write_figure, write_text
+
+#: Maps compared, with their rank m (the random-projection map is added where available).
+APPROXIMATIONS = (("glf", 64), ("rff", 64))
+#: (label, bump centres, widths, weights) of the three functions (ours).
+FUNCTIONS = (
+    ("almost flat", (0.2, 0.7), (0.35, 0.3), (1.0, -0.6)),
+    ("moderately wavy", (0.1, 0.3, 0.5, 0.7, 0.9), (0.08,) * 5, (1.0, -1.0, 0.8, -0.8, 1.0)),
+    ("highly wavy", tuple(np.linspace(0.05, 0.95, 12)), (0.03,) * 12,
+     tuple((-1.0) ** np.arange(12))),
+)
+NOISE_SD = 0.1
+PRIORS = {"tau_prior": (1.0, 10.0), "theta2_prior": (2.0, 20.0)}
+CONSTANTS_NOTE = ("Paper setting, constants ours: the paper's mixtures, noise level and every "
+                  "table entry were lost, so none of these numbers is the paper's. The priors, "
+                  "the grid, the sizes and the chain length are the paper's.")
+
+
+def function(x: np.ndarray, centres, widths, weights) -> np.ndarray:
+    """sum_j a_j exp(-(x - mu_j)^2 / (2 s_j^2))."""
+    x = np.asarray(x)[:, None]
+    return np.sum(np.asarray(weights) * np.exp(-0.5 * ((x - np.asarray(centres))
+                                                       / np.asarray(widths)) ** 2), axis=1)
+
+
+def settings(quick: bool) -> dict:
+    if quick:
+        return {"n": 600, "n_fit": 500, "n_grid": 50, "n_iter": 300, "burn_in": 100}
+    return {"n": 10_000, "n_fit": 9_000, "n_grid": 2_000, "n_iter": 10_000, "burn_in": 500}
+
+
+def one_run(label, spec, approximation, m, setting, seed):
+    rng = np.random.default_rng(seed)
+    x = np.linspace(0, 1, setting["n"])
+    truth = function(x, *spec)
+    y = truth + NOISE_SD * rng.standard_normal(x.size)
+    order = rng.permutation(x.size)
+    fit, held = order[:setting["n_fit"]], order[setting["n_fit"]:]
+    model = GibbsGPRegressor(
+        approximation=approximation, n_components=m,
+        theta1_grid=np.linspace(2 / setting["n_grid"], 2, setting["n_grid"]),
+        n_iter=setting["n_iter"], burn_in=setting["burn_in"], collapsed=True,
+        normalize_y=False, random_state=seed, **PRIORS)
+    start = time.process_time()
+    model.fit(x[fit, None], y[fit])
+    mean = model.predict(x[held, None])
+    elapsed = time.process_time() - start
+    point_ess = model.samples_.prediction_effective_sample_sizes(x[held, None])
+    ess = model.effective_sample_sizes_
+    return {"function": label, "map": approximation, "m": m, "cost": model.cost_model_,
+            "rmse": float(np.sqrt(np.mean((mean - truth[held]) ** 2))),
+            "ess_theta1": ess["theta1"], "ess_theta2": ess["theta2"],
+            "ess_points": float(np.nanmedian(point_ess)), "time": elapsed,
+            "curve": (x[::10], truth[::10], model.predict(x[::10, None]))}
+
+
+@register("rp-table3", "Banerjee, Dunson & Tokdar Table 3: the Gibbs sampler on three "
+          "simulated functions (RMSE, rank, effective sample sizes) per feature map",
+          outputs=("rp-table3.png", "rp-table3.md"))
+def run_table3(output_dir: Path, quick: bool) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setting = settings(quick)
+    rows = [one_run(label, spec, approximation, m, setting, seed=i)
+            for i, (label, *spec) in enumerate(FUNCTIONS) for approximation, m in APPROXIMATIONS]
+    lines = [f"# rp-table3{' (quick)' if quick else ''}", "", CONSTANTS_NOTE, "",
+             f"{setting['n']} equispaced points in [0, 1], {setting['n_fit']} for fitting, "
+             f"noise sd {NOISE_SD}; tau ~ Ga(1, 10), theta2 ~ Ga(2, 20); {setting['n_grid']} "
+             f"theta1 atoms in (0, 2]; {setting['n_iter']} sweeps, {setting['burn_in']} "
+             "burn-in; collapsed theta1 step, no diagonal correction (the cached factors of "
+             "the corrected model would need t n m floats; docs/gibbs.md, \"Cost model\"). "
+             "ESS: Geyer's initial monotone sequence; 'points' is the median over the "
+             "held-out points of the ESS of the predicted value. Time: CPU seconds of fit and "
+             "prediction.", "",
+             "On this grid the length scale l = (2 theta1)^{-1/2} is at least 0.5 on [0, 1]: "
+             "the moderately wavy function (bumps of width 0.08) is still fitted, through a "
+             "kernel variance 1 / theta2 near 1e10, but the highly wavy one (width 0.03) is "
+             "not; its error follows from the paper's grid, and where the paper reports good "
+             "accuracy for it this table does not reproduce it.", "",
+             "| function | map | rank m | cost model | held-out RMSE | ESS theta1 | "
+             "ESS theta2 | ESS points | time (s) |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['function']} | {row['map']} | {row['m']} | {row['cost']} | "
+                     f"{row['rmse']:.4f} | {row['ess_theta1']:.0f} | {row['ess_theta2']:.0f} | "
+                     f"{row['ess_points']:.0f} | {row['time']:.1f} |")
+    fig, axes = plt.subplots(1, len(FUNCTIONS), figsize=(4 * len(FUNCTIONS), 3.2))
+    for ax, (label, *_) in zip(axes, FUNCTIONS):
+        for row in (r for r in rows if r["function"] == label):
+            x, truth, mean = row["curve"]
+            ax.plot(x, mean, lw=1, label=f"{row['map']} (m = {row['m']})")
+        ax.plot(x, truth, "k--", lw=0.8, label="truth")
+        ax.set_title(label)
+        ax.set_xlabel("x")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("rp-table3: posterior predictive mean (paper setting, constants ours)",
+                 fontsize=9)
+    fig.tight_layout()
+    png = write_figure(fig, output_dir / "rp-table3.png", dpi=110)
+    plt.close(fig)
+    return [png, write_text(output_dir / "rp-table3.md", "\n".join(lines) + "\n")]

@@ -1,0 +1,30 @@
+"""Smoke test of ``rp-table3`` (quick mode): the Gibbs sampler on the three simulated
+functions writes its figure and table, and the posterior mean follows each function."""
+
+import struct
+
+import pytest
+
+from scalegp import experiments
+from scalegp.experiments import gibbs_simulation
+
+pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.filterwarnings("ignore:Gauss-Legendre features with q")
+
+
+def test_rp_table3_quick(tmp_path):
+    written = experiments.run("rp-table3", tmp_path, quick=True)
+    assert sorted(path.name for path in written) == ["rp-table3.md", "rp-table3.png"]
+    data = (tmp_path / "rp-table3.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 300 and height > 200
+    table = (tmp_path / "rp-table3.md").read_text()
+    assert "Paper setting, constants ours" in table
+    rows = [line.split(" | ") for line in table.splitlines()
+            if line.startswith("| ") and "statistics" in line]
+    assert len(rows) == len(gibbs_simulation.FUNCTIONS) * len(gibbs_simulation.APPROXIMATIONS)
+    # the smooth function is within the reach of the paper's grid (l >= 0.5): 500 points
+    # with noise sd 0.1 give a held-out error well below the noise
+    flat = [row for row in rows if row[0] == "| almost flat"]
+    assert flat and all(float(row[4]) < 0.05 for row in flat), flat
