@@ -93,6 +93,15 @@ def column_index(columns, key, source: str) -> int:
                      "a 0-based index also works)")
 
 
+def select_columns(columns, names, source: str) -> list[int]:
+    """The indices of the columns ``names`` in that order (a model's input columns)."""
+    missing = [name for name in names if name not in columns]
+    if missing:
+        raise TableError(f"{source}: missing input column(s) {', '.join(missing)} that the "
+                         f"model was trained on (found: {', '.join(columns)})")
+    return [list(columns).index(name) for name in names]
+
+
 def _generated_names(n_columns: int) -> tuple[str, ...]:
     return tuple(f"x{j}" for j in range(n_columns))
 

@@ -31,7 +31,8 @@ from .readers import (CsvReader, NpyReader, NpzReader, ParquetReader, TableError
                       column_index, open_reader)
 
 __all__ = ["FileSource", "CsvSource", "NpySource", "ParquetSource", "open_source",
-           "StandardizedSource", "PassReporter", "READ_ROWS"]
+           "checked_blocks", "to_arrays", "gather_rows", "StandardizedSource", "PassReporter",
+           "READ_ROWS"]
 
 #: Rows read from a file per block (a Parquet batch is at most this long).
 READ_ROWS = 65536
@@ -188,6 +189,30 @@ def open_source(path, target, inputs=None, noise_variance=None, *, header="auto"
     """The :class:`FileSource` of ``path`` by its suffix (:func:`scalegp.readers.open_reader`)."""
     return FileSource(open_reader(path, header), target, inputs, noise_variance,
                       drop_missing=drop_missing, dtype=dtype)
+
+
+def to_arrays(source: DataSource):
+    """(X, y, noise variances or None) of all the source's rows, in memory: for the models
+    that hold their training rows (the exact GP, local models)."""
+    chunks = list(source.chunks(READ_ROWS))
+    noise = (None if chunks[0].noise_variance is None
+             else np.concatenate([chunk.noise_variance for chunk in chunks]))
+    return (np.vstack([chunk.X for chunk in chunks]),
+            np.concatenate([chunk.y for chunk in chunks]), noise)
+
+
+def gather_rows(source: DataSource, rows, progress=None):
+    """(X, y) of the source's rows ``rows`` (0-based, distinct, in that order), in one pass;
+    ``progress(rows_done)`` after each chunk."""
+    rows = np.asarray(rows, dtype=np.int64)
+    X, y = np.empty((rows.size, source.n_dims)), np.empty(rows.size)
+    for chunk in source.chunks(READ_ROWS):
+        inside = np.flatnonzero((rows >= chunk.start) & (rows < chunk.stop))
+        X[inside] = chunk.X[rows[inside] - chunk.start]
+        y[inside] = chunk.y[rows[inside] - chunk.start]
+        if progress is not None:
+            progress(chunk.stop)
+    return X, y
 
 
 class StandardizedSource(DataSource):

@@ -15,10 +15,10 @@ import numpy as np
 
 from ._output import CSV_SUFFIXES, write_atomically
 from .readers import (HEADER_MODES, HEADER_RULE, MISSING_TOKENS, TableError, check_unique,
-                      column_index, open_reader)
+                      open_reader)
 
 __all__ = ["Table", "TableError", "read_table", "write_csv", "write_csv_blocks",
-           "missing_rows", "HEADER_MODES", "HEADER_RULE", "MISSING_TOKENS"]
+           "HEADER_MODES", "HEADER_RULE", "MISSING_TOKENS"]
 
 #: Rows a whole-table read takes per block.
 READ_ROWS = 65536
@@ -36,38 +36,6 @@ class Table:
 
     def __post_init__(self):
         check_unique(self.columns, self.source)
-
-    def column_index(self, key: str) -> int:
-        """A column by name, or by 0-based index given as digits."""
-        return column_index(self.columns, key, self.source)
-
-    def split_target(self, target: str, *, exclude=()) -> tuple[np.ndarray, np.ndarray,
-                                                                 tuple[str, ...]]:
-        """(X, y, input column names) with ``target`` as y; the columns ``exclude`` (names or
-        indices, e.g. per-row noise variances) are not inputs either."""
-        index = self.column_index(target)
-        excluded = {index, *(self.column_index(key) for key in exclude)}
-        keep = [j for j in range(len(self.columns)) if j not in excluded]
-        if not keep:
-            raise TableError(f"{self.source}: only the target column {target!r}"
-                             f"{' and the excluded columns' if exclude else ''}; no inputs left")
-        return (self.values[:, keep], self.values[:, index],
-                tuple(self.columns[j] for j in keep))
-
-    def select(self, names) -> np.ndarray:
-        """The columns ``names`` in that order (used at prediction time)."""
-        missing = [name for name in names if name not in self.columns]
-        if missing:
-            raise TableError(
-                f"{self.source}: missing input column(s) {', '.join(missing)} that the model "
-                f"was trained on (found: {', '.join(self.columns)})"
-            )
-        return self.values[:, [self.columns.index(name) for name in names]]
-
-
-def missing_rows(values: np.ndarray) -> np.ndarray:
-    """Indices of rows with a NaN or inf."""
-    return np.flatnonzero(~np.all(np.isfinite(values), axis=1))
 
 
 def read_table(path, header: str = "auto") -> Table:
