@@ -21,7 +21,8 @@ How each format is read (docs/data-sources.md, "File readers"):
   page read towards the peak resident memory until the kernel reclaims it).
 - .npz: each member is read as a stream from the zip archive (compressed or not); a
   Fortran-ordered member (whose rows are not contiguous) is read whole.
-- Parquet (pyarrow, the optional extra ``parquet``): record batches of the row groups.
+- Parquet (pyarrow, the optional extra ``parquet``): a row group at a time (memory O(row
+  group): the writer's choice, 64 Ki to 1 Mi rows by pyarrow's defaults), in slices of ``rows``.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ class NpzReader:
 
 # ------------------------------------------------------------------------------ Parquet
 class ParquetReader:
-    """A Parquet file (pyarrow), read a record batch at a time; nulls become NaN."""
+    """A Parquet file (pyarrow), read a row group at a time; nulls become NaN."""
 
     has_header = True
 
@@ -357,11 +358,16 @@ class ParquetReader:
         columns = list(range(len(self.columns))) if columns is None else list(columns)
         names = [self.columns[j] for j in columns]
         start = 0
-        for batch in self._file.iter_batches(batch_size=rows, columns=sorted(set(names))):
-            if batch.num_rows == 0:
-                continue
-            values = np.column_stack([
-                pc.cast(batch.column(name), pa.float64()).to_numpy(zero_copy_only=False)
-                for name in names])
-            yield start, values
-            start += batch.num_rows
+        # one row group at a time, without threads: iter_batches reads ahead, and its
+        # resident memory grew with the file (+51 MiB at 1e6 rows against +25 MiB at 1e5)
+        for group in range(self._file.num_row_groups):
+            table = self._file.read_row_group(group, columns=sorted(set(names)),
+                                              use_threads=False)
+            for offset in range(0, table.num_rows, rows):
+                part = table.slice(offset, rows)
+                values = np.column_stack([
+                    pc.cast(part.column(name), pa.float64()).to_numpy(zero_copy_only=False)
+                    for name in names])
+                yield start, values
+                start += part.num_rows
+            del table
