@@ -256,3 +256,60 @@ def test_peak_memory_is_flat_in_the_number_of_rows(tmp_path, rows):
     write_rows(tmp_path / "large.npy", large)
     ratio = peak_kib(tmp_path / "large.npy") / peak_kib(tmp_path / "small.npy")
     assert ratio < 1.2, ratio
+
+
+# ----------------------------------------------------------------- command line
+def run_cli(capsys, *args):
+    from scalegp import cli
+    code = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_predict_streams_block_by_block(tmp_path, data, capsys, monkeypatch):
+    monkeypatch.setattr(sources, "READ_ROWS", 50)
+    X, y, noise = data
+    write_files(tmp_path, X, y, noise)
+    model = tmp_path / "m.npz"
+    code, _, err = run_cli(capsys, "fit", tmp_path / "t.parquet", "--target", "target",
+                           "--noise-variance-column", "v", "--n-components", 32,
+                           "--no-optimize", "--out", model)
+    assert code == 0, err
+    assert "--dtype auto: float64" in err and "working memory O(chunk m + m^2)" in err
+    code, _, err = run_cli(capsys, "predict", model, tmp_path / "t.csv",
+                           "--out", tmp_path / "p.csv")
+    assert code == 0, err
+    assert f"wrote {N} predictions" in err
+    fitted = sg.load(model)
+    written = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+    # blocks of 50 rows against one call: products of other shapes, rounding of a few ulps
+    np.testing.assert_allclose(written, np.column_stack(fitted.predict(X, return_std=True)),
+                               rtol=1e-13, atol=1e-15)
+    # a bad row past the first blocks: an error naming it, and nothing written
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    lines[301] = "1.0,nan,0.0,0.0"
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    code, _, err = run_cli(capsys, "predict", model, tmp_path / "bad.csv",
+                           "--out", tmp_path / "q.csv")
+    assert code == 2 and "data row 301 has a missing or non-finite value in column 'b'" in err
+    assert not (tmp_path / "q.csv").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    code, _, err = run_cli(capsys, "fit", tmp_path / "t.npy", "--target", 2, "--quiet",
+                           "--n-components", 16, "--out", tmp_path / "q.npz")
+    assert code == 0 and err == ""          # --quiet: no log line, no bar
+
+
+def test_dtype_auto_rule():
+    from argparse import Namespace
+    from scalegp.cli import _dtype
+    args = Namespace(dtype="auto", no_optimize=False, noise_variance=None, quiet=True,
+                     noise_variance_bounds=(1e-2, 1e5), n_components=256, solver="cholesky",
+                     local=None)
+    assert _dtype(args, 10**6) == "float32"              # N m^2 = 6.6e10
+    assert _dtype(args, 10**5) == "float64"              # 6.6e9: too little work to pay
+    args.noise_variance_bounds = (1e-6, 1e5)             # the default box reaches 1e-6
+    assert _dtype(args, 10**6) == "float64"
+    args.no_optimize, args.noise_variance = True, 0.05   # fixed noise: its value counts
+    assert _dtype(args, 10**6) == "float32"
+    args.solver = "qr"
+    assert _dtype(args, 10**6) == "float64"

@@ -38,6 +38,20 @@ COLUMN_RULE = ("The model's input columns are found by name when the model and t
                "is an error), otherwise by position (the table must have exactly the model's "
                "number of columns). With --header auto, a numeric first line that holds the "
                "model's (numeric) column names is read as the header.")
+#: --dtype auto picks float32 when the fit's Gram work N m^2 is at least this (a float64 fit
+#: of 10 s or more on one core, where float32's 1.5-3.7x speed-up pays) ...
+FLOAT32_MIN_WORK = 2e10
+#: ... and the noise variance (of the normalized target) cannot fall below this: the float32
+#: Gram's error reaches the solution divided by s2, and the log-likelihood error grew from
+#: 0.4 (s2 = 1e-2) to 7, 150 and 3e7 (s2 = 1e-3, 1e-4, 1e-5) at N = 2e4
+#: (benchmarks/results/float32-noise.md; docs/float32.md).
+FLOAT32_MIN_NOISE_VARIANCE = 1e-2
+DTYPE_RULE = ("auto (default): float32 when N m^2 >= 2e10 (N rows, m = --n-components) and "
+              "the noise variance cannot fall below 1e-2 (the lower end of "
+              "--noise-variance-bounds, or --noise-variance with --no-optimize), for a global "
+              "model with --solver cholesky; float64 otherwise (docs/float32.md). float32 "
+              "computes the features and each chunk's Gram in float32, sums chunks and "
+              "factorizes in float64.")
 #: How every output path is treated (the help text of --out).
 OUT_RULES = ("Only a regular file is replaced (atomically, keeping its permission bits) or a "
              "missing one created; a folder, device, FIFO, socket, symbolic link or read-only "
@@ -234,6 +248,22 @@ def _approximation_name(text: str) -> str:
     return "exact" if text.lower() == "exact" else features.get(text).name
 
 
+def _dtype(args, n_samples: int) -> str:
+    """``--dtype``, with "auto" resolved by :data:`DTYPE_RULE` (and said in the log)."""
+    if args.dtype != "auto":
+        return args.dtype
+    lowest = (_noise_variance_start(args) if args.no_optimize
+              else args.noise_variance_bounds[0])
+    work = float(n_samples) * args.n_components**2
+    single = (work >= FLOAT32_MIN_WORK and lowest >= FLOAT32_MIN_NOISE_VARIANCE
+              and getattr(args, "solver", "cholesky") == "cholesky"
+              and getattr(args, "local", None) is None)
+    _log(args, f"--dtype auto: {'float32' if single else 'float64'} (N m^2 = {work:.2g}, "
+               f"float32 from {FLOAT32_MIN_WORK:.0g}; smallest noise variance {lowest:.2g}, "
+               f"float32 from {FLOAT32_MIN_NOISE_VARIANCE:g}; docs/float32.md)")
+    return "float32" if single else "float64"
+
+
 def _make_estimator(args, n_dims: int, n_samples: int):
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     kernel = _kernel_from_args(args, n_dims)
@@ -253,7 +283,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
         raise CommandError("--local-lazy needs --local clusters")
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
-                              dtype=args.dtype, solver=getattr(args, "solver", "cholesky"),
+                              dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
                               local=kind,
                               local_threshold=getattr(args, "local_threshold", 2.0),
                               local_lazy=getattr(args, "local_lazy", False),
@@ -528,7 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--approximation", default="rff",
                      help="see `scalegp list`; or exact (case-insensitive)")
     fit.add_argument("--n-components", type=_int_at_least(1), default=256)
-    fit.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    fit.add_argument("--dtype", default="auto", choices=["auto", "float64", "float32"],
+                     help=DTYPE_RULE)
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")
