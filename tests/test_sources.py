@@ -248,9 +248,11 @@ def write_rows(path, n):
                                   pytest.param((10**5, 10**7), id="1e5-1e7",
                                                marks=pytest.mark.slow)])
 def test_peak_memory_is_flat_in_the_number_of_rows(tmp_path, rows):
-    """A fit from .npy at 1e5 and at 2e6 (1e7: slow) rows peaks within 1.2x; an O(n) copy of
-    one column would add 16 (80) MB to a peak of about 180 MB (measured:
-    benchmarks/results/streaming.md)."""
+    """A fit from .npy at 1e5 and at 2e6 (1e7: slow) rows peaks within 1.2x of a peak of
+    about 180 MiB (measured ratio 1.01-1.02: benchmarks/results/streaming.md). A copy of the
+    table (46 MiB at 2e6 rows, 229 MiB at 1e7) or the features kept between passes (n m
+    float64: 1 GiB at 2e6 rows) would exceed it; at 1e7 rows so would one float64 per row
+    (76 MiB)."""
     small, large = rows
     write_rows(tmp_path / "small.npy", small)
     write_rows(tmp_path / "large.npy", large)
@@ -313,3 +315,17 @@ def test_dtype_auto_rule():
     assert _dtype(args, 10**6) == "float32"
     args.solver = "qr"
     assert _dtype(args, 10**6) == "float64"
+
+
+def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
+    from scalegp.cli import _PassBars
+    bars = _PassBars()
+    sg.LowRankGPRegressor(approximation="glf", n_components=16, normalize_X=True,
+                          normalize_y=True).fit(files["csv"], progress=bars)
+    bars.close()
+    err = capsys.readouterr().err
+    # a fixed basis conditions on its cached statistics: no conditioning pass, no bar
+    for name in ("summary pass", "statistics pass", "probe rows pass"):
+        assert f"{name}:" in err, err
+    assert "conditioning pass" not in err
+    assert "rows/s" in err and "<" in err           # rate, and elapsed<left once n is known

@@ -329,7 +329,10 @@ def command_fit(args) -> None:
         if streamed:
             estimator.fit(source, progress=progress)
         else:                               # exact and local models hold the rows
-            X, y, variances = to_arrays(source)
+            reading = source if progress is None else PassReporter(source, progress)
+            if progress is not None:
+                reading.stage = "reading the rows into memory (the model holds them)"
+            X, y, variances = to_arrays(reading)
             estimator.fit(X, y, sample_noise_variance=variances)
         elapsed = time.perf_counter() - start
     if source.reader.has_header:           # a table without a header is matched by position
