@@ -54,6 +54,12 @@ def _check_sample_noise_variance(values, n_samples: int) -> np.ndarray:
     return values
 
 
+def probe_indices(n_samples: int, count: int) -> np.ndarray:
+    """``count`` evenly spaced rows of ``n_samples`` (all when fewer), where ``fit`` checks
+    that its predictions are finite."""
+    return np.linspace(0, n_samples - 1, min(n_samples, count)).astype(int)
+
+
 def _standardization(summary, kernel, normalize_X: bool, normalize_y: bool, n_dims: int):
     """(X location, X scale, y mean, y std): the summary's, or 0 / 1 where not asked."""
     X_mean, X_scale = np.zeros(n_dims), np.ones(n_dims)
@@ -110,7 +116,7 @@ class StreamedData:
     """
 
     def __init__(self, source: DataSource, kernel, normalize_X, normalize_y, progress, *,
-                 dtype=None):
+                 dtype=None, probe_rows: int = 0):
         dtype = check_dtype(dtype)
         self._reporter = None if progress is None else PassReporter(source, progress)
         read = source if self._reporter is None else self._reporter
@@ -125,14 +131,20 @@ class StreamedData:
             / self.X_scale
         self.n_samples = summary.n_samples
         self.largest_abs_y = max(abs(summary.y_min), abs(summary.y_max))
+        # the fit's first pass after the summary picks the rows its predictions are probed at
+        self._probe = probe_indices(self.n_samples, probe_rows)
+        self.X.pick_rows(self._probe)
 
     def stage(self, name: str) -> None:
         if self._reporter is not None:
             self._reporter.stage = name
 
     def rows(self, indices) -> np.ndarray:
-        """The standardized inputs at the sorted ``indices``, gathered in one pass."""
+        """The standardized inputs at the sorted ``indices``: those picked by the fit's first
+        pass after the summary (the probe rows), or gathered in a pass of their own."""
         indices = np.asarray(indices)
+        if self.X.picked is not None and np.array_equal(indices, self._probe):
+            return self.X.picked
         picked = []
         for chunk in self.X.chunks(max(1, min(self.n_samples, 2**16))):
             inside = indices[(indices >= chunk.start) & (indices < chunk.stop)]

@@ -38,7 +38,7 @@ from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_within_bounds)
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
-from ._training_data import InMemoryData, StreamedData, Staged
+from ._training_data import InMemoryData, Staged, StreamedData, probe_indices
 from ._training_data import noise_only_log_marginal_likelihood  # noqa: F401 (public here)
 from .data import ArraySource, DataSource
 from .hyperparameters import Hyperparameters
@@ -122,8 +122,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             data (the command line draws a progress bar with it). When X is a data source
             every pass is reported, and ``progress.start_pass(name, total_rows)``, if the
             callable has it, is called before each one with the pass's name ("summary
-            pass", "statistics pass", "learning evaluation K", "conditioning pass", "probe
-            rows pass") and its number of rows (None while unknown).
+            pass", "statistics pass", "learning evaluation K", "conditioning pass") and its
+            number of rows (None while unknown).
         sample_noise_variance : array-like of shape (n_samples,), optional
             Known noise variances v_i of the observations (measurement errors, >= 0, in the
             units of y squared), added to the learned ``noise_variance``: the noise of row i
@@ -162,7 +162,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         n_restarts = check_positive_int(self.n_restarts, "n_restarts", minimum=0)
         if streamed:
             data = StreamedData(X, kernel, self.normalize_X, self.normalize_y, progress,
-                                dtype=getattr(self, "dtype", None))
+                                dtype=getattr(self, "dtype", None),
+                                probe_rows=self._probe_rows())
             self.n_features_in_ = n_dims
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
@@ -214,8 +215,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         """
         value = float(posterior.log_marginal_likelihood)
         y_mean, y_std = data.y_mean, data.y_std
-        rows = np.linspace(0, data.n_samples - 1, min(data.n_samples, self._probe_rows()))
-        probe = data.rows(rows.astype(int))
+        probe = data.rows(probe_indices(data.n_samples, self._probe_rows()))
         mean, var = posterior.predict(self._prediction_input(probe), return_var=True)
         problems = [
             f"{what} {bad}" for what, bad in (

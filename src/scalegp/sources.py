@@ -231,6 +231,13 @@ class StandardizedSource(DataSource):
         self.location, self.scale = np.asarray(location), np.asarray(scale)
         self.y_location, self.y_scale = float(y_location), float(y_scale)
         self.out_of_core = getattr(source, "out_of_core", False)
+        self._wanted, self.picked = None, None
+
+    def pick_rows(self, indices) -> None:
+        """Keep the standardized float64 inputs at the sorted ``indices`` as the next pass
+        streams by: ``picked`` holds them once that pass has run to its end (rows a caller
+        needs later, without a pass of their own)."""
+        self._wanted, self.picked = np.asarray(indices, dtype=np.int64), None
 
     @property
     def n_dims(self) -> int:
@@ -249,12 +256,19 @@ class StandardizedSource(DataSource):
         return self.source.has_noise_variance
 
     def chunks(self, rows: int) -> Iterator[Chunk]:
+        wanted, self._wanted = self._wanted, None
+        picked = []
         for chunk in self.source.chunks(rows):
             X = (chunk.X.astype(np.float64, copy=False) - self.location) / self.scale
+            if wanted is not None:
+                inside = wanted[(wanted >= chunk.start) & (wanted < chunk.stop)]
+                picked.append(X[inside - chunk.start])
             noise = (None if chunk.noise_variance is None
                      else chunk.noise_variance / self.y_scale**2)
             yield Chunk(X.astype(self.dtype, copy=False),
                         (chunk.y - self.y_location) / self.y_scale, noise, chunk.start)
+        if wanted is not None:
+            self.picked = np.vstack(picked)
 
 
 class PassReporter(DataSource):
