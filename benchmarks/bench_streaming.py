@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/streaming.md")
     args = parser.parse_args()
     sizes = [int(n) for n in args.rows]
-    lines = [f"# Streamed fits: peak memory against the number of rows\n",
+    lines = ["# Streamed fits: peak memory against the number of rows\n",
              f"`OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_streaming.py --rows "
              f"{' '.join(f'{n:.0e}' for n in sizes)} --formats {' '.join(args.formats)}`, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",

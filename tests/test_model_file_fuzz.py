@@ -79,6 +79,10 @@ MODELS = {
     "neighbors-glf": lambda: sg.LowRankGPRegressor(approximation="glf", n_components=16,
                                                    local="neighbors", local_neighbors=12,
                                                    optimize=False, random_state=0),
+    # the training inputs and the probes are stored; the projection is recomputed on load
+    "random-projection": lambda: sg.LowRankGPRegressor(
+        approximation="random-projection", n_components=30,
+        approximation_options={"epsilon": 0.05}, optimize=False, random_state=0),
 }
 X_TEST = data(1, n=9)[0]
 
@@ -224,6 +228,9 @@ INERT = {
     ("optimization", "message"): lambda v: isinstance(v, str),
     ("feature_map", "selection"): lambda v: isinstance(v, str),
     ("feature_map", "epsilon"): lambda v: is_finite(v) and v > 0,
+    ("feature_map", "target_error"): lambda v: is_finite(v) and v > 0,
+    ("feature_map", "certified_error"): lambda v: is_finite(v) and v >= 0,
+    ("feature_map", "certificate"): lambda v: v in ("frobenius", "trace"),
 }
 #: Entries whose valid values change predictions: (path, domain).
 PREDICTIVE = {
@@ -293,6 +300,7 @@ ARRAY_DOMAINS = {
     "local.X_train": "finite", "local.y_train": "finite",
     "local.blend_radius": "positive", "local.scale": "positive", "local.members": "indices",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
+    "feature_map.inputs": "finite", "feature_map.sketch": "finite",
 }
 
 

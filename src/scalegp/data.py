@@ -120,6 +120,16 @@ class DataSource(abc.ABC):
         return self._summary
 
 
+class DistributedSource(DataSource):
+    """A source whose rows live elsewhere (Dask workers: :mod:`scalegp.distributed`): the
+    engine's passes become ``map_reduce`` calls, each chunk's share computed where the chunk
+    is and only the sums (m x m statistics, gradients) returned."""
+
+    @abc.abstractmethod
+    def map_reduce(self, function: Callable[[Chunk], object]):
+        """sum over the source's blocks of ``function(chunk)``, whose values add (``+``)."""
+
+
 class ArraySource(DataSource):
     """Arrays in memory, validated once; chunks are views (no copies).
 
@@ -350,43 +360,63 @@ class _ScaledMoments:
                 np.ldexp(np.sqrt(self.M2 / self.count), exponent))
 
 
-def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
-    """One pass: running min/max and merged scaled moments of the columns of [X, y].
+@dataclass(frozen=True)
+class SummaryPart:
+    """The summary of some rows, mergeable with that of others (any grouping, any order of
+    merges gives the same summary up to rounding): the scaled moments of [X, y], their
+    running min / max, and the range of the noise variances (None without them)."""
 
-    Chunk moments are merged pairwise, as a binary counter (a stack holds at most one
-    partial result per level: O(log chunks) of them), so rounding grows with the log of the
-    number of chunks, as in numpy's pairwise sum, not with the number
-    (docs/data-sources.md, "Pairwise order"). A constant column (min = max) gets its value
-    as mean and std exactly 0, which the rounding of a mean of equal values would otherwise
-    miss.
-    """
-    partials: list[tuple[int, _ScaledMoments]] = []     # (level, moments of 2^level chunks)
-    low = high = noise_min = noise_max = None
-    for chunk in chunks:
+    moments: _ScaledMoments
+    low: np.ndarray
+    high: np.ndarray
+    noise_min: float | None
+    noise_max: float | None
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> SummaryPart:
         values = np.column_stack([chunk.X.astype(np.float64, copy=False), chunk.y])
-        level, moments = 0, _ScaledMoments.of(values)
+        noise = chunk.noise_variance
+        return cls(_ScaledMoments.of(values), np.min(values, axis=0), np.max(values, axis=0),
+                   None if noise is None else float(np.min(noise)),
+                   None if noise is None else float(np.max(noise)))
+
+    def merge(self, other: SummaryPart) -> SummaryPart:
+        def pick(a, b, best):
+            return a if b is None else b if a is None else best(a, b)
+        return SummaryPart(self.moments.merge(other.moments), np.minimum(self.low, other.low),
+                           np.maximum(self.high, other.high),
+                           pick(self.noise_min, other.noise_min, min),
+                           pick(self.noise_max, other.noise_max, max))
+
+    def summary(self) -> DataSummary:
+        """The :class:`DataSummary`. A constant column (min = max) gets its value as mean and
+        std exactly 0, which the rounding of a mean of equal values would otherwise miss."""
+        mean, std = self.moments.mean_and_std()
+        constant = self.low == self.high
+        mean, std = np.where(constant, self.low, mean), np.where(constant, 0.0, std)
+        return DataSummary(self.moments.count, _frozen(self.low[:-1]), _frozen(self.high[:-1]),
+                           _frozen(mean[:-1]), _frozen(std[:-1]), float(mean[-1]),
+                           float(std[-1]), self.noise_min, self.noise_max,
+                           float(self.low[-1]), float(self.high[-1]))
+
+
+def _summarize(chunks: Iterable[Chunk]) -> DataSummary:
+    """One pass: the :class:`SummaryPart` of each chunk, merged pairwise, as a binary counter
+    (a stack holds at most one partial result per level: O(log chunks) of them), so rounding
+    grows with the log of the number of chunks, as in numpy's pairwise sum, not with the
+    number (docs/data-sources.md, "Pairwise order")."""
+    partials: list[tuple[int, SummaryPart]] = []     # (level, summary of 2^level chunks)
+    for chunk in chunks:
+        level, part = 0, SummaryPart.of(chunk)
         while partials and partials[-1][0] == level:
-            moments, level = partials.pop()[1].merge(moments), level + 1
-        partials.append((level, moments))
-        chunk_low, chunk_high = np.min(values, axis=0), np.max(values, axis=0)
-        low = chunk_low if low is None else np.minimum(low, chunk_low)
-        high = chunk_high if high is None else np.maximum(high, chunk_high)
-        if chunk.noise_variance is not None:
-            chunk_low = float(np.min(chunk.noise_variance))
-            chunk_high = float(np.max(chunk.noise_variance))
-            noise_min = chunk_low if noise_min is None else min(noise_min, chunk_low)
-            noise_max = chunk_high if noise_max is None else max(noise_max, chunk_high)
+            part, level = partials.pop()[1].merge(part), level + 1
+        partials.append((level, part))
     if not partials:
         raise ValueError("the data source is empty (no chunk)")
-    moments = partials.pop()[1]
+    part = partials.pop()[1]
     while partials:
-        moments = partials.pop()[1].merge(moments)
-    mean, std = moments.mean_and_std()
-    constant = low == high
-    mean, std = np.where(constant, low, mean), np.where(constant, 0.0, std)
-    return DataSummary(moments.count, _frozen(low[:-1]), _frozen(high[:-1]), _frozen(mean[:-1]),
-                       _frozen(std[:-1]), float(mean[-1]), float(std[-1]), noise_min, noise_max,
-                       float(low[-1]), float(high[-1]))
+        part = partials.pop()[1].merge(part)
+    return part.summary()
 
 
 def _frozen(values: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ import numpy as np
 
 from . import linalg
 from ._validation import check_dtype
-from .data import as_source
+from .data import DistributedSource, as_source
 from .features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
 from .hyperparameters import Hyperparameters
 from .kernels import Kernel
@@ -151,6 +151,11 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
     ``keep_features`` (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a
     second pass, within its budget."""
     dtype = check_dtype(dtype)
+    if chunks is None and isinstance(source, DistributedSource):
+        if keep_features is not None:           # the features stay where their rows are
+            keep_features.complete = False
+        return source.map_reduce(functools.partial(chunk_statistics, at_map, noise=noise,
+                                         noise_variance=noise_variance, dtype=dtype))
     m = at_map.n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
     G_upper = np.zeros((m, m), dtype=np.float64, order="F")
@@ -343,6 +348,9 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
         for chunk, Psi in kept_features.items:
             gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi)
         return gradient
+    if isinstance(source, DistributedSource):
+        return source.map_reduce(functools.partial(chunk_gradient, at_map, system=system,
+                                                   noise=noise))
     chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
                                                   dtype.itemsize)
     for chunk in source.chunks(chunk_size):

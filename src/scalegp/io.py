@@ -445,6 +445,9 @@ ARRAY_FIELDS = (
     _ArrayField(MAP_PREFIX + "panels", ("d",), (PANEL_COUNT,), kind="int"),
     _ArrayField(MAP_PREFIX + "truncation_bound", ("d",), (NOT_NAN_NONNEGATIVE,)),
     _ArrayField(MAP_PREFIX + "theoretical_n_nodes", ("d",), (NOT_NAN_NONNEGATIVE,)),
+    # random projection: the points the projection is built on, and the sketch
+    _ArrayField(MAP_PREFIX + "inputs", ("points", "d")),
+    _ArrayField(MAP_PREFIX + "sketch", ("points", "sketch_columns")),
 )
 #: A feature-map array field without a declaration above (a new map): finite numbers.
 DEFAULT_MAP_ARRAY = _ArrayField(MAP_PREFIX + "*", None, kind="number")

@@ -1,0 +1,64 @@
+"""The random-projection paper's experiments: quick runs write the figure and the table with
+its rows, constants note and claim verdicts; the PP1 factor is the knot approximation; the
+verdict wording."""
+
+import struct
+
+import numpy as np
+import pytest
+
+from scalegp import experiments
+from scalegp.experiments import random_projection as experiment
+
+pytest.importorskip("matplotlib")
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize("name, rows", [
+    ("rp-table1", ["| 10 |", "| 30 |", "cond(K) =", "RP is more accurate than PP2"]),
+    ("rp-table2", ["| 150 | 0.5 | 0.1 |", "| 150 | 0.04 | 0.01 |",
+                   "RP F (largest rank over seeds) needs no more rank than PP2"]),
+])
+def test_quick_run_writes_table_and_figure(name, rows, tmp_path):
+    assert "random-projection paper" in experiments.describe()[name]
+    written = experiments.run(name, tmp_path, quick=True)
+    assert sorted(path.name for path in written) == [f"{name}.md", f"{name}.png"]
+    width, height = png_size(tmp_path / f"{name}.png")
+    assert width > 300 and height > 200
+    table = (tmp_path / f"{name}.md").read_text()
+    assert table.startswith(f"# {name}") and "Paper setting, constants ours" in table
+    for row in rows:
+        assert row in table, row
+    assert "reproduced**" in table
+
+
+def test_ordered_cholesky_is_the_knot_approximation():
+    """F F^T for the first k knots of the order = K_{f,S} K_SS^{-1} K_{S,f}."""
+    K, _ = experiment.table2_matrix(40, 0.3, np.random.default_rng(0))
+    order = np.random.default_rng(1).permutation(40)
+    F, knots = experiment.ordered_cholesky(K, order, trace_target=0.0)
+    S = order[:7]
+    np.testing.assert_allclose(F[:, :7] @ F[:, :7].T,
+                               K[:, S] @ np.linalg.solve(K[np.ix_(S, S)], K[S]), atol=1e-12)
+    np.testing.assert_array_equal(knots[:7], np.arange(1, 8))
+
+
+def test_nested_rank_and_optimal_rank():
+    K, d = experiment.table2_matrix(60, 0.2, np.random.default_rng(2))
+    eigenvalues, vectors = np.linalg.eigh(K)
+    F = vectors[:, ::-1] * np.sqrt(eigenvalues[::-1])      # the optimal nested factors
+    for epsilon in (1e-1, 1e-3):
+        assert experiment.nested_rank(K, F, epsilon) == experiment.optimal_rank(d, epsilon)
+    assert experiment.nested_rank(K, F[:, :2], 1e-3) is None
+
+
+def test_claim_verdicts():
+    assert "**reproduced**" in experiment.claim_line("c", [True, True], "x")
+    assert "**not reproduced**" in experiment.claim_line("c", [False], "x")
+    assert "**not reproduced at 1 of 2 settings**" in experiment.claim_line(
+        "c", [True, False], "x", "settings")
