@@ -329,3 +329,26 @@ def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
     assert "summary pass:" in err and "statistics pass:" in err, err
     assert "conditioning pass" not in err and "probe rows pass" not in err
     assert "rows/s" in err and "<" in err           # rate, and elapsed<left once n is known
+
+
+def test_a_dask_source_fits_on_its_workers_equal_to_the_in_memory_fit(data, monkeypatch):
+    """The estimator standardizes a distributed source block by block on the workers
+    (sources.DistributedStandardizedSource): no chunk passes through the driver, and the fit
+    equals the in-memory one up to the rounding of other block sums (measured 4e-13)."""
+    dask = pytest.importorskip("dask")
+    da = pytest.importorskip("dask.array")
+    from scalegp.distributed import DaskSource
+    X, y, _ = data
+    driver_passes = []
+    chunks = sources.StandardizedSource.chunks
+    monkeypatch.setattr(sources.StandardizedSource, "chunks",
+                        lambda self, rows: driver_passes.append(rows) or chunks(self, rows))
+    with dask.config.set(scheduler="threads"):
+        for options in (dict(approximation="rff", optimize=False),
+                        dict(approximation="glf", optimize=True)):
+            params = dict(n_components=32, normalize_X=True, normalize_y=True, random_state=0,
+                          **options)
+            source = DaskSource(da.from_array(X, chunks=(170, 2)), da.from_array(y, chunks=170))
+            assert_same_fit(sg.LowRankGPRegressor(**params).fit(source),
+                            sg.LowRankGPRegressor(**params).fit(X, y), X)
+    assert driver_passes == []

@@ -11,13 +11,14 @@ the engine, so a streamed fit equals the in-memory fit on the same rows.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ._validation import check_dtype, check_vector
-from .data import ArraySource, DataSource
-from .sources import PassReporter, StandardizedSource
+from .data import ArraySource, DataSource, DistributedSource
+from .sources import PassReporter, rows_among, standardized
 
 
 def _power_of_two_scale(values: np.ndarray) -> np.ndarray:
@@ -118,14 +119,17 @@ class StreamedData:
     def __init__(self, source: DataSource, kernel, normalize_X, normalize_y, progress, *,
                  dtype=None, probe_rows: int = 0):
         dtype = check_dtype(dtype)
-        self._reporter = None if progress is None else PassReporter(source, progress)
+        # a distributed source's chunks are on its workers: no pass to report from here
+        self._distributed = isinstance(source, DistributedSource)
+        reported = progress is not None and not self._distributed
+        self._reporter = PassReporter(source, progress) if reported else None
         read = source if self._reporter is None else self._reporter
         self.summary = summary = read.summary()
         self.X_mean, self.X_scale, self.y_mean, self.y_std = _standardization(
             summary, kernel, normalize_X, normalize_y, source.n_dims)
         standardization = (self.X_mean, self.X_scale, self.y_mean, self.y_std)
-        self.X = StandardizedSource(read, *standardization, dtype=dtype)
-        self._kept = StandardizedSource(source, *standardization, dtype=dtype)
+        self.X = standardized(read, *standardization, dtype=dtype)
+        self._kept = standardized(source, *standardization, dtype=dtype)
         self.y = self.noise_variance = self.progress = None
         self.build_inputs = (np.vstack([summary.X_min, summary.X_max]) - self.X_mean) \
             / self.X_scale
@@ -145,6 +149,8 @@ class StreamedData:
         indices = np.asarray(indices)
         if self.X.picked is not None and np.array_equal(indices, self._probe):
             return self.X.picked
+        if self._distributed:
+            return self.X.map_reduce(functools.partial(rows_among, indices)).X
         picked = []
         for chunk in self.X.chunks(max(1, min(self.n_samples, 2**16))):
             inside = indices[(indices >= chunk.start) & (indices < chunk.stop)]

@@ -21,18 +21,20 @@ noise variance is an error naming its row.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._validation import check_dtype
-from .data import Chunk, DataSource, DataSummary, IterableSource
+from .data import Chunk, DataSource, DataSummary, DistributedSource, IterableSource
 from .readers import (CsvReader, NpyReader, NpzReader, ParquetReader, TableError,
                       column_index, open_reader)
 
 __all__ = ["FileSource", "CsvSource", "NpySource", "ParquetSource", "open_source",
-           "checked_blocks", "to_arrays", "gather_rows", "StandardizedSource", "PassReporter",
-           "READ_ROWS"]
+           "checked_blocks", "to_arrays", "gather_rows", "StandardizedSource",
+           "DistributedStandardizedSource", "standardized", "PassReporter", "READ_ROWS"]
 
 #: Rows read from a file per block (a Parquet batch is at most this long).
 READ_ROWS = 65536
@@ -215,21 +217,34 @@ def gather_rows(source: DataSource, rows, progress=None):
     return X, y
 
 
+def _standardize(chunk: Chunk, location, scale, y_location, y_scale, dtype) -> Chunk:
+    """A chunk in standardized units (:class:`StandardizedSource`), X in float64 then cast."""
+    X = (chunk.X.astype(np.float64, copy=False) - location) / scale
+    noise = None if chunk.noise_variance is None else chunk.noise_variance / y_scale**2
+    return Chunk(X.astype(dtype, copy=False), (chunk.y - y_location) / y_scale, noise,
+                 chunk.start)
+
+
+def _standardized_call(function, standardization, chunk: Chunk):
+    """``function`` of the standardized chunk (a top-level function: Dask pickles it)."""
+    return function(_standardize(chunk, *standardization))
+
+
 class StandardizedSource(DataSource):
     """Another source's rows in standardized units: X -> (X - location) / scale,
     y -> (y - y_location) / y_scale and noise variances / y_scale^2, chunk by chunk.
 
     The same elementwise operations as the in-memory fit, in float64, so every value is the
     same float; X is then cast to ``dtype`` (the precision of the fit, as the in-memory fit
-    casts its standardized array).
+    casts its standardized array). :func:`standardized` gives the distributed kind for a
+    :class:`~scalegp.data.DistributedSource`.
     """
 
     def __init__(self, source: DataSource, location, scale, y_location: float,
                  y_scale: float, *, dtype=None):
         self.source = source
-        self._dtype = check_dtype(dtype)
-        self.location, self.scale = np.asarray(location), np.asarray(scale)
-        self.y_location, self.y_scale = float(y_location), float(y_scale)
+        self._standardization = (np.asarray(location), np.asarray(scale), float(y_location),
+                                 float(y_scale), check_dtype(dtype))
         self.out_of_core = getattr(source, "out_of_core", False)
         self._wanted, self.picked = None, None
 
@@ -245,7 +260,7 @@ class StandardizedSource(DataSource):
 
     @property
     def dtype(self) -> np.dtype:
-        return self._dtype
+        return self._standardization[-1]
 
     @property
     def n_samples(self) -> int:
@@ -257,18 +272,49 @@ class StandardizedSource(DataSource):
 
     def chunks(self, rows: int) -> Iterator[Chunk]:
         wanted, self._wanted = self._wanted, None
+        location, scale = self._standardization[:2]
         picked = []
         for chunk in self.source.chunks(rows):
-            X = (chunk.X.astype(np.float64, copy=False) - self.location) / self.scale
             if wanted is not None:
                 inside = wanted[(wanted >= chunk.start) & (wanted < chunk.stop)]
-                picked.append(X[inside - chunk.start])
-            noise = (None if chunk.noise_variance is None
-                     else chunk.noise_variance / self.y_scale**2)
-            yield Chunk(X.astype(self.dtype, copy=False),
-                        (chunk.y - self.y_location) / self.y_scale, noise, chunk.start)
+                picked.append((chunk.X[inside - chunk.start].astype(np.float64) - location)
+                              / scale)
+            yield _standardize(chunk, *self._standardization)
         if wanted is not None:
             self.picked = np.vstack(picked)
+
+
+class DistributedStandardizedSource(StandardizedSource, DistributedSource):
+    """A standardized distributed source: its passes stay where the rows are, each block
+    standardized on its worker before the engine's function sees it."""
+
+    def map_reduce(self, function):
+        return self.source.map_reduce(functools.partial(_standardized_call, function,
+                                                        self._standardization))
+
+
+def standardized(source: DataSource, location, scale, y_location: float, y_scale: float, *,
+                 dtype=None) -> StandardizedSource:
+    """The :class:`StandardizedSource` of ``source`` (distributed when the source is)."""
+    kind = (DistributedStandardizedSource if isinstance(source, DistributedSource)
+            else StandardizedSource)
+    return kind(source, location, scale, y_location, y_scale, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class PickedRows:
+    """Rows picked from the blocks of a distributed pass, in block order: they add."""
+
+    X: np.ndarray
+
+    def __add__(self, other: "PickedRows") -> "PickedRows":
+        return PickedRows(np.vstack([self.X, other.X]))
+
+
+def rows_among(indices, chunk: Chunk) -> PickedRows:
+    """The chunk's rows among the sorted global ``indices`` (for ``map_reduce``)."""
+    inside = indices[(indices >= chunk.start) & (indices < chunk.stop)]
+    return PickedRows(np.asarray(chunk.X[inside - chunk.start], dtype=np.float64))
 
 
 class PassReporter(DataSource):
