@@ -250,7 +250,8 @@ def write_rows(path, n):
                                                marks=pytest.mark.slow)])
 def test_peak_memory_is_flat_in_the_number_of_rows(tmp_path, rows):
     """A fit from .npy at 1e5 and at 2e6 (1e7: slow) rows peaks within 1.2x of a peak of
-    about 180 MiB (measured ratio 1.01-1.02: benchmarks/results/streaming.md). A copy of the
+    about 180 MiB (measured ratio 1.00-1.02 for .npy and Parquet, 1.05 for CSV, at 1e7 rows:
+    benchmarks/results/streaming.md). A copy of the
     table (46 MiB at 2e6 rows, 229 MiB at 1e7) or the features kept between passes (n m
     float64: 1 GiB at 2e6 rows) would exceed it; at 1e7 rows so would one float64 per row
     (76 MiB)."""
