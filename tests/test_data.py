@@ -6,7 +6,7 @@ import pytest
 
 from scalegp import data
 from scalegp.data import ArraySource, Chunk, DataSource, IterableSource, as_source
-from scalegp.estimator import _power_of_two_scale
+from scalegp._training_data import _power_of_two_scale
 
 
 def _location_scale(values: np.ndarray, *, center: bool = True):

@@ -130,3 +130,16 @@ def _format_bytes(n_bytes: int) -> str:
         if n_bytes >= size:
             return f"{n_bytes / size:.3g} {unit}"
     return f"{n_bytes / 2**10:.3g} KiB"
+
+
+def peak_resident_bytes() -> int | None:
+    """The peak resident set of this process (``VmHWM`` of /proc/self/status: anonymous
+    memory and the file pages mapped at once), or None where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024          # the value is in kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -25,7 +25,10 @@ from . import __version__, experiments, features, kernels, local
 from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_dir,
                       check_output_path)
 from .errors import NonFiniteResultError
-from .tables import HEADER_MODES, HEADER_RULE, TableError, missing_rows, read_table, write_csv
+from ._memory import peak_resident_bytes
+from .readers import HEADER_MODES, HEADER_RULE, TableError, open_reader, select_columns
+from .sources import PassReporter, checked_blocks, gather_rows, open_source, to_arrays
+from .tables import write_csv_blocks
 
 EXIT_NON_FINITE = 1
 EXIT_USAGE = 2
@@ -35,6 +38,20 @@ COLUMN_RULE = ("The model's input columns are found by name when the model and t
                "is an error), otherwise by position (the table must have exactly the model's "
                "number of columns). With --header auto, a numeric first line that holds the "
                "model's (numeric) column names is read as the header.")
+#: --dtype auto picks float32 when the fit's Gram work N m^2 is at least this (a float64 fit
+#: of 10 s or more on one core, where float32's 1.5-3.7x speed-up pays) ...
+FLOAT32_MIN_WORK = 2e10
+#: ... and the noise variance (of the normalized target) cannot fall below this: the float32
+#: Gram's error reaches the solution divided by s2, and the log-likelihood error grew from
+#: 0.4 (s2 = 1e-2) to 7, 150 and 3e7 (s2 = 1e-3, 1e-4, 1e-5) at N = 2e4
+#: (benchmarks/results/float32-noise.md; docs/float32.md).
+FLOAT32_MIN_NOISE_VARIANCE = 1e-2
+DTYPE_RULE = ("auto (default): float32 when N m^2 >= 2e10 (N rows, m = --n-components) and "
+              "the noise variance cannot fall below 1e-2 (the lower end of "
+              "--noise-variance-bounds, or --noise-variance with --no-optimize), for a global "
+              "model with --solver cholesky; float64 otherwise (docs/float32.md). float32 "
+              "computes the features and each chunk's Gram in float32, sums chunks and "
+              "factorizes in float64.")
 #: How every output path is treated (the help text of --out).
 OUT_RULES = ("Only a regular file is replaced (atomically, keeping its permission bits) or a "
              "missing one created; a folder, device, FIFO, socket, symbolic link or read-only "
@@ -102,19 +119,40 @@ def _log(args, message: str) -> None:
         print(message, file=sys.stderr)
 
 
+class _PassBars:
+    """Progress of streaming passes as tqdm bars: ``start_pass(name, total)`` opens a bar
+    named after the pass (rows done, rows per second and, with a known total, time left),
+    and ``self(rows_done)`` advances it (:class:`scalegp.sources.PassReporter`)."""
+
+    def __init__(self):
+        self.bar = None
+
+    def start_pass(self, name: str, total) -> None:
+        from tqdm import tqdm
+        self.close()
+        self.bar = tqdm(total=total, desc=name, unit="rows", unit_scale=True,
+                        file=sys.stderr, leave=False)
+
+    def __call__(self, rows_done: int) -> None:
+        self.bar.update(rows_done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 @contextmanager
-def _progress(args, total: int, description: str):
-    """A tqdm bar as a ``progress(rows_done)`` callback, or None when quiet / not a terminal."""
+def _progress(args):
+    """A :class:`_PassBars`, or None when quiet or stderr is not a terminal."""
     if args.quiet or not sys.stderr.isatty():
         yield None
         return
-    from tqdm import tqdm
-    with tqdm(total=total, desc=description, unit="rows", file=sys.stderr, leave=False) as bar:
-        def update(rows_done):
-            if rows_done < bar.n:          # a new pass over the data
-                bar.reset()
-            bar.update(rows_done - bar.n)
-        yield update
+    bars = _PassBars()
+    try:
+        yield bars
+    finally:
+        bars.close()
 
 
 @contextmanager
@@ -135,45 +173,28 @@ def _warnings_as_lines(args):
         yield
 
 
-def _describe_header(table) -> str:
-    if table.has_header:
-        return f"columns {', '.join(table.columns)}"
+def _describe_header(reader) -> str:
+    if reader.has_header:
+        return f"columns {', '.join(reader.columns)}"
     return ("no header row (the first line is data: all its cells are numbers; pass --header "
             "yes if it holds column names)")
 
 
-def _load_training_data(args):
-    table = read_table(args.data, header=args.header)
-    if not table.has_header:               # the rule decided: say how the first line was read
-        _log(args, f"{args.data}: {_describe_header(table)}")
-    noise_column = getattr(args, "noise_variance_column", None)
-    exclude = () if noise_column is None else (noise_column,)
-    X, y, names = table.split_target(args.target, exclude=exclude)
-    if noise_column is not None and table.column_index(noise_column) == table.column_index(
-            args.target):
-        raise CommandError(f"--noise-variance-column {noise_column!r} is the target column")
-    variances = (None if noise_column is None
-                 else table.values[:, table.column_index(noise_column)])
-    names = names if table.has_header else None
-    values = np.column_stack([X, y] + ([] if variances is None else [variances]))
-    bad = missing_rows(values)
-    if bad.size:
-        if not args.drop_missing:
-            raise CommandError(
-                f"{args.data}: data row {bad[0] + 1} has a missing or non-finite value "
-                f"({bad.size} such row(s)); fix the data or pass --drop-missing"
-            )
-        _log(args, f"dropped {bad.size} row(s) with missing values")
-        keep = np.setdiff1d(np.arange(len(y)), bad)
-        X, y = X[keep], y[keep]
-        variances = None if variances is None else variances[keep]
-    if len(y) < 2:
-        raise CommandError(f"{args.data}: need at least 2 complete rows, got {len(y)}")
-    if variances is not None and np.any(variances < 0):
-        row = int(np.flatnonzero(variances < 0)[0])
-        raise CommandError(f"{args.data}: column {noise_column!r} holds noise variances, which "
-                           f"must be >= 0; data row {row + 1} has {variances[row]:g}")
-    return X, y, names, table.columns[table.column_index(args.target)], variances
+def _training_source(args, progress, dtype=None):
+    """The training file as a streaming source, after its summary pass (which checks every
+    row by the rules of :mod:`scalegp.sources` and counts the dropped ones)."""
+    source = open_source(args.data, args.target,
+                         noise_variance=getattr(args, "noise_variance_column", None),
+                         header=args.header, drop_missing=args.drop_missing, dtype=dtype)
+    if not source.reader.has_header:       # the rule decided: say how the first line was read
+        _log(args, f"{args.data}: {_describe_header(source.reader)}")
+    summary = (source if progress is None else PassReporter(source, progress)).summary()
+    if source.n_dropped:
+        _log(args, f"dropped {source.n_dropped} row(s) with missing values")
+    if summary.n_samples < 2:
+        raise CommandError(f"{args.data}: need at least 2 complete rows, got "
+                           f"{summary.n_samples}")
+    return source
 
 
 def _start(given, default: float, bounds, flag: str, bounds_flag: str):
@@ -227,7 +248,23 @@ def _approximation_name(text: str) -> str:
     return "exact" if text.lower() == "exact" else features.get(text).name
 
 
-def _make_estimator(args, n_dims: int):
+def _dtype(args, n_samples: int) -> str:
+    """``--dtype``, with "auto" resolved by :data:`DTYPE_RULE` (and said in the log)."""
+    if args.dtype != "auto":
+        return args.dtype
+    lowest = (_noise_variance_start(args) if args.no_optimize
+              else args.noise_variance_bounds[0])
+    work = float(n_samples) * args.n_components**2
+    single = (work >= FLOAT32_MIN_WORK and lowest >= FLOAT32_MIN_NOISE_VARIANCE
+              and getattr(args, "solver", "cholesky") == "cholesky"
+              and getattr(args, "local", None) is None)
+    _log(args, f"--dtype auto: {'float32' if single else 'float64'} (N m^2 = {work:.2g}, "
+               f"float32 from {FLOAT32_MIN_WORK:.0g}; smallest noise variance {lowest:.2g}, "
+               f"float32 from {FLOAT32_MIN_NOISE_VARIANCE:g}; docs/float32.md)")
+    return "float32" if single else "float64"
+
+
+def _make_estimator(args, n_dims: int, n_samples: int):
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     kernel = _kernel_from_args(args, n_dims)
     common = dict(kernel=kernel, noise_variance=_noise_variance_start(args),
@@ -246,7 +283,7 @@ def _make_estimator(args, n_dims: int):
         raise CommandError("--local-lazy needs --local clusters")
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
-                              dtype=args.dtype, solver=getattr(args, "solver", "cholesky"),
+                              dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
                               local=kind,
                               local_threshold=getattr(args, "local_threshold", 2.0),
                               local_lazy=getattr(args, "local_lazy", False),
@@ -291,42 +328,74 @@ def _describe_gibbs(estimator) -> str:
             + ", ".join(f"{name} {value:.0f}" for name, value in ess.items()))
 
 
-def _fit(args, estimator, X, y, sample_noise_variance=None):
-    with _progress(args, len(y), "accumulating") as progress:
-        estimator.fit(X, y, progress=progress, sample_noise_variance=sample_noise_variance)
-    return estimator
+def _streams(estimator) -> bool:
+    """Whether the estimator fits from a streaming source (not exact, local or a map built
+    from the rows themselves, which need the rows in memory)."""
+    try:
+        estimator._check_streaming()
+    except ValueError:
+        return False
+    return True
+
+
+def _memory_report(estimator) -> str:
+    """The working memory of a streamed fit: its O(chunk m + m^2) estimate and the measured
+    peak resident set."""
+    from ._memory import ENGINE_MATRICES, required_bytes
+    from .gp import default_chunk_size
+    m = estimator.feature_map_.n_components
+    itemsize = estimator.dtype_.itemsize
+    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver],
+                              itemsize=itemsize)
+    peak = peak_resident_bytes()
+    measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"
+    return (f"streamed in chunks of {default_chunk_size(m, itemsize)} rows: working memory "
+            f"O(chunk m + m^2), about {estimate / 2**20:.0f} MiB for m = {m}{measured}")
 
 
 # --------------------------------------------------------------------------- commands
 def command_fit(args) -> None:
     from .io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
-    X, y, names, target, variances = _load_training_data(args)
     gibbs = args.sampler == "gibbs"
-    estimator = (_gibbs_estimator if gibbs else _make_estimator)(args, X.shape[1])
-    start = time.perf_counter()
-    if gibbs:
-        estimator.fit(X, y)
-    else:
-        _fit(args, estimator, X, y, variances)
-    elapsed = time.perf_counter() - start
-    if names is not None:                  # a table without a header is matched by position
-        estimator.input_columns_ = list(names)
-    estimator.target_column_ = target
+    with _progress(args) as progress:
+        source = _training_source(args, progress)
+        estimator = (_gibbs_estimator(args, source.n_dims) if gibbs
+                     else _make_estimator(args, source.n_dims, source.n_samples))
+        streamed = not gibbs and _streams(estimator)
+        start = time.perf_counter()
+        if streamed:
+            estimator.fit(source, progress=progress)
+        else:                               # exact, local and Gibbs models hold the rows
+            reading = source if progress is None else PassReporter(source, progress)
+            if progress is not None:
+                reading.stage = "reading the rows into memory (the model holds them)"
+            X, y, variances = to_arrays(reading)
+            if gibbs:
+                estimator.fit(X, y)
+            else:
+                estimator.fit(X, y, sample_noise_variance=variances)
+        elapsed = time.perf_counter() - start
+    if source.reader.has_header:           # a table without a header is matched by position
+        estimator.input_columns_ = list(source.input_columns)
+    estimator.target_column_ = source.target_column
     save(estimator, args.out)
     if gibbs:
-        _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {X.shape[1]} "
+        _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {source.n_dims} "
                    f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
                    f"to {args.out}")
         return
     if getattr(estimator, "local_model_", None) is not None:
         _log(args, estimator.local_model_.describe())
-    _log(args, f"fitted {_approximation_name(args.approximation)} on {len(y)} rows x {X.shape[1]} inputs in "
+    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+               f"{source.n_dims} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
                f"noise_variance {estimator.noise_variance_:.4g}; "
                f"{_describe_scaling(args, estimator.kernel_)}; "
                f"model written to {args.out}")
+    if streamed:
+        _log(args, _memory_report(estimator))
 
 
 def _describe_scaling(args, kernel) -> str:
@@ -341,18 +410,27 @@ def command_predict(args) -> None:
     from .io import load
     check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
     model = load(args.model)
-    X = _prediction_inputs(args, model)
-    bad = missing_rows(X)
-    if bad.size:
-        raise CommandError(f"{args.data}: data row {bad[0] + 1} has a missing or non-finite "
-                           f"value ({bad.size} such row(s))")
-    mean, std = model.predict(X, return_std=True, include_noise=args.include_noise)
-    columns, values = ["mean", "std"], [mean, std]
-    if hasattr(model, "predict_interval"):         # a Gibbs model: its 95 % interval too
-        columns += ["lower_95", "upper_95"]
-        values += model.predict_interval(X, 0.95, include_noise=args.include_noise)
-    write_csv(args.out, columns, np.column_stack(values))
-    _log(args, f"wrote {len(mean)} predictions ({', '.join(columns)}) to {args.out}")
+    reader, columns = _prediction_columns(args, model)
+    names = ["mean", "std"]
+    if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too
+        names += ["lower_95", "upper_95"]
+    with _progress(args) as progress:
+        if progress is not None:
+            progress.start_pass("prediction pass", reader.n_rows)
+
+        def predictions():
+            for start, X in checked_blocks(reader, columns):
+                mean, std = model.predict(X, return_std=True, include_noise=args.include_noise)
+                values = [mean, std]
+                if len(names) > 2:
+                    values += model.predict_interval(X, 0.95, include_noise=args.include_noise)
+                if progress is not None:
+                    progress(start + len(X))
+                yield np.column_stack(values)
+
+        written = write_csv_blocks(args.out, names, predictions(),
+                                   inputs=(args.model, args.data))
+    _log(args, f"wrote {written} predictions ({', '.join(names)}) to {args.out}")
 
 
 def _is_number(text: str) -> bool:
@@ -363,39 +441,45 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _prediction_inputs(args, model) -> np.ndarray:
-    """The model's input columns from ``args.data``, by the rule :data:`COLUMN_RULE`."""
+def _prediction_columns(args, model):
+    """(reader of ``args.data``, the indices of the model's input columns), by the rule
+    :data:`COLUMN_RULE`."""
     columns = getattr(model, "input_columns_", None)
-    table = read_table(args.data, header=args.header)
-    if (columns and not table.has_header and args.header == "auto"
+    reader = open_reader(args.data, header=args.header)
+    if (columns and not reader.has_header and args.header == "auto"
             and all(_is_number(name) for name in columns)):
-        named = read_table(args.data, header="yes")
+        named = open_reader(args.data, header="yes")
         if set(columns) <= set(named.columns):
-            table = named
-    if columns and table.has_header:
-        X = table.select(columns)
+            reader = named
+    if columns and reader.has_header:
+        indices = select_columns(reader.columns, columns, str(reader.path))
         _log(args, f"input columns by name: {', '.join(columns)}")
-        return X
-    if table.values.shape[1] != model.n_features_in_:
+        return reader, indices
+    if len(reader.columns) != model.n_features_in_:
         names = f" ({', '.join(columns)})" if columns else ""
         raise CommandError(
             f"{args.data}: without column names the inputs are matched by position, so the "
             f"table must have the model's {model.n_features_in_} column(s){names}; found "
-            f"{table.values.shape[1]} ({_describe_header(table)})"
+            f"{len(reader.columns)} ({_describe_header(reader)})"
         )
-    _log(args, f"input columns by position ({_describe_header(table)})")
-    return table.values
+    _log(args, f"input columns by position ({_describe_header(reader)})")
+    return reader, list(range(len(reader.columns)))
 
 
 def command_evaluate(args) -> None:
     from .estimator import ExactGPRegressor, LowRankGPRegressor
     from .metrics import kl_divergence_factorized, nlpd, rmse
-    X, y, _, _, _ = _load_training_data(args)
-    rng = np.random.default_rng(args.seed)
-    n = min(args.subsample, len(y))
-    rows = rng.permutation(len(y))[:n]
+    with _progress(args) as progress:
+        source = _training_source(args, progress)
+        rng = np.random.default_rng(args.seed)
+        n = min(args.subsample, source.n_samples)
+        rows = rng.permutation(source.n_samples)[:n]
+        if progress is not None:
+            progress.start_pass("subsample pass", source.n_samples)
+        X, y = gather_rows(source, rows, progress)
+    # the subsample, in the order drawn: its first n_test rows are the test set
     n_test = min(n - 1, max(1, int(round(args.test_fraction * n))))
-    test, train = rows[:n_test], rows[n_test:]
+    test, train = np.arange(n_test), np.arange(n_test, n)
     names = [_approximation_name(name) for name in args.approximations.split(",")]
     kernel = _kernel_from_args(args, X.shape[1])
     noise_variance = _noise_variance_start(args)
@@ -555,7 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--approximation", default="rff",
                      help="see `scalegp list`; or exact (case-insensitive)")
     fit.add_argument("--n-components", type=_int_at_least(1), default=256)
-    fit.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    fit.add_argument("--dtype", default="auto", choices=["auto", "float64", "float32"],
+                     help=DTYPE_RULE)
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")

@@ -10,6 +10,7 @@ The summary's numerics are derived in (docs/data-sources.md, "The summary pass")
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ class DataSummary:
     """One pass over a source: the bounding box and population moments (ddof 0) of X and y.
 
     X_min, X_max, X_mean, X_std have one entry per column; noise_variance_min/max are None
-    when the source has no per-row noise variances.
+    when the source has no per-row noise variances; y_min and y_max bound the targets.
     """
 
     n_samples: int
@@ -60,6 +61,8 @@ class DataSummary:
     y_std: float
     noise_variance_min: float | None
     noise_variance_max: float | None
+    y_min: float = math.nan
+    y_max: float = math.nan
 
     def X_standardization(self, center: bool) -> tuple[np.ndarray, np.ndarray]:
         """(location, scale) per column: location = mean (0 unless ``center``), scale = std,
@@ -82,6 +85,9 @@ class DataSource(abc.ABC):
     """
 
     _summary: DataSummary | None = None
+    #: True for a source whose rows are not held in memory (files): the engine then keeps no
+    #: O(n m) features between passes (:class:`scalegp.gp.KeptFeatures`).
+    out_of_core: bool = False
 
     @property
     @abc.abstractmethod
@@ -390,7 +396,8 @@ class SummaryPart:
         mean, std = np.where(constant, self.low, mean), np.where(constant, 0.0, std)
         return DataSummary(self.moments.count, _frozen(self.low[:-1]), _frozen(self.high[:-1]),
                            _frozen(mean[:-1]), _frozen(std[:-1]), float(mean[-1]),
-                           float(std[-1]), self.noise_min, self.noise_max)
+                           float(std[-1]), self.noise_min, self.noise_max,
+                           float(self.low[-1]), float(self.high[-1]))
 
 
 def _summarize(chunks: Iterable[Chunk]) -> DataSummary:

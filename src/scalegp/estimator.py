@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import exact, kernels, local as local_models
+from . import exact, features, kernels, local as local_models
 from . import neighborhoods as neighborhood_models
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
@@ -38,7 +38,9 @@ from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_within_bounds)
 from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError,
                      NumericalWarning)
-from .data import ArraySource
+from ._training_data import InMemoryData, Staged, StreamedData, probe_indices
+from ._training_data import noise_only_log_marginal_likelihood  # noqa: F401 (public here)
+from .data import ArraySource, DataSource
 from .hyperparameters import Hyperparameters
 from .objectives import SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
@@ -55,31 +57,6 @@ TEST_POINT_PROBE_ROWS = 8
 #: this relative margin (rounding of two O(n) sums; a model on the noise-only limit is not
 #: "worse").
 NOISE_ONLY_MARGIN = 1e-9
-
-
-def _power_of_two_scale(values: np.ndarray) -> np.ndarray:
-    """2^e with max|v| in [2^(e-1), 2^e) per column (1 for an all-zero column).
-
-    Dividing by a power of two is exact in floating point, so statistics of values / 2^e
-    times 2^e equal the unscaled ones wherever those do not overflow.
-    """
-    largest = np.max(np.abs(values), axis=0)
-    _, exponent = np.frexp(largest)
-    return np.where(largest > 0, np.ldexp(1.0, exponent), 1.0)
-
-
-def noise_only_log_marginal_likelihood(y) -> float:
-    """max over s2 of log N(y | 0, s2 I) = -n/2 [log(2 pi s2) + 1], at s2 = mean(y^2).
-
-    log s2 is computed from y / 2^e, so it is finite for every finite y; +inf when y = 0.
-    """
-    y = np.asarray(y, dtype=float)
-    scale = float(_power_of_two_scale(y))
-    mean_square = float(np.mean((y / scale) ** 2))
-    if mean_square == 0:
-        return math.inf
-    log_s2 = 2 * math.log(scale) + math.log(mean_square)
-    return -0.5 * y.size * (math.log(2 * math.pi) + log_s2 + 1.0)
 
 
 def _non_finite(values) -> str | None:
@@ -100,15 +77,6 @@ def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) 
             f"the {what} is not finite at test row {rows[0]} ({rows.size} row(s)): float64 "
             f"overflowed in the target scale (y_train_std_ = {y_train_std:.3g}){advice}"
         )
-    return values
-
-
-def _check_sample_noise_variance(values, n_samples: int) -> np.ndarray:
-    """Known per-row noise variances: finite, >= 0, one per row."""
-    values = check_vector(values, "sample_noise_variance", n_samples=n_samples)
-    if np.any(values < 0):
-        row = int(np.flatnonzero(values < 0)[0])
-        raise ValueError(f"sample_noise_variance must be >= 0, got {values[row]!r} at row {row}")
     return values
 
 
@@ -135,16 +103,27 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     }
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, X, y, progress=None, sample_noise_variance=None):
+    def fit(self, X, y=None, progress=None, sample_noise_variance=None):
         """Learn the hyperparameters (if ``optimize``) and condition on (X, y).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_dims)
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_dims), or a :class:`scalegp.data.DataSource`
+            A data source (a file of :mod:`scalegp.sources`, an
+            :class:`~scalegp.data.IterableSource`, ...) is streamed: ``fit`` never holds
+            its rows, only chunks (O(chunk_size * m + m^2) memory;
+            docs/data-sources.md, "Fitting from a source"), and the source carries the
+            targets and noise variances, so ``y`` and ``sample_noise_variance`` stay None.
+            The standardization comes from the source's one-pass summary. Equal to the fit
+            on the same rows as arrays (the same floats, chunk for chunk).
+        y : array-like of shape (n_samples,); None when X is a data source
         progress : callable, optional
             ``progress(rows_done)``, called after each chunk of a streaming pass over the
-            data (the command line draws a progress bar with it).
+            data (the command line draws a progress bar with it). When X is a data source
+            every pass is reported, and ``progress.start_pass(name, total_rows)``, if the
+            callable has it, is called before each one with the pass's name ("summary
+            pass", "statistics pass", "learning evaluation K", "conditioning pass") and its
+            number of rows (None while unknown).
         sample_noise_variance : array-like of shape (n_samples,), optional
             Known noise variances v_i of the observations (measurement errors, >= 0, in the
             units of y squared), added to the learned ``noise_variance``: the noise of row i
@@ -157,69 +136,86 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self
         """
         self._validate_params()
-        # validate_data gives scikit-learn's checks (sparse, complex, n_features_in_, column
-        # vectors); finiteness is left to check_matrix, whose message names the bad entry.
-        X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite=False)
-        X = check_matrix(X, "X")
-        y = check_vector(y, "y", n_samples=X.shape[0])
+        streamed = isinstance(X, DataSource)
+        if streamed:
+            given = [name for name, value in (("y", y), ("sample_noise_variance",
+                                                         sample_noise_variance))
+                     if value is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} must be None when X is a data source "
+                                 "(the source carries its targets and noise variances)")
+            self._check_streaming()
+            n_dims = X.n_dims
+        else:
+            # validate_data gives scikit-learn's checks (sparse, complex, n_features_in_,
+            # column vectors); finiteness is left to check_matrix, whose message names the
+            # bad entry.
+            X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite=False)
+            X = check_matrix(X, "X")
+            y = check_vector(y, "y", n_samples=X.shape[0])
+            n_dims = X.shape[1]
         kernel = kernels.get(self.kernel)
-        kernel.check_n_dims(X.shape[1])
+        kernel.check_n_dims(n_dims)
         noise_variance = check_positive_scalar(self.noise_variance, "noise_variance")
         noise_bounds = check_bounds(self.noise_variance_bounds, "noise_variance_bounds")
         check_within_bounds(noise_variance, noise_bounds, "noise_variance")
         n_restarts = check_positive_int(self.n_restarts, "n_restarts", minimum=0)
-
-        # the one-pass summary of the data (bounding box, means, stds; docs/data-sources.md)
-        summary = ArraySource(X, y).summary() if self.normalize_X or self.normalize_y else None
-        X_mean, X_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
-        if self.normalize_X:
-            # a kernel of x + z (not shift-invariant) needs x >= 0: scale only, no centring
-            X_mean, X_scale = summary.X_standardization(center=kernel.shift_invariant)
-        X = (X - X_mean) / X_scale
-        y_mean, y_std = 0.0, 1.0
-        if self.normalize_y:                    # constant targets: centre only (std 1)
-            y_mean, y_std = summary.y_standardization()
-        y_fit = (y - y_mean) / y_std
-        if sample_noise_variance is not None:
-            sample_noise_variance = _check_sample_noise_variance(sample_noise_variance,
-                                                                 X.shape[0]) / y_std**2
+        if streamed:
+            data = StreamedData(X, kernel, self.normalize_X, self.normalize_y, progress,
+                                dtype=getattr(self, "dtype", None),
+                                probe_rows=self._probe_rows())
+            self.n_features_in_ = n_dims
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:
+            data = InMemoryData(X, y, kernel, self.normalize_X, self.normalize_y,
+                                sample_noise_variance, progress)
 
         build_rng, restart_rng = as_generator(self.random_state).spawn(2)
         hyperparameters = Hyperparameters(kernel, noise_variance, noise_bounds)
-        state = self._prepare(X, kernel, build_rng,
-                              {"y": y_fit, "noise_variance": noise_variance,
-                               "noise_variance_lower": hyperparameters.noise_variance_lower})
+        state = self._prepare(data.build_inputs, kernel, build_rng,
+                              {"y": data.y, "noise_variance": noise_variance,
+                               "noise_variance_lower": hyperparameters.noise_variance_lower,
+                               "n_samples": data.n_samples})
         # One objective serves learning and conditioning, so a fixed-basis map (GLF) makes
         # a single pass over the data.
-        objective = self._objective(state, hyperparameters, X, y_fit, progress,
-                                    sample_noise_variance)
+        data.stage("statistics pass")
+        objective = self._objective(state, hyperparameters, data.X, data.y, data.progress,
+                                    data.noise_variance)
         result = None
         if self.optimize:
             hyperparameters, result = learn_hyperparameters(
-                objective, hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
+                Staged(objective, data.stage),
+                hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
                 n_restarts=n_restarts, rng=restart_rng)
+        data.stage("conditioning pass")
         posterior = objective.posterior(hyperparameters)
         noise_only = getattr(posterior, "noise_only_log_marginal_likelihood", None)
         if noise_only is None:       # a composite likelihood brings its own comparison
-            noise_only = noise_only_log_marginal_likelihood(y_fit)
-        diagnostics = self._diagnose(posterior, result, X, y, y_mean, y_std, noise_only)
-        self._set_fitted(posterior, optimization_result=result, y_train_mean=y_mean,
-                         y_train_std=y_std, training_data=(X, y_fit, sample_noise_variance),
-                         X_train_mean=X_mean,
-                         X_train_scale=X_scale, noise_only_log_marginal_likelihood=noise_only,
+            noise_only = data.noise_only_log_marginal_likelihood()
+        data.stage("probe rows pass")
+        diagnostics = self._diagnose(posterior, result, data, noise_only)
+        self._set_fitted(posterior, optimization_result=result, y_train_mean=data.y_mean,
+                         y_train_std=data.y_std, training_data=data.kept(),
+                         X_train_mean=data.X_mean,
+                         X_train_scale=data.X_scale, noise_only_log_marginal_likelihood=noise_only,
                          fit_warnings=[message for message, _ in diagnostics])
         for message, category in diagnostics:
             warnings.warn(message, category, stacklevel=2)
         return self
 
-    def _diagnose(self, posterior, result, X, y, y_mean, y_std, noise_only):
+    def _check_streaming(self) -> None:
+        """Raise when this estimator cannot fit from a data source without its rows."""
+
+    def _diagnose(self, posterior, result, data, noise_only):
         """[(message, warning class)] of a finite fit; raise NonFiniteResultError otherwise.
 
-        X are the (standardized) training inputs, y the targets in their own units.
+        ``data`` is the fit's training data (:mod:`scalegp._training_data`).
         Predictions are checked at ``PROBE_ROWS`` evenly spaced training rows.
         """
         value = float(posterior.log_marginal_likelihood)
-        probe = X[np.linspace(0, X.shape[0] - 1, min(X.shape[0], self._probe_rows())).astype(int)]
+        y_mean, y_std = data.y_mean, data.y_std
+        probe = data.rows(probe_indices(data.n_samples, self._probe_rows()))
         mean, var = posterior.predict(self._prediction_input(probe), return_var=True)
         problems = [
             f"{what} {bad}" for what, bad in (
@@ -230,7 +226,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 ("predictive std at a training input", _non_finite(np.sqrt(var) * y_std)),
             ) if bad is not None]
         if problems:
-            largest = float(np.max(np.abs(y)))
+            largest = data.largest_abs_y
             advice = ("pass normalize_y=True" if not self.normalize_y else
                       "rescale the targets or the inputs (normalize_X=True)")
             raise NonFiniteResultError(
@@ -620,6 +616,21 @@ class LowRankGPRegressor(_GPRegressor):
                                       f"solver={self.solver!r}")
         return local_models.LOCAL_KINDS[self.local]
 
+    def _check_streaming(self) -> None:
+        if self.local is not None:
+            raise ValueError(
+                f"local={self.local!r} needs the training rows in memory (it routes them to "
+                "centres and searches neighbourhoods), so it fits arrays, not a streaming "
+                "data source: read the rows into arrays, or use local=None")
+        map_class = features.get(self.approximation)
+        if not map_class.builds_from_bounding_box:
+            streaming = [name for name in features.names()
+                         if features.get(name).builds_from_bounding_box]
+            raise ValueError(
+                f"approximation {self.approximation!r} builds its map from the training rows "
+                "themselves, so it fits arrays, not a streaming data source; the maps built "
+                f"from the data's bounding box stream: {', '.join(streaming)}")
+
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
         if self._check_local() is not None:
@@ -802,6 +813,12 @@ class ExactGPRegressor(_GPRegressor):
         self.normalize_y = normalize_y
         self.normalize_X = normalize_X
         self.random_state = random_state
+
+    def _check_streaming(self) -> None:
+        raise ValueError(
+            "ExactGPRegressor builds n x n matrices of its training rows, so it fits arrays "
+            f"(at most {exact.MAX_EXACT_SAMPLES} rows), not a streaming data source; read the "
+            "rows into arrays, or stream a LowRankGPRegressor")
 
     def _prepare(self, X, kernel, rng, fit_context):
         return None

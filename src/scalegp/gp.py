@@ -434,7 +434,9 @@ class MarginalLikelihood:
         # the gradient pass of accumulate_gradient (not the fixed basis, not the repair)
         streams_gradient = (self.basis_statistics is None
                             and not (feature_map.signs is not None and signed_rule == "repair"))
-        self._feature_budget = feature_cache_budget(self.dtype) if streams_gradient else 0
+        # an out-of-core source promises O(chunk m + m^2) memory: no O(n m) features kept
+        keeps = streams_gradient and not self.source.out_of_core
+        self._feature_budget = feature_cache_budget(self.dtype) if keeps else 0
 
     @property
     def kernel(self) -> Kernel:

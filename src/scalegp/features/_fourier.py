@@ -59,6 +59,10 @@ class FourierFeatureMap(FeatureMap):
     frequency_signs: np.ndarray | None = None
     phase_shifts: np.ndarray | None = None
 
+    # every build reads X through data_centre (the bounding box) and n_dims only; a subclass
+    # that reads the rows themselves must set this False
+    builds_from_bounding_box = True
+
     @property
     def n_frequencies(self) -> int:
         return self.omega.shape[0]

@@ -55,6 +55,12 @@ class FeatureMap(abc.ABC):
     #: call unless the user gave them: "y" (the training targets, normalized if asked),
     #: "noise_variance" (the starting value) and "noise_variance_lower" (the box's lower end).
     fit_context: ClassVar[tuple[str, ...]] = ()
+    #: True when :meth:`build` reads X only through its number of columns and bounding box
+    #: (and n, through the fit-context option "n_samples" where it lists it): the estimator
+    #: then builds the map for a streaming data source from the summary's box corners
+    #: (docs/data-sources.md, "Fitting from a source"). A map that reads the rows themselves
+    #: (landmarks, a search on the data) keeps False and refuses streaming sources.
+    builds_from_bounding_box: ClassVar[bool] = False
     #: m used when the estimator's ``n_components`` is None; None: :meth:`build` receives
     #: None and derives m from the problem (Gauss-Legendre features with ``n_nodes="auto"``).
     default_n_components: ClassVar[int | None] = DEFAULT_N_COMPONENTS

@@ -126,7 +126,8 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     description = ("Gauss-Legendre features: truncated tensor Gauss-Legendre rule, basis "
                    "independent of the hyperparameters (O(s^3) learning steps)")
     reference = "Fink Shustin & Avron, JMLR 2022"
-    fit_context = ("y", "noise_variance", "noise_variance_lower", "node_search")
+    fit_context = ("y", "noise_variance", "noise_variance_lower", "node_search", "n_samples")
+    builds_from_bounding_box = True     # n_nodes="auto" excepted: it refuses a box (build)
     default_n_components = None     # build derives s for "auto" (glf_selection.auto_budget)
 
     def __post_init__(self):
@@ -181,7 +182,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, n_nodes=None,
               epsilon=DEFAULT_EPSILON, noise_variance_lower=DEFAULT_NOISE_VARIANCE_LOWER,
               tolerance=DEFAULT_TOLERANCE, y=None, noise_variance=None,
-              half_width=None, node_search=None):
+              half_width=None, node_search=None, n_samples=None):
         """Choose the truncation box and node counts for the data box and Theta.
 
         Parameters
@@ -226,6 +227,9 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             The search of ``n_nodes="auto"``, :func:`scalegp.glf_selection.search_node_counts`
             (it needs the engine, which no feature map imports); the estimators and
             :class:`scalegp.FeatureMapTransformer` supply it.
+        n_samples : int, optional
+            n, when X is not all the training rows but their bounding box (a streaming fit,
+            :attr:`builds_from_bounding_box`); default X's row count.
 
         Notes
         -----
@@ -243,6 +247,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         """
         X = check_matrix(X, "X")
         n, d = X.shape
+        n = n if n_samples is None else check_positive_int(n_samples, "n_samples")
         kernel.check_n_dims(d)
         _require_support(cls, kernel)
         epsilon = check_positive_scalar(epsilon, "epsilon")
@@ -266,6 +271,11 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
                        selection="theory: Theorems 11-12 with Q = R", **common)
         else:
             if isinstance(n_nodes, str) and n_nodes == "auto":
+                if n != X.shape[0]:
+                    raise ValueError(
+                        "n_nodes='auto' searches on the training rows themselves, and a "
+                        f"streaming data source holds {n} rows outside memory: give n_nodes "
+                        "(integers) or n_components, or fit on arrays")
                 if y is None:
                     raise ValueError("n_nodes='auto' compares likelihoods, so y (the training "
                                      "targets) must be given as an option, got y=None")
@@ -619,7 +629,8 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
     description = ("Gauss-Legendre features of the reciprocal semigroup kernel (non-negative "
                    "inputs): Laplace-transform nodes on [0, Q]")
     reference = "Fink Shustin & Avron, JMLR 2022, Section 6.3"
-    fit_context = ("noise_variance_lower",)
+    fit_context = ("noise_variance_lower", "n_samples")
+    builds_from_bounding_box = True
 
     def __post_init__(self):
         d = check_positive_int(self.n_dims, "n_dims")
@@ -649,12 +660,15 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
 
     @classmethod
     def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, n_nodes=None,
-              epsilon=DEFAULT_EPSILON, noise_variance_lower=DEFAULT_NOISE_VARIANCE_LOWER):
+              epsilon=DEFAULT_EPSILON, noise_variance_lower=DEFAULT_NOISE_VARIANCE_LOWER,
+              n_samples=None):
         """Truncation from epsilon, Theta and n; q_j = ``n_nodes`` (an int or one per
         dimension) or the largest equal counts with prod_j q_j <= ``n_components``.
-        ``rng`` is not used (the rule is deterministic)."""
+        ``rng`` is not used (the rule is deterministic). ``n_samples``: n when X is the
+        bounding box of the training rows (a streaming fit), default X's row count."""
         X = check_matrix(X, "X")
         n, d = X.shape
+        n = n if n_samples is None else check_positive_int(n_samples, "n_samples")
         if not cls.supports(kernel):
             raise ValueError(f"kernel {kernel!r} is not supported by {cls.name}: it has no "
                              "Laplace representation k(x, z) = s int e^{-eta^T (x + z)} "
