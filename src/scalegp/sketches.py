@@ -170,7 +170,7 @@ def variance_terms(sketch: str, degree: int, u, v, n_dims_padded: int | None = N
     elif sketch in ("complex-rademacher", "complex-srht"):
         V1 = 0.5 * ((N + t**2 - S) ** n + (2 * t**2 - S) ** n) - t2n
     else:
-        raise ValueError("TensorSketch has no (V1, C) form; use sketch_variance")
+        raise ValueError("TensorSketch has no (V1, C) form; use variance_parts")
     if sketch in ("srht", "complex-srht"):
         d = n_dims_padded if n_dims_padded is not None else padded_dims(np.shape(u)[-1])
         if d < 2:
@@ -182,11 +182,34 @@ def variance_terms(sketch: str, degree: int, u, v, n_dims_padded: int | None = N
     return V1, C
 
 
+def variance_parts(sketch: str, degree: int, u, v, n_dims_padded: int | None = None):
+    """(a, b) with Var[Phi_n(u)^T Phi_n(v)] = a / D + b w(D) (:func:`correlation_weight`):
+    (V1, C) of :func:`variance_terms` for product sketches and TensorSRHT; for TensorSketch
+    a = M_B^n + M_C^n - 2 t^{2n}, b = M_BC^n - M_B^n - M_C^n + t^{2n} (spec A.3.2)."""
+    if sketch != "tensorsketch":
+        return variance_terms(sketch, degree, u, v, n_dims_padded)
+    t, N, S = pair_moments(np.asarray(u, float), np.asarray(v, float))
+    n, t2n = degree, t ** (2 * degree)
+    MB, MC, MBC = N + t**2 - S, 2 * t**2 - S, N + 2 * t**2 - 2 * S
+    return MB**n + MC**n - 2 * t2n, MBC**n - MB**n - MC**n + t2n
+
+
+def correlation_weight(sketch: str, n_features, n_dims_padded: int):
+    """w(D): P(D) / D^2 for TensorSRHT, c_D = (1 or 2) / D^2 (D odd or even) for TensorSketch,
+    0 for the plain product sketches."""
+    D = np.asarray(n_features)
+    if sketch in ("srht", "complex-srht"):
+        return correlated_pairs(D, n_dims_padded) / D**2
+    if sketch == "tensorsketch":
+        return np.where(D % 2 == 0, 2.0, 1.0) / D**2
+    return np.zeros(D.shape)
+
+
 def sketch_variance(sketch: str, degree: int, n_features: int, u, v,
                     n_dims_padded: int | None = None):
     """Var[Phi_n(u)^T Phi_n(v)] in closed form (Re part for complex sketches; Table 1 of
     Wacker & Filippone 2022, spec A.3.2), for D = n_features features (complex features for
-    complex sketches) and inputs u, v (..., d).
+    complex sketches) and inputs u, v (..., d); d is padded to a power of 2 for TensorSRHT.
 
     Product sketches: (m^n - t^{2n}) / D (m the per-feature second moment of Table 1);
     complex: (m^n + m_p^n)/2 - t^{2n} over D. TensorSRHT adds P(D) C / D^2.
@@ -195,15 +218,7 @@ def sketch_variance(sketch: str, degree: int, n_features: int, u, v,
 
         Var = (M_B^n + M_C^n - 2 t^{2n}) / D + c_D (M_BC^n - M_B^n - M_C^n + t^{2n}).
     """
-    D = int(n_features)
-    if sketch == "tensorsketch":
-        t, N, S = pair_moments(np.asarray(u, float), np.asarray(v, float))
-        n = degree
-        MB, MC, MBC = N + t**2 - S, 2 * t**2 - S, N + 2 * t**2 - 2 * S
-        c = (2.0 if D % 2 == 0 else 1.0) / D**2
-        return (MB**n + MC**n - 2 * t ** (2 * n)) / D + c * (MBC**n - MB**n - MC**n
-                                                             + t ** (2 * n))
-    V1, C = variance_terms(sketch, degree, u, v, n_dims_padded)
+    check_sketch(sketch)
     d = n_dims_padded if n_dims_padded is not None else padded_dims(np.shape(u)[-1])
-    P = correlated_pairs(D, d) if sketch in ("srht", "complex-srht") else 0
-    return V1 / D + P * C / D**2
+    a, b = variance_parts(sketch, degree, u, v, d)
+    return a / n_features + b * correlation_weight(sketch, int(n_features), d)
