@@ -1,7 +1,7 @@
-"""Maclaurin features (Wacker & Filippone 2022, Eqs. 3-5; spec A.2-A.6): the explicit 1-D map
+"""Maclaurin features (Wacker & Filippone 2022, Eqs. 3-5; docs/maclaurin.md): the explicit 1-D map
 is the truncated series, the sketched map is unbiased for it, the optimized allocation beats
 a uniform one, and far from the data vanilla Maclaurin collapses while the test-point-centred
-local model returns to the prior (Theorem 3.1, reconstruction of spec A.6)."""
+local model returns to the prior (Theorem 3.1, our reconstruction; docs/maclaurin.md, "Options and limits")."""
 
 import math
 
@@ -19,7 +19,7 @@ Maclaurin = features.get("maclaurin")
 
 
 def truncated_kernel(X, Y, kernel, degree):
-    """k_p = k Q(p + 1, x~^T y~) (spec A.2, for x~^T y~ >= 0) or the series itself."""
+    """k_p = k Q(p + 1, x~^T y~) (docs/maclaurin.md, "The expansion", for x~^T y~ >= 0) or the series itself."""
     U, V = X / kernel.length_scale, Y / kernel.length_scale
     G = U @ V.T
     series = sum(G**n / math.factorial(n) for n in range(degree + 1))
@@ -35,7 +35,7 @@ def test_explicit_map_is_the_truncated_series():
     Psi = fmap.features(X, kernel)
     np.testing.assert_allclose(Psi @ Psi.T, truncated_kernel(X, X, kernel, 9), rtol=1e-12,
                                atol=1e-15)
-    # the identity of spec A.2 for x~^T y~ >= 0
+    # the identity of docs/maclaurin.md, "The expansion" for x~^T y~ >= 0
     G = (X / 0.7) @ (X / 0.7).T
     np.testing.assert_allclose(Psi @ Psi.T, kernel(X, X) * gammaincc(10, G), rtol=1e-12,
                                atol=1e-15)
@@ -116,7 +116,7 @@ def test_far_from_data_vanilla_collapses_and_local_returns_to_prior():
     vanilla = sg.LowRankGPRegressor(**common).fit(X, y)
     mean, std = vanilla.predict(far, return_std=True)
     assert np.all(np.abs(mean) < 1e-12) and np.all(std < 1e-12)
-    # the bound of spec A.6 for x = y: k_p(x, x) = s e^{-|x~|^2} sum_{n<=p} |x~|^{2n}/n!
+    # the bound of docs/maclaurin.md, "Options and limits", for x = y: k_p(x, x) = s e^{-|x~|^2} sum_{n<=p} |x~|^{2n}/n!
     Psi = vanilla.feature_map_.features(far, kernel)
     bound = np.exp(-(far[:, 0] / 0.3) ** 2) * sum((far[:, 0] / 0.3) ** (2 * n)
                                                  / math.factorial(n) for n in range(10))

@@ -1,4 +1,4 @@
-"""Polynomial sketches (spec A.3): unbiased for (u^T v)^n, and the empirical variance matches
+"""Polynomial sketches (docs/maclaurin.md, "Polynomial sketches"): unbiased for (u^T v)^n, and the empirical variance matches
 the closed form (Table 1; the exact TensorSketch formula of A.3.2) within 5 %.
 
 The number of draws R is derived, not chosen: the relative standard error of a sample

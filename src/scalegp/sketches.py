@@ -1,7 +1,7 @@
 """Polynomial sketches: random maps Phi_n with E[Phi_n(u)^T Phi_n(v)] = (u^T v)^n.
 
 Wacker & Filippone 2022, Appendix A and Table 1; Wacker, Kanagawa & Filippone, "Improved
-random features for dot product kernels", Sections 3-4 (methods spec A.3; docs/maclaurin.md).
+random features for dot product kernels", Sections 3-4 (docs/maclaurin.md, "Polynomial sketches").
 
 Every sketch of degree n with D features is stored as n projection matrices W_1..W_n of
 shape (d, D) (the array ``projections`` of shape batch + (n, d, D)), so that one code path
@@ -25,7 +25,7 @@ Re(Phi_n(u)^T conj(Phi_n(v))) exactly, so a complex sketch with D complex featur
 real columns.
 
 :func:`sketch_variance` is the closed-form variance of each (Table 1, with the exact
-TensorSketch formula of spec A.3.2; the authors' ``pseudo_var_tensor_sketch`` is not exact
+TensorSketch formula derived for this library (docs/maclaurin.md, "Polynomial sketches"); the authors' ``pseudo_var_tensor_sketch`` is not exact
 for n >= 2).
 """
 
@@ -74,7 +74,7 @@ def draw_projections(sketch: str, degree: int, n_dims: int, n_features: int,
     batch + (degree, n_dims, n_features), complex for complex sketches.
 
     TensorSRHT draws, per factor and per block of d_pad = :func:`padded_dims` rows, a
-    Rademacher diagonal and a permutation (spec A.3.1 step 3, independent blocks) and keeps
+    Rademacher diagonal and a permutation (independent blocks) and keeps
     the rows of the first n_dims inputs (the padding zeros meet the others).
     """
     check_sketch(sketch)
@@ -137,7 +137,7 @@ def combine_derivative(sketch: str, factors: np.ndarray, dfactors: np.ndarray) -
 
 # ------------------------------------------------------------------ closed-form variances
 def pair_moments(u: np.ndarray, v: np.ndarray):
-    """t = u^T v, N = |u|^2 |v|^2, S = sum_k u_k^2 v_k^2 (spec A.3.2), over the last axis."""
+    """t = u^T v, N = |u|^2 |v|^2, S = sum_k u_k^2 v_k^2 (docs/maclaurin.md, "Polynomial sketches"), over the last axis."""
     t = np.sum(u * v, axis=-1)
     N = np.sum(u * u, axis=-1) * np.sum(v * v, axis=-1)
     S = np.sum(u * u * v * v, axis=-1)
@@ -185,7 +185,7 @@ def variance_terms(sketch: str, degree: int, u, v, n_dims_padded: int | None = N
 def variance_parts(sketch: str, degree: int, u, v, n_dims_padded: int | None = None):
     """(a, b) with Var[Phi_n(u)^T Phi_n(v)] = a / D + b w(D) (:func:`correlation_weight`):
     (V1, C) of :func:`variance_terms` for product sketches and TensorSRHT; for TensorSketch
-    a = M_B^n + M_C^n - 2 t^{2n}, b = M_BC^n - M_B^n - M_C^n + t^{2n} (spec A.3.2)."""
+    a = M_B^n + M_C^n - 2 t^{2n}, b = M_BC^n - M_B^n - M_C^n + t^{2n} (docs/maclaurin.md, "Polynomial sketches")."""
     if sketch != "tensorsketch":
         return variance_terms(sketch, degree, u, v, n_dims_padded)
     t, N, S = pair_moments(np.asarray(u, float), np.asarray(v, float))
@@ -208,12 +208,12 @@ def correlation_weight(sketch: str, n_features, n_dims_padded: int):
 def sketch_variance(sketch: str, degree: int, n_features: int, u, v,
                     n_dims_padded: int | None = None):
     """Var[Phi_n(u)^T Phi_n(v)] in closed form (Re part for complex sketches; Table 1 of
-    Wacker & Filippone 2022, spec A.3.2), for D = n_features features (complex features for
+    Wacker & Filippone 2022; docs/maclaurin.md, "Polynomial sketches"), for D = n_features features (complex features for
     complex sketches) and inputs u, v (..., d); d is padded to a power of 2 for TensorSRHT.
 
     Product sketches: (m^n - t^{2n}) / D (m the per-feature second moment of Table 1);
     complex: (m^n + m_p^n)/2 - t^{2n} over D. TensorSRHT adds P(D) C / D^2.
-    TensorSketch, exact (spec A.3.2): with M_B = N + t^2 - S, M_C = 2 t^2 - S,
+    TensorSketch, exact (docs/maclaurin.md, "Polynomial sketches"): with M_B = N + t^2 - S, M_C = 2 t^2 - S,
     M_BC = N + 2 t^2 - 2 S and c_D = 1/D^2 (D odd) or 2/D^2 (D even),
 
         Var = (M_B^n + M_C^n - 2 t^{2n}) / D + c_D (M_BC^n - M_B^n - M_C^n + t^{2n}).

@@ -12,7 +12,7 @@ with Phi_n(u) = u^n for d = 1 (``sketch="explicit"``: psi^T psi = k_p exactly) a
 d >= 2, independent polynomial sketches with D_n features (:mod:`scalegp.sketches`), so that
 E[psi(x)^T psi(y)] = k_p(x, y). The sketch draw does not depend on theta: l enters through
 x~ and the prefactor, so the engine learns theta like for any map. The allocation D_1..D_p
-and the degree p* are chosen by the incremental algorithm on a subsample (spec A.5,
+and the degree p* are chosen by the incremental algorithm on a subsample (docs/maclaurin.md, "Allocation and degree p*";
 :func:`optimize_allocation`). docs/maclaurin.md.
 """
 
@@ -28,9 +28,9 @@ from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from .base import FeatureMap, MapAtTheta, feature_dtype
 
-#: p_min and p_max of the degree search (spec A.5; p_max = 15 as in the paper's code).
+#: p_min and p_max of the degree search (p_max = 15 as in the paper's code).
 MIN_DEGREE, MAX_DEGREE = 2, 15
-#: Rows of the training subsample the allocation is optimized on (spec A.5: M = 500).
+#: Rows of the training subsample the allocation is optimized on (M = 500).
 N_SUBSAMPLE = 500
 
 
@@ -40,7 +40,7 @@ def _factorials(degree: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AllocationStatistics:
-    """Subsample averages of spec A.5: per degree n, Var = a_n / D_n + b_n w(D_n) averaged
+    """Subsample averages (docs/maclaurin.md, "Allocation and degree p*"): per degree n, Var = a_n / D_n + b_n w(D_n) averaged
     with the prefactors c_ij^2 over pairs i > j (``a``, ``b``), and the squared truncation
     bias B_p averaged over all pairs (``bias``, index p = 0..p_max)."""
 
@@ -53,7 +53,7 @@ class AllocationStatistics:
     @classmethod
     def from_subsample(cls, U: np.ndarray, sketch: str, max_degree: int):
         """U: the subsample, centred and divided by l. Non-finite pair values are dropped
-        from the means (spec A.5)."""
+        from the means (docs/maclaurin.md, "Allocation and degree p*")."""
         d_pad = sketches.padded_dims(U.shape[1])
         i, j = np.tril_indices(len(U), k=-1)
         sq = np.sum(U * U, axis=1)
@@ -83,7 +83,7 @@ class AllocationStatistics:
         return g / math.factorial(n) ** 2
 
     def objective(self, allocation) -> float:
-        """L_p = sum_n g_n(D_n) / (n!)^2 + B_p (spec A.5), p = len(allocation)."""
+        """L_p = sum_n g_n(D_n) / (n!)^2 + B_p (docs/maclaurin.md, "Allocation and degree p*"), p = len(allocation)."""
         return float(sum(self.degree_variance(n, D) for n, D in enumerate(allocation, 1))
                      + self.bias[len(allocation)])
 
@@ -146,7 +146,7 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
     projections_imag : ndarray or None
         Their imaginary part (complex sketches), else None.
     expected_error : float
-        L_{p*} of the allocation (spec A.5: E[(k - k_p)^2 + Var] / s^2 on the subsample),
+        L_{p*} of the allocation (E[(k - k_p)^2 + Var] / s^2 on the subsample),
         NaN when the allocation was given or the map is explicit.
     """
 
@@ -182,7 +182,7 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
             ``"explicit"`` (default for d = 1: degree p = m - 1, psi^T psi = k_p exactly) or
             a sketch of :data:`scalegp.sketches.SKETCHES` (default ``"rademacher"``).
         allocation : sequence of int, optional
-            D_1..D_p given (sum <= budget); default: optimized (spec A.5).
+            D_1..D_p given (sum <= budget); default: optimized (docs/maclaurin.md, "Allocation and degree p*").
         min_degree, max_degree : int
             The degree search range (2 and 15).
         n_subsample : int
