@@ -141,3 +141,29 @@ def test_local_kernel_is_exact_at_the_centre(n_dims, sketch):
     np.testing.assert_allclose((others @ at_centre.T)[:, 0], kernel(X, centre[None])[:, 0],
                                rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(at_centre @ at_centre.T, [[1.7]], rtol=1e-12)
+
+
+def summed_kl(mean, var, mean_ref, var_ref):
+    """sum over test points of KL(approx || reference) of the noisy predictive Gaussians."""
+    return 0.5 * np.sum(np.log(var_ref / var) + (var + (mean - mean_ref) ** 2) / var_ref - 1)
+
+
+@pytest.mark.filterwarnings("ignore::scalegp.errors.FitQualityWarning")
+@pytest.mark.parametrize("seed", range(5))
+def test_short_length_scale_local_beats_vanilla_and_rff(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(200, 1))
+    y = np.sinc(2 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    X_test = np.linspace(-3, 3, 100)[:, None]
+    kernel, noise = sg.Gaussian(length_scale=0.2), 0.01
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=noise, optimize=False).fit(X, y)
+    mean_ref, std_ref = exact.predict(X_test, return_std=True)
+    kl = {}
+    for name, options in [("rff", dict(approximation="rff")),
+                          ("vanilla", dict(approximation="maclaurin")),
+                          ("local", dict(approximation="maclaurin", local="test-points"))]:
+        model = sg.LowRankGPRegressor(n_components=10, kernel=kernel, noise_variance=noise,
+                                      optimize=False, random_state=seed, **options).fit(X, y)
+        mean, std = model.predict(X_test, return_std=True)
+        kl[name] = summed_kl(mean, std**2 + noise, mean_ref, std_ref**2 + noise)
+    assert kl["local"] < kl["vanilla"] and kl["local"] < kl["rff"], kl
