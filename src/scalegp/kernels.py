@@ -299,9 +299,10 @@ class Kernel(abc.ABC):
         grad[-1] = self._variance
         return grad
 
-    def gradient(self, X) -> np.ndarray:
-        """dK/d theta_i for the log-parameters, shape (n_params, n, n) (small n only)."""
-        U = self._scaled_differences(X, None)
+    def gradient(self, X, Y=None) -> np.ndarray:
+        """dK/d theta_i of k(X, Y) (Y defaults to X) for the log-parameters, shape
+        (n_params, len(X), len(Y)); memory O(len(X) len(Y) d)."""
+        U = self._scaled_differences(X, Y)
         K = self._variance * self._correlation(U)
         scale_grads = self._variance * self._correlation_grad_log_scale(U)   # (n, n, d)
         if self.anisotropic:
