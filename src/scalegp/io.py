@@ -239,7 +239,7 @@ POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 #: reproduces what a file without them was fitted with.
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
                 "local": None, "local_threshold": 2.0, "local_lazy": False,
-                "local_reoptimize": False}
+                "local_reoptimize": False, "objective": "dtc"}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
