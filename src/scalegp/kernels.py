@@ -304,11 +304,11 @@ class Kernel(abc.ABC):
         (n_params, len(X), len(Y)); memory O(len(X) len(Y) d)."""
         U = self._scaled_differences(X, Y)
         K = self._variance * self._correlation(U)
-        scale_grads = self._variance * self._correlation_grad_log_scale(U)   # (n, n, d)
+        scale_grads = self._correlation_grad_log_scale(U)                    # (n, n', d)
         if self.anisotropic:
-            grads = list(np.moveaxis(scale_grads, -1, 0))
-        else:
-            grads = [scale_grads.sum(axis=-1)]
+            grads = list(self._variance * np.moveaxis(scale_grads, -1, 0))
+        else:           # sum over d first: one (n, n') product with s instead of (n, n', d)
+            grads = [self._variance * scale_grads.sum(axis=-1)]
         grads.append(K)
         return np.stack(grads)
 
