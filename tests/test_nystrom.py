@@ -348,6 +348,9 @@ def test_estimator_refuses_vfe_for_fourier_maps_and_exact_diag_correction(data):
                               objective="vfe").fit(X, y)
     with pytest.raises(ValueError, match="objective"):
         sg.LowRankGPRegressor(objective="titsias").fit(X, y)
+    with pytest.raises(NotImplementedError, match="local models use objective='dtc'"):
+        sg.LowRankGPRegressor(approximation="nystrom", n_components=10, objective="fitc",
+                              local="clusters").fit(X, y)
     model = sg.ExactGPRegressor(optimize=False).fit(X, y)
     with pytest.raises(ValueError, match="diag_correction applies to low-rank models"):
         model.predict(X[:2], return_std=True, diag_correction=True)

@@ -466,7 +466,9 @@ class LowRankGPRegressor(_GPRegressor):
         ``n_nodes="auto"``), ``noise_variance_lower``, the lower end of
         ``noise_variance_bounds`` (the truncation of Proposition 7), and the search of
         ``n_nodes="auto"``, ``node_search``
-        (:func:`scalegp.glf_selection.search_node_counts`).
+        (:func:`scalegp.glf_selection.search_node_counts`). For ``"nystrom"``, ``knots``:
+        "pivoted_cholesky" (default; chosen at the starting hyperparameters), "random",
+        "grid", "kmeans" or an array of shape (m, n_dims) (docs/nystrom.md, section 2).
     normalize_y : bool, default=False
         Fit to (y - mean) / std and map predictions back (standard deviations times std).
         The mean and std are computed on y / 2^e with max|y| < 2^e, so any finite y works.
