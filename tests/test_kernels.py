@@ -177,3 +177,19 @@ def test_bad_matern_nu_and_dimensions():
         sg.Gaussian(length_scale=[1, 2, 3])(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="theta must be a finite vector of length 2"):
         sg.Gaussian().with_theta([0.0, np.nan])
+
+
+@pytest.mark.parametrize("kernel", KERNELS_ARD + KERNELS_ISO, ids=kernel_id)
+def test_cross_gradient_and_shared_scale_sum(kernel):
+    """gradient(X, Y) is the X-Y block of gradient([X; Y]); the one-scale sum that radial
+    kernels override equals the sum of the per-dimension derivatives."""
+    rng = np.random.default_rng(5)
+    X, Y = rng.normal(size=(6, 2)), rng.normal(size=(4, 2))
+    if not kernel.shift_invariant:
+        X, Y = np.abs(X), np.abs(Y)
+    full = kernel.gradient(np.vstack([X, Y]))
+    np.testing.assert_allclose(kernel.gradient(X, Y), full[:, :6, 6:], rtol=1e-13, atol=1e-15)
+    U = kernel._scaled_differences(X, Y)
+    np.testing.assert_allclose(kernel._correlation_grad_log_scale_sum(U),
+                               kernel._correlation_grad_log_scale(U).sum(axis=-1),
+                               rtol=1e-13, atol=1e-15)

@@ -308,7 +308,7 @@ ARRAY_DOMAINS = {
     "local.X_train": "finite", "local.y_train": "finite",
     "local.blend_radius": "positive", "local.scale": "positive", "local.members": "indices",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
-    "feature_map.inputs": "finite", "feature_map.sketch": "finite",
+    "feature_map.inputs": "finite", "feature_map.probes": "finite",
     "gibbs.theta1_grid": "grid", "gibbs.tau": "positive", "gibbs.theta2": "positive",
     "gibbs.theta1_index": "index", "gibbs.weights": "finite",
 }

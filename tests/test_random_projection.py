@@ -97,9 +97,9 @@ def test_features_are_the_projection_and_algorithm_1_identity(options, regressio
     X, _ = regression_data
     kernel = sg.Gaussian(length_scale=[0.8, 1.2], variance=1.4)
     fmap = RP.build(X, kernel, 15, np.random.default_rng(1), **options)
-    assert fmap.sketch.shape == (60, 15 + options.get("oversampling", 0))
+    assert fmap.probes.shape == (60, 15 + options.get("oversampling", 0))
     K = kernel(X)
-    U, _, _ = np.linalg.svd(K @ fmap.sketch, full_matrices=False)
+    U, _, _ = np.linalg.svd(K @ fmap.probes, full_matrices=False)
     Q = dense_projection(K, U[:, :15])
     Psi = fmap.features(X, kernel)
     np.testing.assert_allclose(Psi @ Psi.T, Q, atol=1e-12)
@@ -174,7 +174,7 @@ def test_fixed_accuracy_map_reports_rank_and_condition(regression_data):
     kernel = sg.Gaussian(length_scale=0.9, variance=1.2)
     fmap = RP.build(X, kernel, 60, np.random.default_rng(2), epsilon=1e-3)
     assert fmap.reduction == "nystrom" and fmap.target_error == 1e-3
-    assert fmap.n_components == fmap.rank < fmap.sketch.shape[1] < 60
+    assert fmap.n_components == fmap.rank < fmap.probes.shape[1] < 60
     Psi = fmap.features(X, kernel)
     K = kernel(X)
     assert np.linalg.norm(K - Psi @ Psi.T) <= 1e-3
@@ -183,7 +183,7 @@ def test_fixed_accuracy_map_reports_rank_and_condition(regression_data):
     np.testing.assert_allclose(np.linalg.norm(K - Psi @ Psi.T), fmap.certified_error,
                                rtol=1e-5)
     at = fmap.at(kernel)
-    basis, _ = np.linalg.qr(K @ fmap.sketch)
+    basis, _ = np.linalg.qr(K @ fmap.probes)
     np.testing.assert_allclose(at.condition_number, np.linalg.cond(basis.T @ K @ basis),
                                rtol=1e-9)                               # measured 2e-15
     np.testing.assert_allclose(at.trace_certificate, np.trace(K - Psi @ Psi.T),
@@ -205,7 +205,7 @@ def test_reduced_maps_gradient_and_engine(options, kernel, regression_data):
     X, y = regression_data
     fmap = RP.build(X, kernel, 60 if "epsilon" in options else 30, np.random.default_rng(4),
                     **options)
-    assert fmap.rank < fmap.sketch.shape[1]
+    assert fmap.rank < fmap.probes.shape[1]
     check_features_grad(fmap, kernel, X[:20])
     check_engine_equals_dense(fmap, kernel, X, y, 0.2,
                               np.random.default_rng(5).uniform(-2, 2, size=(8, 2)))
@@ -247,7 +247,7 @@ def test_transductive_inputs_build_the_projection_over_all_points(data_1d):
     everything = np.vstack([X, X_test])
     np.testing.assert_array_equal(fmap.inputs, everything)
     K = kernel(everything)
-    U, _, _ = np.linalg.svd(K @ fmap.sketch, full_matrices=False)
+    U, _, _ = np.linalg.svd(K @ fmap.probes, full_matrices=False)
     Psi = fmap.features(everything, kernel)
     np.testing.assert_allclose(Psi @ Psi.T, dense_projection(K, U[:, :12]), atol=1e-12)
 
@@ -278,22 +278,22 @@ def test_bad_options(options, error, message, regression_data):
 def test_bad_state(regression_data):
     X, _ = regression_data
     sketch = np.ones((60, 4))
-    with pytest.raises(ValueError, match="sketch must have one row per input"):
-        RP(n_dims=2, inputs=X, sketch=sketch[:50], rank=4)
+    with pytest.raises(ValueError, match=r"probes \(the sketch\) must have one row per input"):
+        RP(n_dims=2, inputs=X, probes=sketch[:50], rank=4)
     for rank, oversampling in ((5, 0), (2, 1), (3, 2)):
         with pytest.raises(ValueError, match=f"the sketch must have rank . oversampling = "
                                              f"{rank + oversampling} columns"):
-            RP(n_dims=2, inputs=X, sketch=sketch, rank=rank, oversampling=oversampling)
+            RP(n_dims=2, inputs=X, probes=sketch, rank=rank, oversampling=oversampling)
     with pytest.raises(ValueError, match="oversampling must be an integer >= 0"):
-        RP(n_dims=2, inputs=X, sketch=sketch, rank=5, oversampling=-1)
+        RP(n_dims=2, inputs=X, probes=sketch, rank=5, oversampling=-1)
     with pytest.raises(ValueError, match="reduction must be one of range, nystrom"):
-        RP(n_dims=2, inputs=X, sketch=sketch, rank=2, oversampling=2, reduction="svd")
+        RP(n_dims=2, inputs=X, probes=sketch, rank=2, oversampling=2, reduction="svd")
     for report in ((0.1, None, "trace"), (0.0, 0.01, "trace"), (0.1, -1.0, "trace"),
                    (0.1, 0.01, "spectral"), (10**400, 0.01, "trace"), (True, 0.0, "trace")):
         with pytest.raises(ValueError, match="must all be None .fixed rank. or a positive"):
-            RP(n_dims=2, inputs=X, sketch=sketch, rank=2, oversampling=2,
+            RP(n_dims=2, inputs=X, probes=sketch, rank=2, oversampling=2,
                target_error=report[0], certified_error=report[1], certificate=report[2])
-    assert RP(n_dims=2, inputs=X, sketch=sketch, rank=2, oversampling=2, target_error=0.1,
+    assert RP(n_dims=2, inputs=X, probes=sketch, rank=2, oversampling=2, target_error=0.1,
               certified_error=0.0, certificate="trace").n_components == 2
 
 
@@ -307,14 +307,14 @@ def test_estimator_learns_saves_and_loads(tmp_path, regression_data):
     fmap = model.feature_map_
     assert fmap.target_error == 1e-2 and fmap.rank < 40
     report = fmap.report(model.kernel_)
-    assert report["rank"] == fmap.rank and report["sketch_columns"] == fmap.sketch.shape[1]
+    assert report["rank"] == fmap.rank and report["sketch_columns"] == fmap.probes.shape[1]
     assert report["condition_number"] >= 1 and report["trace_certificate"] > 0
     assert report["target_error"] == 1e-2 and report["certificate"] == "frobenius"
     assert report["certified_error"] <= 1e-2
     sg.save(model, tmp_path / "rp.npz")
     loaded = sg.load(tmp_path / "rp.npz")
     assert loaded.feature_map_.rank == fmap.rank
-    np.testing.assert_array_equal(loaded.feature_map_.sketch, fmap.sketch)
+    np.testing.assert_array_equal(loaded.feature_map_.probes, fmap.probes)
     X_new = np.random.default_rng(9).uniform(-2, 2, size=(7, 2))
     for a, b in zip(model.predict(X_new, return_std=True), loaded.predict(X_new,
                                                                           return_std=True)):

@@ -284,7 +284,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
                               dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
-                              local=kind,
+                              objective=getattr(args, "objective", "dtc"), local=kind,
                               local_threshold=getattr(args, "local_threshold", 2.0),
                               local_lazy=getattr(args, "local_lazy", False),
                               local_neighbors=getattr(args, "local_neighbors", 300),
@@ -387,6 +387,10 @@ def command_fit(args) -> None:
         return
     if getattr(estimator, "local_model_", None) is not None:
         _log(args, estimator.local_model_.describe())
+    report = getattr(estimator, "approximation_diagnostics_", None)
+    if report:
+        _log(args, "approximation: " + ", ".join(f"{key} {value:.4g}" if isinstance(
+            value, float) else f"{key} {value}" for key, value in report.items()))
     _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
@@ -644,6 +648,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")
+    fit.add_argument("--objective", default="dtc", choices=["dtc", "fitc", "vfe"],
+                     help="what learning maximizes (docs/nystrom.md): the DTC / subset-of-"
+                          "regressors likelihood, the FITC-style corrected one, or Titsias' "
+                          "VFE bound (nystrom only); predictions of fitc and vfe models add "
+                          "the diagonal correction to the variance")
     fit.add_argument("--local", choices=sorted(local.LOCAL_KINDS),
                      help="a local (centred) model around the approximation "
                           "(docs/local-models.md): test-points centres every test point on "

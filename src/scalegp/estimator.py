@@ -42,7 +42,8 @@ from ._training_data import InMemoryData, Staged, StreamedData, probe_indices
 from ._training_data import noise_only_log_marginal_likelihood  # noqa: F401 (public here)
 from .data import ArraySource, DataSource
 from .hyperparameters import Hyperparameters
-from .objectives import SOLVERS, low_rank_objective
+from .noise import floored_rows
+from .objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
@@ -297,7 +298,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self._training_data = training_data
 
     # ----------------------------------------------------------------- prediction
-    def predict(self, X, return_std=False, return_cov=False, include_noise=False):
+    def predict(self, X, return_std=False, return_cov=False, include_noise=False,
+                diag_correction=None):
         """Predictive mean, and optionally its standard deviation or covariance.
 
         Parameters
@@ -311,6 +313,12 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             Add the noise variance, ``noise_variance_ * y_train_std_**2`` in target units
             (std and cov are of the latent function by default, as in scikit-learn; with
             the noise they are those of a new observation).
+        diag_correction : bool or None, default=None
+            :class:`LowRankGPRegressor` only: add the prior variance the low-rank model misses,
+            max(k(x, x) - psi(x)^T S psi(x), 0), to the latent variance (docs/nystrom.md,
+            section 4). None: True for ``objective="fitc"`` and ``"vfe"`` (the FITC and
+            SGPR predictive distributions), False for ``"dtc"`` (the subset-of-regressors
+            predictive; True gives the DTC one). The mean does not depend on it.
 
         Returns
         -------
@@ -324,7 +332,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             )
         X = self._validate_test_inputs(X)
         out = self.posterior_.predict(X, return_var=return_std, return_cov=return_cov,
-                                      include_noise=include_noise)
+                                      include_noise=include_noise,
+                                      **self._prediction_options(diag_correction))
         scale = self.y_train_std_
         mean, spread = (out, None) if not (return_std or return_cov) else out
         mean = _check_finite_prediction(mean * scale + self.y_train_mean_, "predictive mean",
@@ -404,6 +413,13 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         value, gradient = objective(theta)
         return (value, gradient) if eval_gradient else value
 
+    def _prediction_options(self, diag_correction) -> dict:
+        """Keyword arguments of ``posterior_.predict`` beyond the common ones."""
+        if diag_correction:
+            raise ValueError(f"diag_correction applies to low-rank models; "
+                             f"{type(self).__name__} has none")
+        return {}
+
     def _validate_test_inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
@@ -450,7 +466,9 @@ class LowRankGPRegressor(_GPRegressor):
         ``n_nodes="auto"``), ``noise_variance_lower``, the lower end of
         ``noise_variance_bounds`` (the truncation of Proposition 7), and the search of
         ``n_nodes="auto"``, ``node_search``
-        (:func:`scalegp.glf_selection.search_node_counts`).
+        (:func:`scalegp.glf_selection.search_node_counts`). For ``"nystrom"``, ``knots``:
+        "pivoted_cholesky" (default; chosen at the starting hyperparameters), "random",
+        "grid", "kmeans" or an array of shape (m, n_dims) (docs/nystrom.md, section 2).
     normalize_y : bool, default=False
         Fit to (y - mean) / std and map predictions back (standard deviations times std).
         The mean and std are computed on y / 2^e with max|y| < 2^e, so any finite y works.
@@ -473,6 +491,15 @@ class LowRankGPRegressor(_GPRegressor):
         variant of the GLF paper's Appendix A.2, which never forms Phi^T Phi (whose condition
         number is Phi's squared): fixed-basis maps (Gauss-Legendre features), homoscedastic
         noise and float64 only (:mod:`scalegp.objectives`).
+    objective : {"dtc", "fitc", "vfe"}, default="dtc"
+        What learning maximizes and the model conditions on (docs/nystrom.md, section 3):
+        "dtc" the likelihood of K = Q + s2 I with Q = Psi S Psi^T (subset of regressors /
+        DTC); "fitc" that of Q + diag(max(k(x, x) - q(x, x), 0)) + s2 I, the FITC-style
+        (modified predictive process) diagonal, for every map; "vfe" the variational bound
+        of Titsias, the DTC likelihood minus tr(K - Q) / (2 s2), conditioned as DTC, for
+        maps with ``bounded_by_kernel`` (``"nystrom"``) and homoscedastic noise only
+        (ValueError otherwise: for a Fourier map tr(K - Q) can be negative). Global models
+        only (local models refuse "fitc" and "vfe").
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
@@ -524,6 +551,11 @@ class LowRankGPRegressor(_GPRegressor):
         At the learned hyperparameters, of the normalized targets if ``normalize_y``.
     posterior_ : scalegp.gp.Posterior
     feature_map_ : scalegp.features.FeatureMap
+    approximation_diagnostics_ : dict
+        The map's report at the learned hyperparameters (``feature_map_.diagnostics``: for
+        ``"nystrom"`` the knot rule, m and ``knot_condition_number`` = cond_2(K_ZZ)), and for
+        ``objective="fitc"`` ``fitc_floored_rows``, the training rows whose
+        k(x, x) - q(x, x) was negative and floored at 0 (empty for a local model).
     local_model_ : scalegp.local.LocalModel or None
         The local model (also ``posterior_``); None when ``local`` is None.
     n_centres_ : int or None
@@ -558,6 +590,7 @@ class LowRankGPRegressor(_GPRegressor):
         "dtype": [str, type, np.dtype],
         "signed_rule": [StrOptions({"repair", "keep"})],
         "solver": [StrOptions(set(SOLVERS))],
+        "objective": [StrOptions(set(OBJECTIVES))],
         "local": [str, None],
         "local_threshold": [Interval(Real, 0, None, closed="neither")],
         "local_lazy": ["boolean"],
@@ -571,7 +604,8 @@ class LowRankGPRegressor(_GPRegressor):
                  n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
                  dtype="float64", signed_rule="repair", solver="cholesky", local=None,
                  local_threshold=2.0, local_lazy=False, local_reoptimize=False,
-                 local_neighbors=300, local_learning_centres=32, random_state=None):
+                 local_neighbors=300, local_learning_centres=32, random_state=None,
+                 objective="dtc"):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -592,6 +626,7 @@ class LowRankGPRegressor(_GPRegressor):
         self.local_neighbors = local_neighbors
         self.local_learning_centres = local_learning_centres
         self.random_state = random_state
+        self.objective = objective
 
     def _check_local(self):
         """The local kind (None for a global model), after the local parameters agree."""
@@ -614,6 +649,9 @@ class LowRankGPRegressor(_GPRegressor):
         if self.solver != "cholesky":
             raise NotImplementedError(f"local models use solver='cholesky', got "
                                       f"solver={self.solver!r}")
+        if self.objective != "dtc":
+            raise NotImplementedError(f"local models use objective='dtc', got "
+                                      f"objective={self.objective!r}")
         return local_models.LOCAL_KINDS[self.local]
 
     def _check_streaming(self) -> None:
@@ -721,7 +759,8 @@ class LowRankGPRegressor(_GPRegressor):
             return self._local_objective(feature_map, hyperparameters, X, y, progress,
                                          sample_noise_variance)
         return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
-                                  dtype=self._dtype, progress=progress,
+                                  objective=self.objective, dtype=self._dtype,
+                                  progress=progress,
                                   signed_rule=self.signed_rule,
                                   sample_noise_variance=sample_noise_variance)
 
@@ -744,6 +783,12 @@ class LowRankGPRegressor(_GPRegressor):
         self.local_model_ = posterior if is_local else None
         self.n_centres_ = posterior.n_centres if is_local else None
         self.local_memory_bytes_ = posterior.memory_bytes if is_local else None
+        self.approximation_diagnostics_ = ({} if is_local else
+                                           posterior.feature_map.diagnostics(posterior.kernel))
+        training = kwargs.get("training_data")
+        if self.objective == "fitc" and not is_local and training is not None:
+            self.approximation_diagnostics_["fitc_floored_rows"] = floored_rows(
+                posterior.at_map, training[0].astype(self._dtype, copy=False))
         if dtype is not None:                   # a loaded model; fit set it in _prepare
             self._dtype = check_dtype(dtype)
         self.dtype_ = self._dtype
@@ -779,6 +824,13 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _prediction_input(self, X):
         return check_matrix(X, "X", dtype=self._dtype)
+
+    def _prediction_options(self, diag_correction) -> dict:
+        if self.local_model_ is not None:
+            return super()._prediction_options(diag_correction)
+        if diag_correction is None:
+            diag_correction = self.objective in ("fitc", "vfe")
+        return {"diag_correction": bool(diag_correction)}
 
 
 @dataclass(frozen=True)

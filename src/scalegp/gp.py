@@ -302,7 +302,8 @@ def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
 
 
 def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
-                   noise: NoiseModel = HOMOSCEDASTIC, features=None) -> np.ndarray:
+                   noise: NoiseModel = HOMOSCEDASTIC, features=None,
+                   trace_weight: float = 0.0) -> np.ndarray:
     """One chunk's share of d log p / d theta, theta = [kernel log-parameters..., log s2]: a pure
     function of the chunk given the factorized system, so shares add in any order.
 
@@ -317,6 +318,11 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     (R&W eq. 5.9), using Psi^T alpha = S beta. For homoscedastic noise the diagonal term is
     left to :func:`noise_gradient`, which needs only the statistics (last entry 0 here).
     ``features``: the chunk's Psi at theta if already computed (the first pass kept it).
+
+    ``trace_weight`` t adds the kernel-parameter share of the VFE term -t/2 tr(K - Psi Psi^T)
+    (t = 1/s2, homoscedastic, S = I; docs/nystrom.md, Eq. V.3):
+    -t/2 sum_i d k(x_i, x_i) / d theta_j + t sum_i psi_i^T dpsi_ij, i.e. Q -> Q - t Psi in the
+    row inner products, at no extra cost.
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta
@@ -326,8 +332,15 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     fitted = Psi @ beta
     dPsi_beta = dPsi.matvec(beta)                              # (P, rows)
     if weights is None:
+        if trace_weight:
+            trace_part = -0.5 * trace_weight * at_map.kernel.diag_gradient(chunk.X).sum(axis=1)
+            Q = Q - trace_weight * Psi
+        else:
+            trace_part = 0.0
         kernel = (dPsi_beta @ chunk.y - dPsi_beta @ fitted) / s2 - dPsi.row_inner(Q).sum(axis=1)
-        return np.append(kernel, 0.0)
+        return np.append(kernel + trace_part, 0.0)
+    if trace_weight:
+        raise NotImplementedError("the VFE trace term is implemented for homoscedastic noise")
     residual = chunk.y - fitted
     kernel = dPsi_beta @ (weights * residual) / s2 - dPsi.row_inner(Q) @ weights
     quadratic = np.einsum("ij,ij->i", Q, Psi)
@@ -338,7 +351,8 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 
 def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
                         noise: NoiseModel = HOMOSCEDASTIC, chunk_size: int | None = None,
-                        dtype=None, kept_features: "KeptFeatures | None" = None) -> np.ndarray:
+                        dtype=None, kept_features: "KeptFeatures | None" = None,
+                        trace_weight: float = 0.0) -> np.ndarray:
     """The sum of :func:`chunk_gradient` over the source's chunks (a second pass), or over the
     (chunk, Psi) pairs the first pass kept (``kept_features`` complete: no feature evaluation)."""
     dtype = check_dtype(dtype)
@@ -346,7 +360,8 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
     gradient = np.zeros(n_params + 1)
     if kept_features is not None and kept_features.complete:
         for chunk, Psi in kept_features.items:
-            gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi)
+            gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi,
+                                       trace_weight=trace_weight)
         return gradient
     if isinstance(source, DistributedSource):
         return source.map_reduce(functools.partial(chunk_gradient, at_map, system=system,
@@ -354,7 +369,8 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
     chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
                                                   dtype.itemsize)
     for chunk in source.chunks(chunk_size):
-        gradient += chunk_gradient(at_map, chunk, system, noise=noise)
+        gradient += chunk_gradient(at_map, chunk, system, noise=noise,
+                                   trace_weight=trace_weight)
     return gradient
 
 
@@ -403,12 +419,17 @@ class MarginalLikelihood:
     approximation is treated; it has no effect on maps without signs. ``noise`` is the noise
     model (:mod:`scalegp.noise`); per-row known variances come with the data
     (``sample_noise_variance``, or a source's per-row noise variances).
+
+    ``variational=True`` gives the VFE bound of Titsias (2009) instead (docs/nystrom.md,
+    Eq. V.1): log p(y) - tr(K - Psi Psi^T) / (2 s2), for maps whose Psi Psi^T never exceeds K
+    (``feature_map.bounded_by_kernel``, e.g. Nystrom) and homoscedastic noise; ``value``,
+    the gradient and the posterior's ``log_marginal_likelihood`` are then the bound's.
     """
 
     def __init__(self, feature_map: FeatureMap, hyperparameters, X, y=None, *,
                  chunk_size: int | None = None, dtype=None, progress=None,
                  signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
-                 sample_noise_variance=None):
+                 sample_noise_variance=None, variational: bool = False):
         if signed_rule not in SIGNED_RULES:
             raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
         self.feature_map = feature_map
@@ -425,9 +446,13 @@ class MarginalLikelihood:
             raise NotImplementedError(
                 "the positive-part repair of a signed rule is defined for homoscedastic noise "
                 "only; use signed_rule='keep' or a map without negative weights")
+        self.variational = bool(variational)
+        if self.variational:
+            _check_variational(feature_map, self.homoscedastic)
         self.n_evaluations = 0
         self.basis_statistics = None
-        if isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic:
+        if (isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic
+                and not self.variational):
             self.basis_statistics = BasisStatistics.accumulate(
                 feature_map, self.source, chunk_size=chunk_size, dtype=self.dtype,
                 progress=progress)
@@ -457,7 +482,21 @@ class MarginalLikelihood:
         statistics = self.statistics(at_map, noise_variance, progress, keep_features)
         value, system, conditioned = condition(statistics, noise_variance,
                                                self.feature_map.signs, self.signed_rule)
+        if self.variational:
+            value -= self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
         return at_map, statistics, value, system, conditioned
+
+    def _missing_trace(self, at_map: MapAtTheta, statistics: Statistics) -> float:
+        """tr(K - Psi Psi^T) = sum_i k(x_i, x_i) - tr(G): n s for a shift-invariant kernel,
+        otherwise one pass over X (kernel diagonals only, no features)."""
+        kernel = at_map.kernel
+        if kernel.shift_invariant:
+            kernel_trace = statistics.n_samples * kernel.variance
+        else:
+            chunk_size = self.chunk_size or default_chunk_size(at_map.n_components)
+            kernel_trace = sum(float(kernel.diag(chunk.X).sum())
+                               for chunk in self.source.chunks(chunk_size))
+        return kernel_trace - float(np.trace(statistics.gram))
 
     def value(self, theta) -> float:
         return self._condition(theta)[2]
@@ -477,11 +516,15 @@ class MarginalLikelihood:
                                      self.feature_map.log_weights_grad(at_map.kernel)),
                 noise_gradient(conditioned, system))
         else:
+            noise_variance = self.hyperparameters.values(theta)[1]
+            trace_weight = 1.0 / noise_variance if self.variational else 0.0
             gradient = accumulate_gradient(at_map, self.source, system, noise=self.noise,
                                            chunk_size=self.chunk_size, dtype=self.dtype,
-                                           kept_features=kept)
+                                           kept_features=kept, trace_weight=trace_weight)
             if self.homoscedastic:
                 gradient[-1] = noise_gradient(conditioned, system)
+            if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
+                gradient[-1] += self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
         return value, gradient
 
     def _positive_part_gradient(self, at_map: MapAtTheta, system: FactorizedSystem,
@@ -503,6 +546,19 @@ class MarginalLikelihood:
         pass over the data), otherwise from one streaming pass."""
         at_map, statistics, value, system, _ = self._condition(theta, self.progress)
         return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples)
+
+
+def _check_variational(feature_map: FeatureMap, homoscedastic: bool) -> None:
+    """The VFE bound needs K - Psi Psi^T >= 0 (a Nystrom-type map) and d_i = s2."""
+    if not feature_map.bounded_by_kernel:
+        raise ValueError(
+            f"the VFE objective needs a map whose approximation Psi Psi^T never exceeds the "
+            f"kernel (a Nystrom-type projection, bounded_by_kernel); {feature_map.name!r} is "
+            "not one: tr(K - Q) can be negative and the bound fails. Use objective='dtc' or "
+            "'fitc', or approximation='nystrom'")
+    if not homoscedastic:
+        raise NotImplementedError("the VFE objective is implemented for homoscedastic noise "
+                                  "only (no sample_noise_variance)")
 
 
 @dataclass(frozen=True)

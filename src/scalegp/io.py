@@ -292,7 +292,7 @@ POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
                 "local": None, "local_threshold": 2.0, "local_lazy": False,
                 "local_reoptimize": False, "local_neighbors": 300,
-                "local_learning_centres": 32}
+                "local_learning_centres": 32, "objective": "dtc"}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
@@ -513,7 +513,7 @@ ARRAY_FIELDS = (
     _ArrayField(MAP_PREFIX + "theoretical_n_nodes", ("d",), (NOT_NAN_NONNEGATIVE,)),
     # random projection: the points the projection is built on, and the sketch
     _ArrayField(MAP_PREFIX + "inputs", ("points", "d")),
-    _ArrayField(MAP_PREFIX + "sketch", ("points", "sketch_columns")),
+    _ArrayField(MAP_PREFIX + "probes", ("points", "sketch_columns")),
 )
 #: A feature-map array field without a declaration above (a new map): finite numbers.
 DEFAULT_MAP_ARRAY = _ArrayField(MAP_PREFIX + "*", None, kind="number")

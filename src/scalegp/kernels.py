@@ -300,15 +300,15 @@ class Kernel(abc.ABC):
         return grad
 
     def gradient(self, X, Y=None) -> np.ndarray:
-        """dk(X, Y)/d theta_i for the log-parameters, shape (n_params, len(X), len(Y)); Y
-        defaults to X (small sizes only). The last entry (log s) is k(X, Y) itself."""
+        """dK/d theta_i of k(X, Y) (Y defaults to X) for the log-parameters, shape
+        (n_params, len(X), len(Y)); memory O(len(X) len(Y) d)."""
         U = self._scaled_differences(X, Y)
         K = self._variance * self._correlation(U)
-        scale_grads = self._variance * self._correlation_grad_log_scale(U)   # (n, n, d)
         if self.anisotropic:
-            grads = list(np.moveaxis(scale_grads, -1, 0))
+            scale_grads = self._correlation_grad_log_scale(U)                # (n, n', d)
+            grads = list(self._variance * np.moveaxis(scale_grads, -1, 0))
         else:
-            grads = [scale_grads.sum(axis=-1)]
+            grads = [self._variance * self._correlation_grad_log_scale_sum(U)]
         grads.append(K)
         return np.stack(grads)
 
@@ -319,6 +319,11 @@ class Kernel(abc.ABC):
     @abc.abstractmethod
     def _correlation_grad_log_scale(self, U: np.ndarray) -> np.ndarray:
         """d kappa / d log l_j for each dimension j, shape (..., d)."""
+
+    def _correlation_grad_log_scale_sum(self, U: np.ndarray) -> np.ndarray:
+        """sum_j d kappa / d log l_j, shape (...): the derivative in one shared length scale.
+        A radial kernel overrides it with -kappa'(r) r (no (..., d) temporaries)."""
+        return self._correlation_grad_log_scale(U).sum(axis=-1)
 
     # ----------------------------------------------------------------- spectral side
     def _check_frequencies(self, eta) -> np.ndarray:
@@ -536,6 +541,10 @@ class Gaussian(Kernel, names={"gaussian": {}, "rbf": {}}):
     def _correlation_grad_log_scale(self, U):
         return self._correlation(U)[..., None] * U**2
 
+    def _correlation_grad_log_scale_sum(self, U):
+        r2 = np.einsum("...j,...j->...", U, U)
+        return np.exp(-0.5 * r2) * r2
+
     def _log_base_density(self, V):
         d = V.shape[1]
         return 0.5 * d * np.log(2 * np.pi) - 2 * np.pi**2 * np.einsum("ij,ij->i", V, V)
@@ -628,6 +637,17 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
             a = np.sqrt(5.0) * r
             factor = (5.0 / 3.0) * (1 + a) * np.exp(-a)
         return factor[..., None] * U**2
+
+    def _correlation_grad_log_scale_sum(self, U):
+        # sum_j of the above: -kappa'(r) r, with r^2 = sum_j u_j^2
+        r2 = np.einsum("...j,...j->...", U, U)
+        r = np.sqrt(r2)
+        if self.nu == 0.5:
+            return np.exp(-r) * r
+        if self.nu == 1.5:
+            return 3.0 * np.exp(-np.sqrt(3.0) * r) * r2
+        a = np.sqrt(5.0) * r
+        return (5.0 / 3.0) * (1 + a) * np.exp(-a) * r2
 
     def _log_base_density(self, V):
         d = V.shape[1]

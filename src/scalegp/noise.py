@@ -28,12 +28,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance"]
+__all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance", "floored_rows"]
+
+#: Rows per chunk of :func:`floored_rows`.
+_FLOOR_CHUNK = 4096
 
 
 def missing_prior_variance(kernel, X, Psi, signs) -> np.ndarray:
     """c(x) = max(k(x, x) - psi(x)^T S psi(x), 0) for each row, with ``Psi`` = psi(X)."""
     return np.maximum(kernel.diag(X) - _approximate_prior_variance(Psi, signs), 0.0)
+
+
+def floored_rows(at_map, X) -> int:
+    """How many rows of X have k(x, x) - psi(x)^T S psi(x) < 0, floored at 0 by the FITC
+    diagonal (rounding at a Nystrom map's knots; over-shoot of a Fourier map), in chunks."""
+    count = 0
+    for start in range(0, X.shape[0], _FLOOR_CHUNK):
+        chunk = X[start:start + _FLOOR_CHUNK]
+        Psi = np.asarray(at_map.features(chunk), dtype=np.float64)
+        count += int(np.sum(at_map.kernel.diag(chunk)
+                            < _approximate_prior_variance(Psi, at_map.signs)))
+    return count
 
 
 def _approximate_prior_variance(Psi, signs) -> np.ndarray:

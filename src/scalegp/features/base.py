@@ -64,6 +64,10 @@ class FeatureMap(abc.ABC):
     #: m used when the estimator's ``n_components`` is None; None: :meth:`build` receives
     #: None and derives m from the problem (Gauss-Legendre features with ``n_nodes="auto"``).
     default_n_components: ClassVar[int | None] = DEFAULT_N_COMPONENTS
+    #: True when K - Psi S Psi^T is positive semidefinite on any inputs (a Nystrom-type
+    #: projection): then the VFE trace term tr(K - Q) >= 0 and the VFE objective is a lower
+    #: bound of the exact log marginal likelihood (docs/nystrom.md); other maps refuse it.
+    bounded_by_kernel: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -145,6 +149,11 @@ class FeatureMap(abc.ABC):
             ``kernel.bounds``.
         """
         return None
+
+    def diagnostics(self, kernel: Kernel) -> dict:
+        """What the fitted model reports about the map at the kernel's hyperparameters
+        (``LowRankGPRegressor.approximation_diagnostics_``); none by default."""
+        return {}
 
     def state(self) -> dict:
         """The dataclass fields (theta-independent state), for model files."""

@@ -83,7 +83,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     inputs : ndarray (n, d)
         The points the projection is built on: the training inputs (plus the prediction
         points in the transductive mode of the paper's tables).
-    sketch : ndarray (n, r)
+    probes : ndarray (n, r)
         Omega, drawn at build (Gaussian, Rademacher or sphere; theta-independent).
     rank : int
         m, the number of features.
@@ -106,7 +106,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     """
 
     inputs: np.ndarray
-    sketch: np.ndarray
+    probes: np.ndarray
     rank: int
     oversampling: int = 0
     reduction: str = "range"
@@ -114,28 +114,31 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     certified_error: float | None = None
     certificate: str | None = None
 
+    #: Q = K Phi^T (Phi K Phi^T)^{-1} Phi K (truncated or not) is a Nystrom approximation of
+    #: K on the span of K Phi^T, so K - Q is positive semidefinite: the VFE bound holds.
+    bounded_by_kernel = True
     description = ("random projection of K (Algorithm 1 fixed rank, Algorithm 2 fixed "
                    "accuracy): psi(x) = B^{-1} Phi k(X, x)")
     reference = "Banerjee, Dunson & Tokdar, Biometrika 2013"
 
     def __post_init__(self):
         inputs = check_matrix(self.inputs, "inputs", n_dims=self.n_dims)
-        sketch = check_matrix(self.sketch, "sketch")
-        if sketch.shape[0] != inputs.shape[0]:
-            raise ValueError(f"sketch must have one row per input ({inputs.shape[0]}), got "
-                             f"shape {sketch.shape}")
+        probes = check_matrix(self.probes, "probes")
+        if probes.shape[0] != inputs.shape[0]:
+            raise ValueError(f"probes (the sketch) must have one row per input "
+                             f"({inputs.shape[0]}), got shape {probes.shape}")
         _check_size(inputs.shape[0])
         rank = check_positive_int(self.rank, "rank")
         oversampling = check_positive_int(self.oversampling, "oversampling", minimum=0)
-        if sketch.shape[1] != rank + oversampling:
+        if probes.shape[1] != rank + oversampling:
             raise ValueError(f"the sketch must have rank + oversampling = {rank + oversampling} "
-                             f"columns, got shape {sketch.shape}")
+                             f"columns, got shape {probes.shape}")
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}; got "
                              f"{self.reduction!r}")
         _check_report(self.target_error, self.certified_error, self.certificate)
         object.__setattr__(self, "inputs", inputs)
-        object.__setattr__(self, "sketch", sketch)
+        object.__setattr__(self, "probes", probes)
         object.__setattr__(self, "rank", rank)
         object.__setattr__(self, "oversampling", oversampling)
 
@@ -181,14 +184,14 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
             oversampling = check_positive_int(oversampling, "oversampling", minimum=0)
             width = min(rank + oversampling, X.shape[0])
             return cls(n_dims=X.shape[1], inputs=X,
-                       sketch=sketching.draw_sketch(rng, X.shape[0], width, sketch), rank=rank,
+                       probes=sketching.draw_sketch(rng, X.shape[0], width, sketch), rank=rank,
                        oversampling=width - rank)
         if oversampling:
             raise TypeError("oversampling applies to the fixed rank (epsilon=None) only")
         result = sketching.fixed_accuracy(sketching.KernelOperator(kernel, X), epsilon, rng,
                                           max_rank=rank, certificate=certificate,
                                           sketch=sketch)
-        return cls(n_dims=X.shape[1], inputs=X, sketch=result.probes, rank=result.rank,
+        return cls(n_dims=X.shape[1], inputs=X, probes=result.probes, rank=result.rank,
                    oversampling=result.probes.shape[1] - result.rank, reduction="nystrom",
                    target_error=float(epsilon),
                    certified_error=result.error, certificate=certificate)
@@ -206,7 +209,7 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
         "The certificate"): the rank m, the sketch width r, cond(Phi K Phi^T) of the matrix
         factorized, the jitter it needed, tr(K - Q^RP), and Algorithm 2's build report."""
         at = self.at(kernel)
-        return dict(rank=self.rank, sketch_columns=self.sketch.shape[1],
+        return dict(rank=self.rank, sketch_columns=self.probes.shape[1],
                     condition_number=at.condition_number, jitter=at.jitter,
                     trace_certificate=at.trace_certificate, target_error=self.target_error,
                     certified_error=self.certified_error, certificate=self.certificate)
@@ -233,7 +236,7 @@ class RandomProjectionAtTheta(MapAtTheta):
     def __init__(self, feature_map: RandomProjectionFeatures, kernel: Kernel):
         super().__init__(feature_map, kernel)
         self.operator = sketching.KernelOperator(kernel, feature_map.inputs)
-        Y = self.operator.matmat(feature_map.sketch)
+        Y = self.operator.matmat(feature_map.probes)
         self.Q_sketch, self.R_sketch = sketching.positive_qr(Y)        # Y = Q R
         m, r = feature_map.rank, Y.shape[1]
         self.reduced = m < r
@@ -299,7 +302,7 @@ class RandomProjectionAtTheta(MapAtTheta):
         """
         fmap = self.feature_map
         truncated = self.reduced and fmap.reduction == "nystrom"
-        _, dY = self.operator.matmat(fmap.sketch, grad_V=fmap.sketch)         # dK_p Omega
+        _, dY = self.operator.matmat(fmap.probes, grad_V=fmap.probes)         # dK_p Omega
         dA = self._basis_derivative(dY)                                          # (P, n, m')
         P, n, width = dA.shape
         # K dA~ only for the truncation's dC; otherwise the pass gives dK_p Phi^T alone
