@@ -35,6 +35,7 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.special import ndtr
 
+from . import linalg
 from ._memory import available_bytes, check_memory
 from ._validation import check_matrix, check_positive_int, check_vector
 from .data import ArraySource
@@ -305,7 +306,7 @@ class RowsBackend:
             Psi, c, floored = self._features_and_diagonal(h)
             self.n_floored += floored
             scaled = Psi / np.sqrt(c)[:, None]
-            L = np.linalg.cholesky(np.eye(m) + scaled.T @ scaled)
+            L = linalg.cholesky(np.eye(m) + scaled.T @ scaled, name="I + Psi^T C^-1 Psi")[0]
             self.diagonals[h], self.factors[h] = c, L
             self.log_det[h] = np.log(c).sum() + 2 * np.log(np.diag(L)).sum()
             if self.cached:
@@ -332,7 +333,7 @@ class RowsBackend:
         tau, theta2 = state.tau, state.theta2
         r = 1.0 / (c / theta2 + 1.0 / tau)
         A = theta2 * np.eye(self.n_components) + (Psi * r[:, None]).T @ Psi
-        L = np.linalg.cholesky(A)
+        L = linalg.cholesky(A, name="theta2 I + Psi^T R Psi")[0]
         mean = sla.cho_solve((L, True), Psi.T @ (r * self.y))
         w = mean + sla.solve_triangular(L, rng.standard_normal(self.n_components), lower=True,
                                         trans="T")
@@ -371,7 +372,8 @@ class RowsBackend:
             Psi = self.features(h)
             noise = self.diagonals[h] / theta2 + 1.0 / tau           # Lambda
             scaled = Psi / np.sqrt(noise)[:, None]
-            L = np.linalg.cholesky(theta2 * np.eye(m) + scaled.T @ scaled)
+            L = linalg.cholesky(theta2 * np.eye(m) + scaled.T @ scaled,
+                                name="theta2 I + Psi^T Lambda^-1 Psi")[0]
             c = sla.solve_triangular(L, scaled.T @ (self.y / np.sqrt(noise)), lower=True)
             log_det = np.log(noise).sum() + 2 * np.log(np.diag(L)).sum() - m * math.log(theta2)
             out[h] = -0.5 * (self.y @ (self.y / noise) - c @ c + log_det)
