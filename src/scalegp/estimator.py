@@ -41,6 +41,7 @@ from .errors import (ConvergenceWarning, FitQualityWarning, NonFiniteResultError
 from ._training_data import InMemoryData, Staged, StreamedData, probe_indices
 from ._training_data import noise_only_log_marginal_likelihood  # noqa: F401 (public here)
 from .data import ArraySource, DataSource
+from .distributed import DaskSource, is_dask_collection
 from .hyperparameters import Hyperparameters
 from .noise import floored_rows
 from .objectives import OBJECTIVES, SOLVERS, low_rank_objective
@@ -116,7 +117,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             docs/data-sources.md, "Fitting from a source"), and the source carries the
             targets and noise variances, so ``y`` and ``sample_noise_variance`` stay None.
             The standardization comes from the source's one-pass summary. Equal to the fit
-            on the same rows as arrays (the same floats, chunk for chunk).
+            on the same rows as arrays (the same floats, chunk for chunk). A ``dask.array`` X
+            (with a ``dask.array`` y and optionally ``sample_noise_variance``) becomes a
+            :class:`scalegp.distributed.DaskSource`: every pass runs on the Dask workers
+            (docs/distributed.md).
         y : array-like of shape (n_samples,); None when X is a data source
         progress : callable, optional
             ``progress(rows_done)``, called after each chunk of a streaming pass over the
@@ -137,6 +141,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        if is_dask_collection(X):           # rows stay on the workers (docs/distributed.md)
+            X = DaskSource(X, y, sample_noise_variance, dtype=self.dtype
+                           if isinstance(self, LowRankGPRegressor) else None)
+            y = sample_noise_variance = None
         streamed = isinstance(X, DataSource)
         if streamed:
             given = [name for name, value in (("y", y), ("sample_noise_variance",
