@@ -710,10 +710,7 @@ class LowRankGPRegressor(_GPRegressor):
         feature_map = _build_feature_map(self.approximation, X - X.mean(axis=0), kernel,
                                          self.n_components, self.approximation_options,
                                          map_rng, fit_context)
-        if feature_map.signs is not None:
-            raise NotImplementedError(
-                f"local models need an unsigned map; {self.approximation!r} has negative "
-                "quadrature weights here (use another approximation, or local=None)")
+        self._check_unsigned(feature_map)
 
         def build_map(rows, centre, stream):
             context = dict(fit_context)
@@ -725,6 +722,12 @@ class LowRankGPRegressor(_GPRegressor):
 
         self._local_state = _LocalState(feature_map, build_map, centre_rng)
         return self._local_state
+
+    def _check_unsigned(self, feature_map) -> None:
+        if feature_map.signs is not None:
+            raise NotImplementedError(
+                f"local models need an unsigned map; {self.approximation!r} has negative "
+                "quadrature weights here (use another approximation, or local=None)")
 
     def _prepare_neighborhoods(self, X, kernel, rng, fit_context):
         """The cover of X at the starting length scales (kept while learning), and one map
@@ -746,10 +749,7 @@ class LowRankGPRegressor(_GPRegressor):
             feature_map = _build_feature_map(self.approximation, shifted, kernel,
                                              self.n_components, self.approximation_options,
                                              map_rng, context)
-            if feature_map.signs is not None:
-                raise NotImplementedError(
-                    f"local models need an unsigned map; {self.approximation!r} has negative "
-                    "quadrature weights here (use another approximation, or local=None)")
+            self._check_unsigned(feature_map)
         neighborhood_models.check_memory(cover, feature_map, itemsize=self._dtype.itemsize)
         self._local_state = _LocalState(feature_map, None, centre_rng, cover)
         return self._local_state
