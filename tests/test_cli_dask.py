@@ -145,3 +145,21 @@ def test_without_dask_the_error_names_the_extra(files, tmp_path, capsys, monkeyp
     assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler",
                "tcp://127.0.0.1:9") == 2
     assert "pip install 'scalegp[dask]'" in capsys.readouterr().err
+
+
+def test_bad_cells_and_negative_noise_variances_are_one_line(cluster, files, tmp_path,
+                                                              capsys):
+    rows = (files / "data.csv").read_text().splitlines()
+    rows[3] = "1.0,abc,0.5,0.01"
+    (tmp_path / "text.csv").write_text("\n".join(rows) + "\n")
+    rows = (files / "data.csv").read_text().splitlines()
+    rows[1500] = "1.0,0.5,0.5,-0.25"
+    (tmp_path / "negative.csv").write_text("\n".join(rows) + "\n")
+    address = cluster.scheduler_address
+    assert fit(tmp_path / "text.csv", "z", tmp_path / "m.npz", "--dask-scheduler",
+               address) == 2
+    assert "could not read the file" in capsys.readouterr().err
+    assert fit(tmp_path / "negative.csv", "z", tmp_path / "m.npz", "--noise-variance-column",
+               "sigma2", "--dask-scheduler", address, "--dask-block-rows", "700") == 2
+    err = capsys.readouterr().err
+    assert "column 'sigma2' holds noise variances, which must be >= 0; data row 1500" in err

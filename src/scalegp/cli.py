@@ -433,14 +433,25 @@ def _dask_client(args):
         raise CommandError("--dask-scheduler needs Dask's distributed scheduler: pip install "
                            "'scalegp[dask]'") from None
     try:
-        return Client(args.dask_scheduler, timeout=args.dask_timeout,
-                      set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError) as error:
+        client = Client(args.dask_scheduler, timeout=args.dask_timeout, set_as_default=False)
+    except ValueError as error:                    # a malformed address
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: not a scheduler address "
+                           f"({' '.join(str(error).split())}); e.g. tcp://HOST:8786") from None
+    except (OSError, TimeoutError, TypeError) as error:
         text = " ".join(str(error).split()) or type(error).__name__
         raise CommandError(f"--dask-scheduler {args.dask_scheduler}: cannot reach the "
                            f"scheduler within {args.dask_timeout:g} s ({text}); start one "
                            "(`dask scheduler`) or check the address, e.g. "
                            "tcp://HOST:8786") from None
+    if not client.scheduler_info().get("workers"):
+        try:
+            client.wait_for_workers(1, timeout=args.dask_timeout)
+        except TimeoutError:
+            client.close()
+            raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler has "
+                               f"no workers (waited {args.dask_timeout:g} s); start some "
+                               "(`dask worker ADDRESS`)") from None
+    return client
 
 
 def _fit_on_dask(args) -> None:

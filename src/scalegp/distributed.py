@@ -259,14 +259,28 @@ def _frame_block(frame, names) -> np.ndarray:
         len(frame), len(names))
 
 
-def _check_block(values: np.ndarray):
-    """(rows, incomplete rows, first incomplete row, its first bad column) of a block."""
-    complete = np.isfinite(values).all(axis=1)
+def _check_block(values: np.ndarray, noise_column=None):
+    """(rows, incomplete rows, first incomplete row, its first bad column, first complete
+    row whose noise variance in ``noise_column`` is negative, or -1) of a block."""
+    finite = np.isfinite(values)
+    complete = finite.all(axis=1)
+    negative = -1
+    if noise_column is not None:
+        below = np.flatnonzero(complete & (np.where(finite[:, noise_column],
+                                                    values[:, noise_column], 0.0) < 0))
+        negative = int(below[0]) if below.size else -1
     bad = np.flatnonzero(~complete)
     if bad.size == 0:
-        return len(values), 0, -1, -1
+        return len(values), 0, -1, -1, negative
     return (len(values), int(bad.size), int(bad[0]),
-            int(np.flatnonzero(~np.isfinite(values[bad[0]]))[0]))
+            int(np.flatnonzero(~finite[bad[0]])[0]), negative)
+
+
+def _innermost(error: BaseException) -> str:
+    """The message of the innermost cause of ``error`` (Dask wraps a reader's errors)."""
+    while error.__cause__ is not None or error.__context__ is not None:
+        error = error.__cause__ or error.__context__
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _complete_rows(values: np.ndarray) -> np.ndarray:
@@ -305,7 +319,8 @@ def _file_blocks(reader, columns, block_rows: int):
             encoding="utf-8-sig", blocksize=max(1024, int(block_rows * row_bytes)))
         to_block = dask.delayed(_frame_block, pure=True)
         return [to_block(part, names) for part in frame.to_delayed()]
-    raise ValueError(f"{reader.path}: the Dask workers read CSV, .npy and Parquet files; a "
+    from .readers import TableError
+    raise TableError(f"{reader.path}: the Dask workers read CSV, .npy and Parquet files; a "
                      ".npz archive cannot be split into row ranges (save it as one .npy "
                      "array, or as Parquet)")
 
@@ -342,31 +357,41 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
     d = len(file_source._inputs)
     columns = file_source._inputs + [file_source._target] + (
         [] if file_source._noise is None else [file_source._noise])
-    blocks = _file_blocks(reader, columns, block_rows)
     check = dask.delayed(_check_block, pure=True)
-    checks = [check(block) for block in blocks]
-    checks = (client.gather(client.compute(checks)) if client is not None
-              else dask.compute(*checks))
-    n_bad = sum(count for _, count, _, _ in checks)
-    if n_bad and not drop_missing:
-        offset = 0
-        for rows, count, row, column in checks:
-            if count:
-                break
-            offset += rows
-        raise TableError(
-            f"{reader.path}: data row {offset + row + 1} has a missing or non-finite value in "
-            f"column {reader.columns[columns[column]]!r} ({n_bad} such row(s)); fix the data "
-            "or drop those rows (--drop-missing)")
+    noise_column = None if file_source._noise is None else d + 1
+    try:        # dask.dataframe.read_csv parses the file's head here, the workers the rest
+        blocks = _file_blocks(reader, columns, block_rows)
+        checks = [check(block, noise_column) for block in blocks]
+        checks = (client.gather(client.compute(checks)) if client is not None
+                  else dask.compute(*checks))
+    except TableError:
+        raise
+    except (ValueError, TypeError, OSError) as error:     # a worker could not read a block
+        raise TableError(f"{reader.path}: a Dask worker could not read the file "
+                         f"({_innermost(error)}); every column used must be numeric, and "
+                         "the file readable by the workers at the same path") from None
+    n_bad = sum(check[1] for check in checks)
+    offset = 0
+    for rows, count, row, column, negative in checks:
+        if count and not drop_missing:
+            raise TableError(
+                f"{reader.path}: data row {offset + row + 1} has a missing or non-finite "
+                f"value in column {reader.columns[columns[column]]!r} ({n_bad} such row(s)); "
+                "fix the data or drop those rows (--drop-missing)")
+        if negative >= 0:
+            raise TableError(
+                f"{reader.path}: column {reader.columns[file_source._noise]!r} holds noise "
+                f"variances, which must be >= 0; data row {offset + negative + 1} is negative")
+        offset += rows
     parts = []
-    for block, (rows, count, _, _) in zip(blocks, checks):
+    for block, (rows, count, _, _, _) in zip(blocks, checks):
         kept = rows - count
         if kept == 0:
             continue
         if count:
             block = dask.delayed(_complete_rows, pure=True)(block)
         parts.append(da.from_delayed(block, shape=(kept, len(columns)), dtype=np.float64))
-    n_rows = sum(rows for rows, _, _, _ in checks)
+    n_rows = sum(check[0] for check in checks)
     if not parts:
         raise TableError(f"{reader.path}: no complete rows")
     values = da.concatenate(parts, axis=0)
