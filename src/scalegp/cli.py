@@ -357,6 +357,9 @@ def _memory_report(estimator) -> str:
 def command_fit(args) -> None:
     from .io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
+    if args.dask_scheduler is not None:
+        _fit_on_dask(args)
+        return
     gibbs = args.sampler == "gibbs"
     with _progress(args) as progress:
         source = _training_source(args, progress)
@@ -400,6 +403,99 @@ def command_fit(args) -> None:
                f"model written to {args.out}")
     if streamed:
         _log(args, _memory_report(estimator))
+
+
+def _refuse_on_dask(args) -> None:
+    """--dask-scheduler fits low-rank models whose passes are sums over rows; the models that
+    hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
+    held = [flag for given, flag in (
+        (args.sampler == "gibbs", "--sampler gibbs"),
+        (_approximation_name(args.approximation) == "exact", "--approximation exact"),
+        (args.local is not None, f"--local {args.local}")) if given]
+    if held:
+        raise CommandError(f"--dask-scheduler does not take {held[0]}: that model holds its "
+                           "training rows in memory, which stay on the workers here; fit it "
+                           "without --dask-scheduler, or fit a global low-rank model "
+                           "(docs/distributed.md)")
+    if not features.get(args.approximation).builds_from_bounding_box:
+        streaming = [name for name in features.names()
+                     if features.get(name).builds_from_bounding_box]
+        raise CommandError(f"--dask-scheduler does not take --approximation "
+                           f"{args.approximation}: it builds its map from the training rows "
+                           f"themselves; the maps that stream: {', '.join(streaming)}")
+
+
+def _dask_client(args):
+    """A ``distributed.Client`` of ``--dask-scheduler``, or a CommandError that says why not."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CommandError("--dask-scheduler needs Dask's distributed scheduler: pip install "
+                           "'scalegp[dask]'") from None
+    try:
+        client = Client(args.dask_scheduler, timeout=args.dask_timeout, set_as_default=False)
+    except ValueError as error:                    # a malformed address
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: not a scheduler address "
+                           f"({' '.join(str(error).split())}); e.g. tcp://HOST:8786") from None
+    except (OSError, TimeoutError, TypeError) as error:
+        text = " ".join(str(error).split()) or type(error).__name__
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: cannot reach the "
+                           f"scheduler within {args.dask_timeout:g} s ({text}); start one "
+                           "(`dask scheduler`) or check the address, e.g. "
+                           "tcp://HOST:8786") from None
+    if not client.scheduler_info().get("workers"):
+        try:
+            client.wait_for_workers(1, timeout=args.dask_timeout)
+        except TimeoutError:
+            client.close()
+            raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler has "
+                               f"no workers (waited {args.dask_timeout:g} s); start some "
+                               "(`dask worker ADDRESS`)") from None
+    return client
+
+
+def _fit_on_dask(args) -> None:
+    """``fit --dask-scheduler``: the workers read the file and every pass runs on them
+    (docs/distributed.md, "From the command line")."""
+    from .distributed import dask_file_source
+    from .io import save
+    _refuse_on_dask(args)
+    client = _dask_client(args)
+    try:
+        start = time.perf_counter()
+        source, file_source, info = dask_file_source(
+            args.data, args.target, noise_variance=args.noise_variance_column,
+            header=args.header, drop_missing=args.drop_missing, client=client,
+            block_rows=args.dask_block_rows)
+        if not file_source.reader.has_header:
+            _log(args, f"{args.data}: {_describe_header(file_source.reader)}")
+        if info["n_dropped"]:
+            _log(args, f"dropped {info['n_dropped']} row(s) with missing values")
+        if source.n_samples < 2:
+            raise CommandError(f"{args.data}: need at least 2 complete rows, got "
+                               f"{source.n_samples}")
+        estimator = _make_estimator(args, source.n_dims, source.n_samples)
+        if estimator.dtype != "float64":
+            source = type(source)(source.X, source.y, source.noise_variance,
+                                  dtype=estimator.dtype, client=client)
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        _log(args, f"Dask scheduler {client.scheduler.address} ({n_workers} worker(s)): "
+                   f"{info['n_rows']} rows of {args.data} in {source.n_blocks} block(s), "
+                   "read by the workers")
+        estimator.fit(source)
+        elapsed = time.perf_counter() - start
+    finally:
+        client.close()
+    if file_source.reader.has_header:
+        estimator.input_columns_ = list(file_source.input_columns)
+    estimator.target_column_ = file_source.target_column
+    save(estimator, args.out)
+    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+               f"{source.n_dims} inputs in {elapsed:.2f} s on the Dask scheduler "
+               f"{args.dask_scheduler} ({source.n_blocks} block(s)); log marginal likelihood "
+               f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
+               f"noise_variance {estimator.noise_variance_:.4g}; "
+               f"{_describe_scaling(args, estimator.kernel_)}; model written to {args.out}")
 
 
 def _describe_scaling(args, kernel) -> str:
@@ -684,6 +780,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="drop rows with missing values instead of failing")
     fit.add_argument("--out", default="model.npz",
                      help="model file to write (.npz); checked before the fit. " + OUT_RULES)
+    fit.add_argument("--dask-scheduler", metavar="ADDRESS",
+                     help="fit on a Dask cluster (e.g. tcp://HOST:8786; needs pip install "
+                          "'scalegp[dask]'): the workers read DATA (CSV, .npy or Parquet) "
+                          "at the same path, so it must be readable there, and every pass "
+                          "runs on them; global low-rank models with a map built from the "
+                          "bounding box only (docs/distributed.md)")
+    fit.add_argument("--dask-block-rows", type=_int_at_least(1), default=1_000_000,
+                     metavar="ROWS", help="with --dask-scheduler: rows per block (task) read "
+                                          "by a worker (default 1000000; a CSV block is "
+                                          "about this many rows, by bytes)")
+    fit.add_argument("--dask-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="with --dask-scheduler: how long to wait for the scheduler "
+                          "(default 10)")
     _add_gibbs_options(fit)
     _add_model_options(fit)
     fit.set_defaults(handler=command_fit)

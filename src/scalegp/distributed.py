@@ -30,7 +30,7 @@ import numpy as np
 from ._validation import check_dtype, check_positive_int
 from .data import ArraySource, Chunk, DataSummary, DistributedSource, SummaryPart
 
-__all__ = ["DaskSource", "is_dask_collection"]
+__all__ = ["DaskSource", "is_dask_collection", "dask_file_source", "FILE_BLOCK_ROWS"]
 
 
 def _dask():
@@ -219,3 +219,185 @@ def _take(chunks: list, rows: int) -> tuple[Chunk, list]:
         return head, []
     rest = Chunk(X[rows:], y[rows:], None if v is None else v[rows:], start + rows)
     return head, [rest]
+
+
+# ------------------------------------------------------------------------- files read by workers
+#: The CSV tokens read as missing (:data:`scalegp.readers.MISSING_TOKENS`), in the spellings
+#: pandas is given (its own list is replaced: ``keep_default_na=False``).
+_CSV_MISSING = sorted({spelling for token in ("na", "nan", "null", "none", "?", "")
+                       for spelling in (token, token.upper(), token.capitalize())})
+#: Rows per block of a file read by the workers (:func:`dask_file_source`), by default.
+FILE_BLOCK_ROWS = 1_000_000
+
+
+def _npy_block(path: str, start: int, stop: int, columns) -> np.ndarray:
+    """Rows [start, stop) of the chosen columns of a .npy file, read by a worker through a
+    memory map (as :class:`scalegp.readers.NpyReader` reads them)."""
+    mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+    block = mapped[start:stop]
+    block = block[:, None] if block.ndim == 1 else block
+    values = np.array(block[:, list(columns)], dtype=np.float64)
+    del mapped, block
+    return values
+
+
+def _parquet_block(path: str, group: int, offset: int, rows: int, names) -> np.ndarray:
+    """Rows [offset, offset + rows) of one row group of a Parquet file, the columns ``names``
+    cast to float64, nulls as NaN (as :class:`scalegp.readers.ParquetReader` reads them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    table = pq.ParquetFile(path).read_row_group(group, columns=sorted(set(names)),
+                                                use_threads=False).slice(offset, rows)
+    return np.column_stack([pc.cast(table.column(name), pa.float64()).to_numpy(
+        zero_copy_only=False) for name in names]).reshape(table.num_rows, len(names))
+
+
+def _frame_block(frame, names) -> np.ndarray:
+    """A partition of a ``dask.dataframe`` (a pandas frame) as float64 columns ``names``."""
+    return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan).reshape(
+        len(frame), len(names))
+
+
+def _check_block(values: np.ndarray, noise_column=None):
+    """(rows, incomplete rows, first incomplete row, its first bad column, first complete
+    row whose noise variance in ``noise_column`` is negative, or -1) of a block."""
+    finite = np.isfinite(values)
+    complete = finite.all(axis=1)
+    negative = -1
+    if noise_column is not None:
+        below = np.flatnonzero(complete & (np.where(finite[:, noise_column],
+                                                    values[:, noise_column], 0.0) < 0))
+        negative = int(below[0]) if below.size else -1
+    bad = np.flatnonzero(~complete)
+    if bad.size == 0:
+        return len(values), 0, -1, -1, negative
+    return (len(values), int(bad.size), int(bad[0]),
+            int(np.flatnonzero(~finite[bad[0]])[0]), negative)
+
+
+def _innermost(error: BaseException) -> str:
+    """The message of the innermost cause of ``error`` (Dask wraps a reader's errors)."""
+    while error.__cause__ is not None or error.__context__ is not None:
+        error = error.__cause__ or error.__context__
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _complete_rows(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values).all(axis=1)]
+
+
+def _file_blocks(reader, columns, block_rows: int):
+    """Delayed float64 blocks of the columns ``columns`` (indices) of ``reader``'s file, each
+    read by a worker from the file at the same path."""
+    dask = _dask()
+    from .readers import CsvReader, NpyReader, ParquetReader
+    path = str(reader.path.resolve())
+    names = [reader.columns[j] for j in columns]
+    if isinstance(reader, NpyReader):
+        read = dask.delayed(_npy_block, pure=True)
+        return [read(path, start, min(start + block_rows, reader.n_rows), columns)
+                for start in range(0, reader.n_rows, block_rows)]
+    if isinstance(reader, ParquetReader):
+        read = dask.delayed(_parquet_block, pure=True)
+        metadata = reader._file.metadata
+        return [read(path, group, offset, block_rows, names)
+                for group in range(metadata.num_row_groups)
+                for offset in range(0, metadata.row_group(group).num_rows, block_rows)]
+    if isinstance(reader, CsvReader):
+        import dask.dataframe as dd
+        with open(path, "rb") as handle:               # bytes per row, from the first 64 KiB
+            sample = handle.read(65536)
+        row_bytes = max(1.0, len(sample) / max(1, sample.count(b"\n")))
+        delimiter = reader._dialect.delimiter
+        frame = dd.read_csv(
+            path, sep=r"\s+" if delimiter == " " else delimiter,
+            header=0 if reader.has_header else None, names=list(reader.columns),
+            usecols=sorted(set(names), key=list(reader.columns).index),
+            dtype={name: np.float64 for name in names}, keep_default_na=False,
+            na_values=_CSV_MISSING, skip_blank_lines=True,
+            encoding="utf-8-sig", blocksize=max(1024, int(block_rows * row_bytes)))
+        to_block = dask.delayed(_frame_block, pure=True)
+        return [to_block(part, names) for part in frame.to_delayed()]
+    from .readers import TableError
+    raise TableError(f"{reader.path}: the Dask workers read CSV, .npy and Parquet files; a "
+                     ".npz archive cannot be split into row ranges (save it as one .npy "
+                     "array, or as Parquet)")
+
+
+def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="auto",
+                     drop_missing=False, dtype=None, client=None,
+                     block_rows: int = FILE_BLOCK_ROWS):
+    """A :class:`DaskSource` over a table file that the Dask workers read themselves.
+
+    The columns are chosen as :func:`scalegp.sources.open_source` chooses them (by name or
+    0-based index, the same header rule and messages; only the file's first 64 KiB, its
+    header or metadata is read here). The workers read the file at the same path
+    (docs/distributed.md, "From the command line"): a .npy file as memory-mapped row ranges of
+    ``block_rows`` rows, a Parquet file by row groups (in slices of ``block_rows``), a CSV
+    file with ``dask.dataframe.read_csv`` in byte ranges of about ``block_rows`` rows (the
+    missing tokens of :mod:`scalegp.readers`; pandas parses a number to within an ulp of
+    the serial reader's correctly rounded one).
+
+    One check pass on the workers counts every block's rows and the rows with a missing or
+    non-finite value: without ``drop_missing`` the first such row is an error naming its data
+    row and column (as the serial reader does); with it those rows are left out on the
+    workers, every later pass too. Returns ``(source, file_source, info)``: the
+    :class:`DaskSource`, the (unread) :class:`scalegp.sources.FileSource` whose column names
+    it uses, and a dict with ``n_blocks``, ``n_rows`` and ``n_dropped``.
+    """
+    dask = _dask()
+    import dask.array as da
+    from .readers import TableError
+    from .sources import open_source
+    block_rows = check_positive_int(block_rows, "block_rows")
+    file_source = open_source(path, target, inputs, noise_variance, header=header,
+                              drop_missing=drop_missing, dtype=dtype)
+    reader = file_source.reader
+    d = len(file_source._inputs)
+    columns = file_source._inputs + [file_source._target] + (
+        [] if file_source._noise is None else [file_source._noise])
+    check = dask.delayed(_check_block, pure=True)
+    noise_column = None if file_source._noise is None else d + 1
+    try:        # dask.dataframe.read_csv parses the file's head here, the workers the rest
+        blocks = _file_blocks(reader, columns, block_rows)
+        checks = [check(block, noise_column) for block in blocks]
+        checks = (client.gather(client.compute(checks)) if client is not None
+                  else dask.compute(*checks))
+    except TableError:
+        raise
+    except (ValueError, TypeError, OSError) as error:     # a worker could not read a block
+        raise TableError(f"{reader.path}: a Dask worker could not read the file "
+                         f"({_innermost(error)}); every column used must be numeric, and "
+                         "the file readable by the workers at the same path") from None
+    n_bad = sum(check[1] for check in checks)
+    offset = 0
+    for rows, count, row, column, negative in checks:
+        if count and not drop_missing:
+            raise TableError(
+                f"{reader.path}: data row {offset + row + 1} has a missing or non-finite "
+                f"value in column {reader.columns[columns[column]]!r} ({n_bad} such row(s)); "
+                "fix the data or drop those rows (--drop-missing)")
+        if negative >= 0:
+            raise TableError(
+                f"{reader.path}: column {reader.columns[file_source._noise]!r} holds noise "
+                f"variances, which must be >= 0; data row {offset + negative + 1} is negative")
+        offset += rows
+    parts = []
+    for block, (rows, count, _, _, _) in zip(blocks, checks):
+        kept = rows - count
+        if kept == 0:
+            continue
+        if count:
+            block = dask.delayed(_complete_rows, pure=True)(block)
+        parts.append(da.from_delayed(block, shape=(kept, len(columns)), dtype=np.float64))
+    n_rows = sum(check[0] for check in checks)
+    if not parts:
+        raise TableError(f"{reader.path}: no complete rows")
+    values = da.concatenate(parts, axis=0)
+    X, y = values[:, :d], values[:, d]
+    v = values[:, d + 1] if file_source._noise is not None else None
+    source = DaskSource(X, y, v, dtype=dtype, client=client)
+    file_source.n_dropped = n_bad
+    return source, file_source, {"n_blocks": source.n_blocks, "n_rows": n_rows,
+                                 "n_dropped": n_bad}

@@ -1,0 +1,165 @@
+"""``scalegp fit --dask-scheduler``: the workers of a LocalCluster (two processes on loopback)
+read CSV, .npy and Parquet files themselves, and the saved model predicts as the serial CLI
+fit of the same file does; unreachable schedulers and the models that hold their rows are
+refused with one line (docs/distributed.md, "From the command line")."""
+
+import numpy as np
+import pytest
+
+from scalegp.cli import main
+from scalegp.io import load
+
+pytest.importorskip("dask.dataframe", reason="the dask extra is part of the test install")
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("pyarrow")
+
+N = 2400
+#: The same rows summed in another grouping (blocks against chunks): rounding only.
+TOLERANCE = 1e-10
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dask-cli")
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(N, 2))
+    y = np.sin(X[:, 0]) * np.cos(0.5 * X[:, 1]) + 0.1 * rng.standard_normal(N)
+    sigma2 = rng.uniform(0.0, 0.02, size=N)
+    np.save(folder / "data.npy", np.column_stack([X, y]))
+    with open(folder / "data.csv", "w") as handle:
+        handle.write("a,b,z,sigma2\n")
+        for row in np.column_stack([X, y, sigma2]):
+            handle.write(",".join(repr(float(value)) for value in row) + "\n")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"a": X[:, 0], "z": y, "b": X[:, 1]}), folder / "data.parquet",
+                   row_group_size=1000)
+    missing = (folder / "data.csv").read_text().splitlines()
+    missing[5] = "1.0,,0.5,0.01"
+    (folder / "missing.csv").write_text("\n".join(missing) + "\n")
+    return folder
+
+
+def fit(path, target, out, *extra):
+    return main(["fit", str(path), "--target", target, "--approximation", "glf",
+                 "--n-components", "32", "--length-scale-bounds", "0.1", "10", "--quiet",
+                 "--out", str(out), *extra])
+
+
+def assert_same_predictions(serial, dask):
+    serial = load(serial)
+    X = np.random.default_rng(1).uniform(-3, 3, size=(200, serial.n_features_in_))
+    mean, std = serial.predict(X, return_std=True)
+    dask_mean, dask_std = load(dask).predict(X, return_std=True)
+    assert np.max(np.abs(dask_mean - mean)) <= TOLERANCE
+    assert np.max(np.abs(dask_std - std)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("name, target, extra", [
+    ("data.npy", "2", ()),
+    ("data.csv", "z", ()),
+    ("data.csv", "z", ("--noise-variance-column", "sigma2")),
+    ("data.parquet", "z", ()),
+])
+def test_dask_fit_predicts_as_the_serial_fit(cluster, files, tmp_path, capsys, name, target,
+                                             extra):
+    serial, dask = tmp_path / "serial.npz", tmp_path / "dask.npz"
+    assert fit(files / name, target, serial, *extra) == 0
+    # 700 rows a block: several blocks (CSV: by bytes, about 700 rows each)
+    assert fit(files / name, target, dask, *extra, "--dask-scheduler",
+               cluster.scheduler_address, "--dask-block-rows", "700") == 0
+    assert_same_predictions(serial, dask)
+    model, reference = load(dask), load(serial)
+    assert model.n_features_in_ == reference.n_features_in_
+    assert getattr(model, "input_columns_", None) == getattr(reference, "input_columns_", None)
+
+
+def test_the_log_names_the_scheduler_and_the_blocks(cluster, files, tmp_path, capsys):
+    assert main(["fit", str(files / "data.npy"), "--target", "2", "--approximation", "glf",
+                 "--n-components", "16", "--no-optimize", "--out", str(tmp_path / "m.npz"),
+                 "--dask-scheduler", cluster.scheduler_address,
+                 "--dask-block-rows", "1000"]) == 0
+    err = capsys.readouterr().err
+    assert (f"Dask scheduler {cluster.scheduler_address} (2 worker(s)): {N} rows of "
+            in err)
+    assert "in 3 block(s), read by the workers" in err
+
+
+def test_missing_values_are_refused_or_dropped(cluster, files, tmp_path, capsys):
+    address = cluster.scheduler_address
+    assert fit(files / "missing.csv", "z", tmp_path / "m.npz", "--dask-scheduler",
+               address) == 2
+    err = capsys.readouterr().err
+    assert "data row 5 has a missing or non-finite value in column 'b'" in err
+    assert "--drop-missing" in err
+    serial, dask = tmp_path / "serial.npz", tmp_path / "dask.npz"
+    assert fit(files / "missing.csv", "z", serial, "--drop-missing") == 0
+    assert fit(files / "missing.csv", "z", dask, "--drop-missing", "--dask-scheduler",
+               address, "--dask-block-rows", "700") == 0
+    assert_same_predictions(serial, dask)
+
+
+def test_an_unreachable_scheduler_is_one_line(files, tmp_path, capsys):
+    assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler",
+               "tcp://127.0.0.1:9", "--dask-timeout", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "--dask-scheduler tcp://127.0.0.1:9: cannot reach the scheduler within 1 s" in err[0]
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("extra, named", [
+    (("--approximation", "exact"), "--approximation exact"),
+    (("--local", "clusters"), "--local clusters"),
+    (("--local", "neighbors"), "--local neighbors"),
+    (("--sampler", "gibbs"), "--sampler gibbs"),
+])
+def test_models_that_hold_their_rows_are_refused(files, tmp_path, capsys, extra, named):
+    """Refused before connecting: the address is never tried."""
+    assert main(["fit", str(files / "data.npy"), "--target", "2", *extra, "--out",
+                 str(tmp_path / "m.npz"), "--dask-scheduler", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert f"--dask-scheduler does not take {named}" in err
+    assert "holds its training rows" in err
+
+
+def test_npz_archives_are_refused(cluster, tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "data.npz", X=rng.normal(size=(50, 2)), y=rng.normal(size=50))
+    assert main(["fit", str(tmp_path / "data.npz"), "--target", "y", "--approximation", "glf",
+                 "--out", str(tmp_path / "m.npz"),
+                 "--dask-scheduler", cluster.scheduler_address]) == 2
+    assert "a .npz archive cannot be split into row ranges" in capsys.readouterr().err
+
+
+def test_without_dask_the_error_names_the_extra(files, tmp_path, capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "distributed", None)      # import distributed fails
+    assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler",
+               "tcp://127.0.0.1:9") == 2
+    assert "pip install 'scalegp[dask]'" in capsys.readouterr().err
+
+
+def test_bad_cells_and_negative_noise_variances_are_one_line(cluster, files, tmp_path,
+                                                              capsys):
+    rows = (files / "data.csv").read_text().splitlines()
+    rows[3] = "1.0,abc,0.5,0.01"
+    (tmp_path / "text.csv").write_text("\n".join(rows) + "\n")
+    rows = (files / "data.csv").read_text().splitlines()
+    rows[1500] = "1.0,0.5,0.5,-0.25"
+    (tmp_path / "negative.csv").write_text("\n".join(rows) + "\n")
+    address = cluster.scheduler_address
+    assert fit(tmp_path / "text.csv", "z", tmp_path / "m.npz", "--dask-scheduler",
+               address) == 2
+    assert "could not read the file" in capsys.readouterr().err
+    assert fit(tmp_path / "negative.csv", "z", tmp_path / "m.npz", "--noise-variance-column",
+               "sigma2", "--dask-scheduler", address, "--dask-block-rows", "700") == 2
+    err = capsys.readouterr().err
+    assert "column 'sigma2' holds noise variances, which must be >= 0; data row 1500" in err
