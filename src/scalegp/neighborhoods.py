@@ -41,6 +41,7 @@ from threadpoolctl import threadpool_limits
 
 from . import exact
 from ._memory import available_bytes
+from ._training_data import noise_only_log_marginal_likelihood
 from ._validation import as_generator, check_matrix, check_positive_int, check_vector
 from .errors import InsufficientMemoryError
 from .features.base import FeatureMap
@@ -299,9 +300,8 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
         self.neighborhoods = neighborhoods
         self.local_posteriors = local_posteriors
         self.X_train, self.y_train = X, y
-        from .estimator import noise_only_log_marginal_likelihood as noise_only
         self.noise_only_log_marginal_likelihood = (
-            None if y is None else float(sum(noise_only(y[rows])
+            None if y is None else float(sum(noise_only_log_marginal_likelihood(y[rows])
                                              for rows in neighborhoods.members)))
 
     @classmethod
