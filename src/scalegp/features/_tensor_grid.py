@@ -3,8 +3,8 @@
 A tensor rule's nodes, weights and features are built from per-dimension factors: the full
 grid (every node, row-major over the dimensions) and the half grid (one node of each pair
 {eta, -eta}, eta != 0: the real-feature pairing). An *algebra* says how factors of one kind
-combine: node coordinates (:class:`Nodes`), weights (:class:`Weights`), (cos, sin) of phases
-(:class:`Phases`) and separable features (:class:`Products`).
+combine: node coordinates (:class:`Nodes`), weights (:class:`Weights`) and separable features
+(:class:`Products`: also the complex exponentials of phases, e^{i(a + b)} = e^{ia} e^{ib}).
 """
 
 from __future__ import annotations
@@ -45,24 +45,6 @@ class Weights:
         return np.concatenate(parts)
 
 
-class Phases:
-    """Tensor algebra of (cos, sin) of phases: the angle-addition identities
-
-        cos(a + b) = cos a cos b - sin a sin b,   sin(a + b) = sin a cos b + cos a sin b,
-
-    applied as row-wise Kronecker products, so the phase of node (i, k) is a_i + b_k."""
-
-    @staticmethod
-    def combine(first, second):
-        (c1, s1), (c2, s2) = first, second
-        n = c1.shape[0]
-        cos = np.multiply(c1[:, :, None], c2[:, None, :])
-        cos -= s1[:, :, None] * s2[:, None, :]
-        sin = np.multiply(s1[:, :, None], c2[:, None, :])
-        sin += c1[:, :, None] * s2[:, None, :]
-        return cos.reshape(n, -1), sin.reshape(n, -1)
-
-
 class Products:
     """Tensor algebra of separable features: the row-wise Kronecker product,
     f_(i, k)(x) = f_i(x) g_k(x)."""
@@ -97,27 +79,22 @@ def half_grid(factors, positive, zero, algebra, j=0):
     return algebra.concat(parts)
 
 
-def half_grid_phases(factors, positive, zero, cos_out, sin_out, j=0):
-    """Write cos and sin of 2 pi eta^T x for the representatives of ``half_grid`` (same
-    order) into the (n, n_pairs) views ``cos_out``, ``sin_out``; ``factors[j]`` holds the
-    (cos, sin) of the phases of dimension j. Block by block of the leading dimension, with the
-    angle-addition identities of :class:`Phases`, so nothing of size n x s is allocated."""
-    c, s = factors[j]
-    heads = positive[j]
+def half_grid_exponentials(factors, positive, zero, out, j=0):
+    """Write exp(2 pi i eta^T x) for the representatives of ``half_grid`` (same order) into
+    the complex (n, n_pairs) view ``out``; ``factors[j]`` holds exp(2 pi i eta_{j,k} x_j) of
+    dimension j. The phase of node (k, l) is a_k + b_l, so its exponential is the product
+    e^{i a_k} e^{i b_l} (the angle-addition identities in one complex multiplication): the
+    leading dimension's representatives times the full grid of the remaining dimensions
+    (:class:`Products`), one broadcast product written in place."""
+    heads = factors[j][:, positive[j]]
     if j == len(factors) - 1:
-        cos_out[:, :heads.size] = c[:, heads]
-        sin_out[:, :heads.size] = s[:, heads]
+        out[:, :heads.shape[1]] = heads
         return
-    tail_cos, tail_sin = full_grid(factors, Phases, j + 1)
-    width = tail_cos.shape[1]
-    scratch = np.empty_like(tail_cos)
-    for k, i in enumerate(heads):
-        block = slice(k * width, (k + 1) * width)
-        np.multiply(tail_cos, c[:, i:i + 1], out=cos_out[:, block])
-        cos_out[:, block] -= np.multiply(tail_sin, s[:, i:i + 1], out=scratch)
-        np.multiply(tail_cos, s[:, i:i + 1], out=sin_out[:, block])
-        sin_out[:, block] += np.multiply(tail_sin, c[:, i:i + 1], out=scratch)
+    tail = full_grid(factors, Products, j + 1)
+    n, done = tail.shape[0], heads.shape[1] * tail.shape[1]
+    # splitting the contiguous last axis of a view is again a view: written in place
+    np.multiply(heads[:, :, None], tail[:, None, :],
+                out=out[:, :done].reshape(n, heads.shape[1], tail.shape[1]))
     if zero[j] is not None:
-        # the node 0 of dimension j adds no phase: cos(0 + b) = cos b, sin(0 + b) = sin b
-        done = heads.size * width
-        half_grid_phases(factors, positive, zero, cos_out[:, done:], sin_out[:, done:], j + 1)
+        # the node 0 of dimension j adds no phase: e^{i (0 + b)} = e^{i b}
+        half_grid_exponentials(factors, positive, zero, out[:, done:], j + 1)

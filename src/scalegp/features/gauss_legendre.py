@@ -43,7 +43,8 @@ from ..glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widt
                           theoretical_node_counts, truncation_half_widths)
 from ..kernels import Kernel
 from ..quadrature import gauss_legendre, symmetric_rule
-from ._tensor_grid import Nodes, Products, Weights, full_grid, half_grid, half_grid_phases
+from ._tensor_grid import (Nodes, Products, Weights, full_grid, half_grid,
+                           half_grid_exponentials)
 from .base import FixedBasisFeatureMap, feature_dtype
 
 #: Default lower bound lambda_min of the noise variance (that of the estimators' box).
@@ -328,19 +329,46 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
 
     def basis(self, X) -> np.ndarray:
         """Phi = [cos(2 pi eta_l^T (x - c)) | sin(2 pi eta_l^T (x - c)) | 1 if 0 is a node]."""
-        X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
-        U = X - self.offset.astype(X.dtype)
-        factors = []
-        for j, (nodes, _) in enumerate(self._rules):
-            phase = (2 * np.pi) * np.multiply.outer(U[:, j], nodes.astype(X.dtype))
-            factors.append((np.cos(phase), np.sin(phase)))
-        n_pairs = self.n_components // 2
-        Phi = np.empty((X.shape[0], self.n_components), dtype=X.dtype)
-        half_grid_phases(factors, self._positive, self._zero, Phi[:, :n_pairs],
-                          Phi[:, n_pairs:2 * n_pairs])
+        exponentials = self._half_grid_exponentials(X)
+        n_pairs = exponentials.shape[1]
+        Phi = np.empty((exponentials.shape[0], self.n_components), dtype=exponentials.real.dtype)
+        Phi[:, :n_pairs] = exponentials.real
+        Phi[:, n_pairs:2 * n_pairs] = exponentials.imag
         if self._has_origin:
             Phi[:, -1] = 1.0
         return Phi
+
+    @property
+    def gram_order(self) -> np.ndarray:
+        """[cos_0, sin_0, cos_1, sin_1, ... (, 1)]: the columns of :meth:`basis` as the complex
+        exponentials lie in memory (real and imaginary parts interleaved)."""
+        pairs = np.arange(self.n_components // 2)
+        order = np.column_stack([pairs, pairs + pairs.size]).ravel()
+        return np.append(order, 2 * pairs.size) if self._has_origin else order
+
+    def basis_in_gram_order(self, X) -> np.ndarray:
+        """Phi[:, gram_order] without the copy that splits the exponentials into the cos and
+        sin blocks of :meth:`basis` (the layout of the one O(n s^2) pass)."""
+        exponentials = self._half_grid_exponentials(X)
+        interleaved = exponentials.view(exponentials.real.dtype)
+        if not self._has_origin:
+            return interleaved
+        Phi = np.empty((exponentials.shape[0], self.n_components), dtype=interleaved.dtype)
+        Phi[:, :-1] = interleaved
+        Phi[:, -1] = 1.0
+        return Phi
+
+    def _half_grid_exponentials(self, X) -> np.ndarray:
+        """exp(2 pi i eta_l^T (x - c)) for l in S+ (the order of :attr:`nodes`), complex, from
+        the per-dimension factors (docs/gauss-legendre.md, section 2)."""
+        X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
+        U = X - self.offset.astype(X.dtype)
+        dtype = np.result_type(X.dtype, np.complex64)
+        factors = [_exponential_factor(U[:, j], nodes.astype(X.dtype), dtype)
+                   for j, (nodes, _) in enumerate(self._rules)]
+        out = np.empty((X.shape[0], self.n_components // 2), dtype=dtype)
+        half_grid_exponentials(factors, self._positive, self._zero, out)
+        return out
 
     def _log_weights_per_node(self, kernel: Kernel) -> np.ndarray:
         return self._log_node_weights + kernel.log_spectral_density(self._nodes)
@@ -457,6 +485,20 @@ def _require_support(cls, kernel: Kernel) -> None:
         except NotImplementedError as error:
             reason = str(error)
     raise ValueError(f"kernel {kernel!r} is not supported by {cls.name}: {reason}")
+
+
+def _exponential_factor(u: np.ndarray, nodes: np.ndarray, dtype) -> np.ndarray:
+    """exp(2 pi i eta_k u) of one dimension, shape (n, q), for a symmetric rule
+    (eta_{q-1-k} = -eta_k, ascending: docs/gauss-legendre.md, section 1): cos and sin of the
+    nonnegative half only; the other half is its complex conjugate, mirrored."""
+    q = nodes.size
+    h = q // 2
+    phase = (2 * np.pi) * np.multiply.outer(u, nodes[h:])
+    Z = np.empty((u.size, q), dtype=dtype)
+    np.cos(phase, out=Z.real[:, h:])
+    np.sin(phase, out=Z.imag[:, h:])
+    np.conjugate(Z[:, q - h:][:, ::-1], out=Z[:, :h])
+    return Z
 
 
 def _warn_if_unresolved(fmap: GaussLegendreFeatures, kernel: Kernel,
