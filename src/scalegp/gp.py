@@ -110,13 +110,6 @@ class Statistics:
                           self.y_norm2 + other.y_norm2, self.n_samples + other.n_samples,
                           self.log_weight_sum + other.log_weight_sum)
 
-    def in_order_of(self, order: np.ndarray) -> "Statistics":
-        """The statistics of Psi, given these of Psi[:, order] (order a permutation)."""
-        gram = np.empty_like(self.gram)
-        gram[np.ix_(order, order)] = self.gram
-        projection = np.empty_like(self.projection)
-        projection[order] = self.projection
-        return Statistics(gram, projection, self.y_norm2, self.n_samples, self.log_weight_sum)
 
     @classmethod
     def accumulate(cls, feature_map: FeatureMap, kernel: Kernel, X, y=None, *,
@@ -218,11 +211,8 @@ class BasisStatistics:
                    dtype=None, progress=None) -> "BasisStatistics":
         dtype = check_dtype(dtype)
         source = as_source(X, y, dtype=dtype)
-        order = feature_map.gram_order
-        statistics = accumulate_statistics(
-            _BasisOnly(feature_map) if order is None else _BasisInGramOrder(feature_map),
-            source, chunk_size=chunk_size, dtype=dtype, progress=progress)
-        return cls(statistics if order is None else statistics.in_order_of(order))
+        return cls(accumulate_statistics(_BasisOnly(feature_map), source,
+                                         chunk_size=chunk_size, dtype=dtype, progress=progress))
 
     def at(self, feature_map: FixedBasisFeatureMap, kernel: Kernel) -> Statistics:
         h = np.sqrt(feature_map.weights(kernel))
@@ -238,13 +228,6 @@ class _BasisOnly(MapAtTheta):
 
     def features(self, X) -> np.ndarray:
         return self.feature_map.basis(X)
-
-
-class _BasisInGramOrder(_BasisOnly):
-    """Phi[:, gram_order] of a fixed-basis map: the basis in its cheapest column order."""
-
-    def features(self, X) -> np.ndarray:
-        return self.feature_map.basis_in_gram_order(X)
 
 
 def condition(statistics: Statistics, noise_variance: float, signs: np.ndarray | None = None,

@@ -79,22 +79,36 @@ def half_grid(factors, positive, zero, algebra, j=0):
     return algebra.concat(parts)
 
 
-def half_grid_exponentials(factors, positive, zero, out, j=0):
-    """Write exp(2 pi i eta^T x) for the representatives of ``half_grid`` (same order) into
-    the complex (n, n_pairs) view ``out``; ``factors[j]`` holds exp(2 pi i eta_{j,k} x_j) of
-    dimension j. The phase of node (k, l) is a_k + b_l, so its exponential is the product
-    e^{i a_k} e^{i b_l} (the angle-addition identities in one complex multiplication): the
-    leading dimension's representatives times the full grid of the remaining dimensions
-    (:class:`Products`), one broadcast product written in place."""
-    heads = factors[j][:, positive[j]]
+def full_grid_rows(factors, j=0):
+    """The products of the feature-major factors (q_j, n) of dimensions j..d-1 over the full
+    grid, shape (prod_j q_j, n), row-major over the dimensions like :func:`full_grid`."""
     if j == len(factors) - 1:
-        out[:, :heads.shape[1]] = heads
+        return factors[j]
+    tail = full_grid_rows(factors, j + 1)
+    return (factors[j][:, None, :] * tail[None, :, :]).reshape(-1, tail.shape[1])
+
+
+def half_grid_exponential_rows(factors, positive, zero, cos_rows, sin_rows, j=0):
+    """Write cos and sin of 2 pi eta^T x for the representatives of ``half_grid`` (same order)
+    into the rows of ``cos_rows`` and ``sin_rows`` (n_pairs, n); ``factors[j]`` holds
+    exp(2 pi i eta_{j,k} x_j) of dimension j, feature-major (q_j, n). The phase of node (k, l)
+    is a_k + b_l, so its exponential is the product e^{i a_k} e^{i b_l} (the angle-addition
+    identities in one complex multiplication): each representative of the leading dimension
+    times the full grid of the remaining dimensions, one block of rows at a time (a block small
+    enough to stay in cache before its real and imaginary parts are written out)."""
+    heads = factors[j][positive[j]]
+    if j == len(factors) - 1:
+        cos_rows[:len(heads)] = heads.real
+        sin_rows[:len(heads)] = heads.imag
         return
-    tail = full_grid(factors, Products, j + 1)
-    n, done = tail.shape[0], heads.shape[1] * tail.shape[1]
-    # splitting the contiguous last axis of a view is again a view: written in place
-    np.multiply(heads[:, :, None], tail[:, None, :],
-                out=out[:, :done].reshape(n, heads.shape[1], tail.shape[1]))
+    tail = full_grid_rows(factors, j + 1)
+    block, size = np.empty_like(tail), tail.shape[0]
+    for k, head in enumerate(heads):
+        np.multiply(tail, head, out=block)
+        cos_rows[k * size:(k + 1) * size] = block.real
+        sin_rows[k * size:(k + 1) * size] = block.imag
     if zero[j] is not None:
         # the node 0 of dimension j adds no phase: e^{i (0 + b)} = e^{i b}
-        half_grid_exponentials(factors, positive, zero, out[:, done:], j + 1)
+        done = len(heads) * size
+        half_grid_exponential_rows(factors, positive, zero, cos_rows[done:], sin_rows[done:],
+                                   j + 1)

@@ -184,15 +184,6 @@ class FixedBasisFeatureMap(FeatureMap):
         """d w_l / d theta_i = w_l d log w_l / d theta_i, shape (n_params, n_components)."""
         return self.weights(kernel) * self.log_weights_grad(kernel)
 
-    #: The column order in which the basis is cheapest to compute, when it is not that of
-    #: :meth:`basis`: column k of :meth:`basis_in_gram_order` is column gram_order[k] of
-    #: :meth:`basis`. The engine's one pass for Phi^T Phi uses it (:class:`scalegp.gp.BasisStatistics`).
-    gram_order = None
-
-    def basis_in_gram_order(self, X) -> np.ndarray:
-        """Phi[:, gram_order] (Phi itself when gram_order is None)."""
-        return self.basis(X)
-
     def at(self, kernel: Kernel) -> "FixedBasisAtTheta":
         return FixedBasisAtTheta(self, kernel)
 

@@ -44,7 +44,7 @@ from ..glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widt
 from ..kernels import Kernel
 from ..quadrature import gauss_legendre, symmetric_rule
 from ._tensor_grid import (Nodes, Products, Weights, full_grid, half_grid,
-                           half_grid_exponentials)
+                           half_grid_exponential_rows)
 from .base import FixedBasisFeatureMap, feature_dtype
 
 #: Default lower bound lambda_min of the noise variance (that of the estimators' box).
@@ -328,47 +328,26 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         return self._nodes.copy()
 
     def basis(self, X) -> np.ndarray:
-        """Phi = [cos(2 pi eta_l^T (x - c)) | sin(2 pi eta_l^T (x - c)) | 1 if 0 is a node]."""
-        exponentials = self._half_grid_exponentials(X)
-        n_pairs = exponentials.shape[1]
-        Phi = np.empty((exponentials.shape[0], self.n_components), dtype=exponentials.real.dtype)
-        Phi[:, :n_pairs] = exponentials.real
-        Phi[:, n_pairs:2 * n_pairs] = exponentials.imag
-        if self._has_origin:
-            Phi[:, -1] = 1.0
-        return Phi
+        """Phi = [cos(2 pi eta_l^T (x - c)) | sin(2 pi eta_l^T (x - c)) | 1 if 0 is a node],
+        for l in S+ (the order of :attr:`nodes`), from the per-dimension factors
+        (docs/gauss-legendre.md, section 2).
 
-    @property
-    def gram_order(self) -> np.ndarray:
-        """[cos_0, sin_0, cos_1, sin_1, ... (, 1)]: the columns of :meth:`basis` as the complex
-        exponentials lie in memory (real and imaginary parts interleaved)."""
-        pairs = np.arange(self.n_components // 2)
-        order = np.column_stack([pairs, pairs + pairs.size]).ravel()
-        return np.append(order, 2 * pairs.size) if self._has_origin else order
-
-    def basis_in_gram_order(self, X) -> np.ndarray:
-        """Phi[:, gram_order] without the copy that splits the exponentials into the cos and
-        sin blocks of :meth:`basis` (the layout of the one O(n s^2) pass)."""
-        exponentials = self._half_grid_exponentials(X)
-        interleaved = exponentials.view(exponentials.real.dtype)
-        if not self._has_origin:
-            return interleaved
-        Phi = np.empty((exponentials.shape[0], self.n_components), dtype=interleaved.dtype)
-        Phi[:, :-1] = interleaved
-        Phi[:, -1] = 1.0
-        return Phi
-
-    def _half_grid_exponentials(self, X) -> np.ndarray:
-        """exp(2 pi i eta_l^T (x - c)) for l in S+ (the order of :attr:`nodes`), complex, from
-        the per-dimension factors (docs/gauss-legendre.md, section 2)."""
+        Phi is returned Fortran-ordered (each feature's column contiguous): the layout in which
+        the features are cheapest to build and the symmetric rank-k update of the one
+        O(n s^2) pass reads fastest.
+        """
         X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
         U = X - self.offset.astype(X.dtype)
-        dtype = np.result_type(X.dtype, np.complex64)
-        factors = [_exponential_factor(U[:, j], nodes.astype(X.dtype), dtype)
+        complex_dtype = np.result_type(X.dtype, np.complex64)
+        factors = [_exponential_factor(U[:, j], nodes.astype(X.dtype), complex_dtype)
                    for j, (nodes, _) in enumerate(self._rules)]
-        out = np.empty((X.shape[0], self.n_components // 2), dtype=dtype)
-        half_grid_exponentials(factors, self._positive, self._zero, out)
-        return out
+        n_pairs = self.n_components // 2
+        rows = np.empty((self.n_components, X.shape[0]), dtype=X.dtype)
+        half_grid_exponential_rows(factors, self._positive, self._zero, rows[:n_pairs],
+                                   rows[n_pairs:2 * n_pairs])
+        if self._has_origin:
+            rows[-1] = 1.0
+        return rows.T
 
     def _log_weights_per_node(self, kernel: Kernel) -> np.ndarray:
         return self._log_node_weights + kernel.log_spectral_density(self._nodes)
@@ -488,16 +467,16 @@ def _require_support(cls, kernel: Kernel) -> None:
 
 
 def _exponential_factor(u: np.ndarray, nodes: np.ndarray, dtype) -> np.ndarray:
-    """exp(2 pi i eta_k u) of one dimension, shape (n, q), for a symmetric rule
+    """exp(2 pi i eta_k u) of one dimension, feature-major: shape (q, n), for a symmetric rule
     (eta_{q-1-k} = -eta_k, ascending: docs/gauss-legendre.md, section 1): cos and sin of the
     nonnegative half only; the other half is its complex conjugate, mirrored."""
     q = nodes.size
     h = q // 2
-    phase = (2 * np.pi) * np.multiply.outer(u, nodes[h:])
-    Z = np.empty((u.size, q), dtype=dtype)
-    np.cos(phase, out=Z.real[:, h:])
-    np.sin(phase, out=Z.imag[:, h:])
-    np.conjugate(Z[:, q - h:][:, ::-1], out=Z[:, :h])
+    phase = (2 * np.pi) * np.multiply.outer(nodes[h:], u)
+    Z = np.empty((q, u.size), dtype=dtype)
+    np.cos(phase, out=Z.real[h:])
+    np.sin(phase, out=Z.imag[h:])
+    np.conjugate(Z[q - h:][::-1], out=Z[:h])
     return Z
 
 
