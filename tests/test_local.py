@@ -383,8 +383,7 @@ def test_reoptimize_builds_one_map_per_centre_from_its_own_rows():
         calls.append((rows, centre))
         return features.get("rff").build(X[rows] - centre, kernel, 256, rng)
 
-    ctx = context(fmap, X, y, reoptimize=True, build_map=build_map,
-                  rng=np.random.default_rng(7))
+    ctx = context(fmap, X, y, reoptimize=True, build_map=build_map, map_seed=7)
     model = local.ClusterLocalModel.fit(ctx, kernel, 0.05)
     route = nearest_centres(X, model.centres, length_scale=kernel.length_scale)
     assert len(calls) == model.n_centres == len(model.maps)
@@ -396,8 +395,9 @@ def test_reoptimize_builds_one_map_per_centre_from_its_own_rows():
     # each centre's own draw is as good an approximation (measured max error 0.048)
     exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False).fit(X, y)
     assert np.max(np.abs(model.predict(X[:20]) - exact.predict(X[:20]))) < 0.1
-    with pytest.raises(NotImplementedError, match="local_reoptimize=True"):
-        model.model_file_arrays()
+    # the same seed builds the same maps again (what a loaded model relies on)
+    again = ctx.maps(model.centres, kernel)
+    assert all(np.array_equal(a.omega, b.omega) for a, b in zip(model.maps, again))
 
 
 # ----------------------------------------------------------------------------- estimator
@@ -522,16 +522,57 @@ def test_local_models_save_and_load_to_identical_predictions(params, tmp_path):
     assert stored == want["lazy" if params.get("local_lazy") else params["local"]]
 
 
-def test_a_reoptimized_model_cannot_be_saved(tmp_path):
+@pytest.mark.parametrize("approximation, lazy", [("rff", False), ("maclaurin", False),
+                                                 ("rff", True)])
+def test_a_reoptimized_model_saves_and_loads_to_identical_predictions(approximation, lazy,
+                                                                      tmp_path):
+    """One map per centre: the file stores the rows and the maps' seed, and the loaded model
+    rebuilds the same maps (Maclaurin: each centre's own allocation too)."""
+    X, y = data_2d(90)
+    model = estimator(approximation=approximation, local="clusters", local_reoptimize=True,
+                      local_lazy=lazy, normalize_X=True, normalize_y=True,
+                      n_components=24).fit(X, y)
+    sg.save(model, tmp_path / "m.npz")
+    loaded = sg.load(tmp_path / "m.npz")
+    Xs = np.random.default_rng(5).uniform(-2, 2, size=(15, 2))
+    for got, want in zip(loaded.predict(Xs, return_std=True), model.predict(Xs, return_std=True)):
+        np.testing.assert_array_equal(got, want)
+    assert loaded.local_model_.reoptimized and len(loaded.local_model_.maps) == model.n_centres_
+    with np.load(tmp_path / "m.npz") as npz:
+        stored = {key for key in npz.files if key.startswith("local.")}
+    assert {"local.X_train", "local.y_train"} <= stored
+
+
+def test_a_model_file_claiming_reoptimized_maps_without_rows_is_refused(tmp_path):
+    """A re-optimized model rebuilds its maps from its rows: a file that says it is one but
+    stores no rows is refused by name; an older file without the key loads as before."""
+    from tests.test_io import read_raw, write_raw
+    X, y = data_2d(50)
+    model = estimator(local="clusters", optimize=False).fit(X, y)
+    sg.save(model, tmp_path / "m.npz")
+    arrays, metadata = read_raw(tmp_path / "m.npz")
+    assert metadata["local"]["reoptimized"] is False
+    metadata["local"]["reoptimized"] = True
+    write_raw(tmp_path / "crafted.npz", arrays, metadata)
+    with pytest.raises(ValueError, match="is missing the array 'local.X_train'"):
+        sg.load(tmp_path / "crafted.npz")
+    del metadata["local"]["reoptimized"], metadata["local"]["map_seed"]
+    write_raw(tmp_path / "older.npz", arrays, metadata)
+    np.testing.assert_array_equal(sg.load(tmp_path / "older.npz").predict(X), model.predict(X))
+
+
+def test_a_reoptimized_float32_model_is_not_saved(tmp_path):
     X, y = data_2d(40)
-    model = estimator(local="clusters", local_reoptimize=True, optimize=False).fit(X, y)
-    with pytest.raises(NotImplementedError, match="one feature map per centre"):
+    model = estimator(local="clusters", local_reoptimize=True, optimize=False,
+                      dtype="float32").fit(X, y)
+    with pytest.raises(NotImplementedError, match="fit it in float64 to save it"):
         sg.save(model, tmp_path / "m.npz")
     assert not (tmp_path / "m.npz").exists()
 
 
-@pytest.mark.parametrize("kind", ["clusters", "test-points"])
-def test_cli_fits_and_predicts_a_local_model(kind, tmp_path):
+@pytest.mark.parametrize("kind, flags", [("clusters", []), ("test-points", []),
+                                         ("clusters", ["--local-reoptimize"])])
+def test_cli_fits_and_predicts_a_local_model(kind, flags, tmp_path):
     from scalegp.cli import main
     X, y = data_2d(60)
     np.savetxt(tmp_path / "train.csv", np.column_stack([X, y]), delimiter=",", header="a,b,y",
@@ -540,11 +581,12 @@ def test_cli_fits_and_predicts_a_local_model(kind, tmp_path):
     model, out = tmp_path / "m.npz", tmp_path / "p.csv"
     assert main(["fit", str(tmp_path / "train.csv"), "--target", "y", "--local", kind,
                  "--local-threshold", "1.5", "--n-components", "16", "--kernel", "gaussian",
-                 "--no-optimize", "--out", str(model), "--quiet"]) == 0
+                 "--no-optimize", "--out", str(model), "--quiet", *flags]) == 0
     assert main(["predict", str(model), str(tmp_path / "test.csv"), "--out", str(out),
                  "--quiet"]) == 0
     loaded = sg.load(model)
     assert loaded.local == kind and loaded.local_threshold == 1.5
+    assert loaded.local_reoptimize == bool(flags)
     predicted = np.loadtxt(out, delimiter=",", skiprows=1)
     mean, std = loaded.predict(X[:7], return_std=True)
     np.testing.assert_allclose(predicted, np.column_stack([mean, std]), rtol=1e-12)

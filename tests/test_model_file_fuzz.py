@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import io as model_io
+from scalegp import io as model_io, local
 from scalegp.errors import InvalidModelFileError
 
 MUST_FAIL, MAY_LOAD = "must fail", "may load"
@@ -248,6 +248,10 @@ PREDICTIVE = {
 }
 
 
+#: Local metadata that files written before it existed lack (read with these values).
+LOCAL_DEFAULTS = local.ClusterLocalModel.MODEL_FILE_DEFAULTS
+
+
 def get(tree, path):
     for key in path:
         tree = tree[key]
@@ -266,6 +270,11 @@ def metadata_verdict(path, mutated, original):
                                                                               path) else None
     if path and path[0] == "params":
         return MAY_LOAD                 # checked by the estimator; predictions never change
+    if len(path) == 2 and path[0] == "local" and "local" in mutated \
+            and path[1] in LOCAL_DEFAULTS and path[1] in original["local"] \
+            and path[1] not in mutated["local"]:
+        # deleted: a file written before the key existed, read with its default
+        return MAY_LOAD if LOCAL_DEFAULTS[path[1]] == get(original, path) else MUST_FAIL
     if path[:2] == ("kernel", "params"):
         if not isinstance(get(mutated, ("kernel",)), dict):
             return MUST_FAIL

@@ -279,14 +279,16 @@ def _make_estimator(args, n_dims: int, n_samples: int):
             raise CommandError(f"--approximation exact takes --local neighbors (an exact GP "
                                f"per neighbourhood), not --local {kind}")
         return ExactGPRegressor(**common)
-    if kind is None and getattr(args, "local_lazy", False):
-        raise CommandError("--local-lazy needs --local clusters")
+    for flag in ("local_lazy", "local_reoptimize"):
+        if kind != "clusters" and getattr(args, flag, False):
+            raise CommandError(f"--{flag.replace('_', '-')} needs --local clusters")
     return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
                               approximation_options=_parse_options(args.option),
                               dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
                               objective=getattr(args, "objective", "dtc"), local=kind,
                               local_threshold=getattr(args, "local_threshold", 2.0),
                               local_lazy=getattr(args, "local_lazy", False),
+                              local_reoptimize=getattr(args, "local_reoptimize", False),
                               local_neighbors=getattr(args, "local_neighbors", 300),
                               local_learning_centres=getattr(args, "local_learning_centres", 32),
                               **common)
@@ -772,6 +774,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--local-lazy", action="store_true",
                      help="with --local clusters: keep only the centres test points need, "
                           "conditioned at prediction (the model file keeps the training data)")
+    fit.add_argument("--local-reoptimize", action="store_true",
+                     help="with --local clusters: one feature map per centre, built on the "
+                          "training rows routed to it (the model file keeps the training data "
+                          "and rebuilds the maps)")
     fit.add_argument("--noise-variance-column", metavar="COLUMN",
                      help="a column of known per-row noise variances (measurement errors, >= 0, "
                           "in target units squared), added to the learned noise variance; not "

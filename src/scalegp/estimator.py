@@ -546,7 +546,8 @@ class LowRankGPRegressor(_GPRegressor):
     local_reoptimize : bool, default=False
         With ``local="clusters"``: one map per centre, built (``approximation_options``
         applied) on the training inputs routed to it, shifted by it, each from its own
-        stream; such a model cannot be saved.
+        stream; its model file stores the rows and the streams' seed and rebuilds the maps
+        (docs/local-models.md, "Algorithm 1"). Float32 fits are not saved.
     random_state : None, int, numpy.random.Generator, default=None
         Seed of the map's randomness and of the optimizer restarts (independent streams).
 
@@ -711,7 +712,13 @@ class LowRankGPRegressor(_GPRegressor):
                                          self.n_components, self.approximation_options,
                                          map_rng, fit_context)
         self._check_unsigned(feature_map)
+        self._local_state = _LocalState(feature_map, self._centre_map_builder(
+            X, kernel, fit_context), centre_rng, map_seed=int(centre_rng.integers(2**63 - 1)))
+        return self._local_state
 
+    def _centre_map_builder(self, X, kernel, fit_context):
+        """``build_map(rows, centre, rng)``: the map of one centre (``local_reoptimize``),
+        built like the shared one on X[rows] - centre (and the rows' targets)."""
         def build_map(rows, centre, stream):
             context = dict(fit_context)
             if "y" in context:
@@ -719,9 +726,20 @@ class LowRankGPRegressor(_GPRegressor):
             return _build_feature_map(self.approximation, X[rows] - centre, kernel,
                                       self.n_components, self.approximation_options, stream,
                                       context)
+        return build_map
 
-        self._local_state = _LocalState(feature_map, build_map, centre_rng)
-        return self._local_state
+    def _stored_centre_map_builder(self, X, y):
+        """:meth:`_centre_map_builder` of a loaded model's parameters and (standardized)
+        training rows: the fit's context, rebuilt (the starting kernel and noise variance)."""
+        kernel = kernels.get(self.kernel)
+        noise_variance = float(self.noise_variance)
+        hyperparameters = Hyperparameters(kernel, noise_variance,
+                                          check_bounds(self.noise_variance_bounds,
+                                                       "noise_variance_bounds"))
+        return self._centre_map_builder(X, kernel, {
+            "y": y, "noise_variance": noise_variance,
+            "noise_variance_lower": hyperparameters.noise_variance_lower,
+            "n_samples": X.shape[0]})
 
     def _check_unsigned(self, feature_map) -> None:
         if feature_map.signs is not None:
@@ -780,6 +798,7 @@ class LowRankGPRegressor(_GPRegressor):
             state.feature_map, ArraySource(X, y, dtype=self._dtype),
             threshold=float(self.local_threshold), lazy=bool(self.local_lazy),
             reoptimize=bool(self.local_reoptimize), build_map=state.build_map, rng=state.rng,
+            map_seed=state.map_seed,
             dtype=self._dtype, progress=progress, neighborhoods=state.neighborhoods,
             learning_centres=self.local_learning_centres)
         return local_models.LOCAL_KINDS[self.local].learning_objective(context, hyperparameters)
@@ -844,12 +863,14 @@ class LowRankGPRegressor(_GPRegressor):
 @dataclass(frozen=True)
 class _LocalState:
     """What a local fit prepares: the shared map, ``build_map(rows, centre, rng)`` for one
-    map per centre, the stream those are spawned from, and a neighbourhood model's cover."""
+    map per centre, a neighbourhood model's stream and cover, and the seed of the
+    per-centre maps' streams."""
 
     feature_map: object
     build_map: object
     rng: object
     neighborhoods: object = None
+    map_seed: int | None = None
 
 
 class ExactGPRegressor(_GPRegressor):

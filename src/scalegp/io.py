@@ -875,6 +875,8 @@ class _Reader:
             raise self.error(f"has metadata 'local.kind' = {_short(kind)}, expected one of "
                              f"{sorted(local.LOCAL_KINDS)}")
         cls = local.LOCAL_KINDS[kind]
+        for name, value in cls.MODEL_FILE_DEFAULTS.items():   # files written before the name
+            entry.setdefault(name, value)
         self._check_entries_of(entry, "local", [("kind", "str")] + [
             (name, json_kind) for name, (json_kind, _) in cls.MODEL_FILE_METADATA.items()])
         for name, (json_kind, condition) in cls.MODEL_FILE_METADATA.items():
@@ -1216,7 +1218,9 @@ class _Reader:
             return self.local_kind.from_model_file(
                 feature_map, kernel, float(self.metadata["noise_variance"]),
                 float(self.metadata["log_marginal_likelihood"]),
-                self.metadata["system"]["n_samples"], entry, arrays, self.metadata["dtype"])
+                self.metadata["system"]["n_samples"], entry, arrays, self.metadata["dtype"],
+                map_builder=lambda X, y: self.unfitted_estimator(
+                    ESTIMATORS[self.kind], kernel)._stored_centre_map_builder(X, y))
         except ValueError as error:
             raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
                              f"rebuilt: {error}") from None

@@ -240,7 +240,10 @@ class LocalContext:
         ``build_map(rows, centre, rng) -> FeatureMap``: a map built on X[rows] - centre
         (needed by ``reoptimize``).
     rng : numpy.random.Generator
-        The stream the per-centre maps are spawned from (``rng.spawn``).
+        The stream of a neighbourhood-local model's draws.
+    map_seed : int or None
+        The seed of the per-centre maps' streams (:func:`centre_streams`), needed by
+        ``reoptimize``; stored in the model file, so a loaded model rebuilds the same maps.
     chunk_size, dtype, progress
         As the engine's.
     neighborhoods : scalegp.neighborhoods.Neighborhoods or None
@@ -256,6 +259,7 @@ class LocalContext:
     reoptimize: bool = False
     build_map: Callable | None = None
     rng: np.random.Generator | None = None
+    map_seed: int | None = None
     chunk_size: int | None = None
     dtype: np.dtype = np.dtype(np.float64)
     progress: Callable | None = None
@@ -269,15 +273,25 @@ class LocalContext:
 
     def maps(self, centres: np.ndarray, kernel: Kernel):
         """The shared map, or (``reoptimize``) one map per centre, each built on the rows
-        routed to it, shifted by it, from an independent stream of ``rng``."""
+        routed to it, shifted by it, from its own stream (:func:`centre_streams`); a centre
+        no row routes to (the first, the training mean, can be one) keeps the shared map,
+        which was built around the mean."""
         if not self.reoptimize:
             return self.feature_map
-        if self.build_map is None or self.rng is None:
-            raise ValueError("reoptimize needs build_map and rng")
+        if self.build_map is None or self.map_seed is None:
+            raise ValueError("reoptimize needs build_map and map_seed")
         route = nearest_centres(self.source.X, centres, length_scale=kernel.length_scale)
-        streams = self.rng.spawn(centres.shape[0])
-        return [self.build_map(np.flatnonzero(route == j), centre, stream)
+        streams = centre_streams(self.map_seed, centres.shape[0])
+        rows = [np.flatnonzero(route == j) for j in range(centres.shape[0])]
+        return [self.build_map(rows[j], centre, stream) if rows[j].size else self.feature_map
                 for j, (centre, stream) in enumerate(zip(centres, streams))]
+
+
+def centre_streams(seed: int, n_centres: int) -> list[np.random.Generator]:
+    """Independent streams of the per-centre maps: the children of SeedSequence(seed), the
+    same for every call (learning and the final fit, and a loaded model, draw alike)."""
+    return [np.random.default_rng(child)
+            for child in np.random.SeedSequence(seed).spawn(n_centres)]
 
 
 def _at(maps, kernel: Kernel):
@@ -395,6 +409,8 @@ class LocalModel(abc.ABC):
     MODEL_FILE_METADATA: ClassVar[dict] = {}
     #: name -> (shape symbols, condition names) of the kind's model-file arrays.
     MODEL_FILE_ARRAYS: ClassVar[dict] = {}
+    #: name -> value of metadata that files written before the name existed lack.
+    MODEL_FILE_DEFAULTS: ClassVar[dict] = {}
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -487,8 +503,10 @@ class LocalModel(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype) -> "LocalModel":
-        """The model from validated model-file values."""
+                        n_samples, metadata, arrays, dtype, map_builder=None) -> "LocalModel":
+        """The model from validated model-file values; ``map_builder(X, y)`` returns the
+        fit's ``build_map(rows, centre, rng)`` for training rows (X, y), for kinds that
+        rebuild per-centre maps."""
 
 
 def _training_arrays(source: ArraySource) -> dict[str, np.ndarray]:
@@ -516,10 +534,14 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     and refills the cache identically.
 
     ``reoptimize=True`` builds one map per centre from the rows routed to it, shifted by it,
-    each from its own ``rng.spawn`` stream; such a model cannot be saved.
+    each from its own stream of ``map_seed`` (:func:`centre_streams`). Its model file stores
+    the seed and the training rows besides the systems; a loaded model rebuilds the maps from
+    them exactly as the fit built them (the map builder of the stored estimator parameters).
     """
 
-    MODEL_FILE_METADATA = {"threshold": ("number", "positive"), "lazy": ("bool", None)}
+    MODEL_FILE_METADATA = {"threshold": ("number", "positive"), "lazy": ("bool", None),
+                           "reoptimized": ("bool", None), "map_seed": ("int", "nonnegative")}
+    MODEL_FILE_DEFAULTS = {"reoptimized": False, "map_seed": 0}
     MODEL_FILE_ARRAYS = {
         "centres": (("c", "d"), ("finite",)),
         "beta": (("c", "m"), ("finite",)),
@@ -531,10 +553,11 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
                  n_samples, *, centres: np.ndarray, threshold: float, systems: dict,
                  maps=None, lazy: bool = False, source: ArraySource | None = None,
-                 chunk_size: int | None = None, dtype=None):
+                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None):
         super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
                          n_samples)
         self._centres = centres
+        self.map_seed = map_seed
         self.threshold = float(threshold)
         self.systems = dict(systems)
         self.maps = feature_map if maps is None else maps
@@ -552,13 +575,17 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         centres = context.centres(kernel)
         maps = context.maps(centres, kernel)
         m = _n_components(maps)
+        reoptimized = not isinstance(maps, FeatureMap)
         common = dict(centres=centres, threshold=context.threshold,
-                      maps=None if isinstance(maps, FeatureMap) else maps,
+                      maps=maps if reoptimized else None,
+                      map_seed=context.map_seed if reoptimized else None,
                       chunk_size=context.chunk_size, dtype=context.dtype)
         if context.lazy:
             return cls(context.feature_map, kernel, noise_variance, math.nan,
                        context.source.n_samples, systems={}, lazy=True, source=context.source,
                        **common)
+        if reoptimized:                     # its model file rebuilds the maps from the rows
+            common["source"] = context.source
         check_local_memory(centres.shape[0], m, "a cluster-centred local model")
         statistics = centred_statistics(_at(maps, kernel), context.source, centres,
                                         chunk_size=context.chunk_size, dtype=context.dtype,
@@ -627,39 +654,66 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
 
     # ----------------------------------------------------------------- model files
     def model_file_metadata(self):
-        return {"threshold": self.threshold, "lazy": self.lazy}
+        return {"threshold": self.threshold, "lazy": self.lazy,
+                "reoptimized": self.reoptimized,
+                "map_seed": int(self.map_seed) if self.reoptimized else 0}
 
     def model_file_arrays(self):
-        if self.reoptimized:
+        if self.reoptimized and self.source.X.dtype != np.float64:
             raise NotImplementedError(
-                "a local model fitted with local_reoptimize=True has one feature map per "
-                "centre, which model files do not store; refit it to predict, or fit with "
-                "local_reoptimize=False to save")
+                "a local model fitted with local_reoptimize=True rebuilds its per-centre maps "
+                "from the stored float64 training rows, which differ from these float32 ones; "
+                "fit it in float64 to save it")
+        training = _training_arrays(self.source) if self.lazy or self.reoptimized else {}
         if self.lazy:                   # the centres follow from the rows and the threshold
-            return _training_arrays(self.source)
+            return training
         order = range(self._centres.shape[0])
         return {"centres": np.asarray(self._centres, dtype=np.float64),
                 "beta": np.stack([self.systems[j].beta for j in order]),
-                "cholesky_factor": np.stack([self.systems[j].cholesky_factor for j in order])}
+                "cholesky_factor": np.stack([self.systems[j].cholesky_factor for j in order]),
+                **training}
 
     @classmethod
     def stored_arrays(cls, metadata):
+        training = {"X_train", "y_train"}
         if metadata["lazy"]:
-            return {"X_train", "y_train"}
-        return {"centres", "beta", "cholesky_factor"}
+            return training
+        return {"centres", "beta", "cholesky_factor"} | (training if metadata["reoptimized"]
+                                                         else set())
 
     @classmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype):
-        """A lazy model's centres are recomputed from its rows, as ``fit`` computed them."""
+                        n_samples, metadata, arrays, dtype, map_builder=None):
+        """A lazy model's centres are recomputed from its rows, as ``fit`` computed them; a
+        re-optimized model's maps are rebuilt from its rows and seed (ValueError if they do
+        not have the stored systems' size)."""
+        source = (ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype)
+                  if "X_train" in arrays else None)
+        centres = (farthest_point_centres(source.X, metadata["threshold"],
+                                          length_scale=kernel.length_scale)
+                   if metadata["lazy"] else arrays["centres"])
+        maps = None
+        if not metadata["reoptimized"] and metadata["map_seed"] != 0:
+            raise ValueError(f"it has map_seed {metadata['map_seed']}, which only a "
+                             "re-optimized model uses (0 otherwise)")
+        if metadata["reoptimized"]:
+            if map_builder is None:
+                raise ValueError("a re-optimized local model needs the map builder of its "
+                                 "estimator to be loaded")
+            context = LocalContext(feature_map, source, metadata["threshold"], reoptimize=True,
+                                   build_map=map_builder(source.X, source.y),
+                                   map_seed=metadata["map_seed"])
+            maps = context.maps(centres, kernel)
+            sizes = {fm.n_components for fm in maps}
+            if not metadata["lazy"] and sizes != {arrays["beta"].shape[1]}:
+                raise ValueError(f"its rebuilt per-centre maps have {sorted(sizes)} columns, "
+                                 f"the stored systems {arrays['beta'].shape[1]}")
+        common = dict(centres=centres, threshold=metadata["threshold"], maps=maps,
+                      map_seed=metadata["map_seed"] if maps is not None else None,
+                      source=source, dtype=dtype)
         if metadata["lazy"]:
-            source = ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype)
-            centres = farthest_point_centres(source.X, metadata["threshold"],
-                                             length_scale=kernel.length_scale)
             return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                       centres=centres, threshold=metadata["threshold"], systems={}, lazy=True,
-                       source=source, dtype=dtype)
-        common = dict(centres=arrays["centres"], threshold=metadata["threshold"], dtype=dtype)
+                       systems={}, lazy=True, **common)
         # the factor in the memory order the fit's factorization wrote it (LAPACK's, Fortran),
         # so that the solves, and the predictions, are bit-identical
         systems = {j: CholeskySystem(noise_variance, arrays["beta"][j], 0.0,
@@ -776,7 +830,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
 
     @classmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype):
+                        n_samples, metadata, arrays, dtype,
+                        map_builder=None):
         return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
                    source=ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype),
                    threshold=metadata["threshold"], dtype=dtype)

@@ -376,7 +376,7 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
 
     @classmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype):
+                        n_samples, metadata, arrays, dtype, map_builder=None):
         """Condition the stored cover again; ValueError if the members are not row indices
         or the likelihood differs from the stored one (the file's rows were altered)."""
         members = arrays["members"]
