@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -31,6 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, features, kernels, local as local_models
+from . import knot_learning
 from . import neighborhoods as neighborhood_models
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
@@ -197,6 +198,11 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 Staged(objective, data.stage),
                 hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
                 n_restarts=n_restarts, rng=restart_rng)
+            learned = self._learn_state(state, hyperparameters, result, data)
+            if learned is not None:
+                state, hyperparameters, result = learned
+                objective = self._objective(state, hyperparameters, data.X, data.y,
+                                            data.progress, data.noise_variance)
         data.stage("conditioning pass")
         posterior = objective.posterior(hyperparameters)
         noise_only = getattr(posterior, "noise_only_log_marginal_likelihood", None)
@@ -215,6 +221,11 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
     def _check_streaming(self) -> None:
         """Raise when this estimator cannot fit from a data source without its rows."""
+
+    def _learn_state(self, state, hyperparameters, result, data):
+        """After learning theta: (state, hyperparameters, result) learned further with the
+        prepared state (Nystrom knots, ``learn_knots``), or None (nothing more to learn)."""
+        return None
 
     def _diagnose(self, posterior, result, data, noise_only):
         """[(message, warning class)] of a finite fit; raise NonFiniteResultError otherwise.
@@ -508,6 +519,14 @@ class LowRankGPRegressor(_GPRegressor):
         maps with ``bounded_by_kernel`` (``"nystrom"``) and homoscedastic noise only
         (ValueError otherwise: for a Fourier map tr(K - Q) can be negative). Global models
         only (local models refuse "fitc" and "vfe").
+    learn_knots : int, default=0
+        With ``approximation="nystrom"`` and ``objective="vfe"``: after the hyperparameters
+        are learned at the knots of the rule, maximize the VFE bound over the hyperparameters
+        and the knots together (SGPR's inducing inputs; :mod:`scalegp.knot_learning`,
+        docs/nystrom.md, "Learned knots"), with at most this many L-BFGS-B iterations; each
+        costs about one evaluation of the bound plus O(n m d). The fitted map's selection
+        is then "learned". 0: the knots stay where the rule put them. Smooth kernels only
+        (gaussian, matern32, matern52, cauchy).
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
@@ -606,6 +625,7 @@ class LowRankGPRegressor(_GPRegressor):
         "local_reoptimize": ["boolean"],
         "local_neighbors": [Interval(Integral, 1, None, closed="left")],
         "local_learning_centres": [Interval(Integral, 1, None, closed="left"), None],
+        "learn_knots": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
@@ -614,7 +634,7 @@ class LowRankGPRegressor(_GPRegressor):
                  dtype="float64", signed_rule="repair", solver="cholesky", local=None,
                  local_threshold=2.0, local_lazy=False, local_reoptimize=False,
                  local_neighbors=300, local_learning_centres=32, random_state=None,
-                 objective="dtc"):
+                 objective="dtc", learn_knots=0):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -636,6 +656,7 @@ class LowRankGPRegressor(_GPRegressor):
         self.local_learning_centres = local_learning_centres
         self.random_state = random_state
         self.objective = objective
+        self.learn_knots = learn_knots
 
     def _check_local(self):
         """The local kind (None for a global model), after the local parameters agree."""
@@ -688,6 +709,8 @@ class LowRankGPRegressor(_GPRegressor):
             check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver],
                          itemsize=self._dtype.itemsize,
                          what=f"the fit (solver {self.solver!r})")
+        if self.learn_knots:
+            self._check_learn_knots(X, kernel)
         feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
                                          self.approximation_options, rng, fit_context)
         if feature_map.signs is None:
@@ -697,6 +720,29 @@ class LowRankGPRegressor(_GPRegressor):
         check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path],
                      itemsize=self._dtype.itemsize, what=f"the fit ({path!r} path)")
         return feature_map
+
+    def _check_learn_knots(self, X, kernel) -> None:
+        """Refuse ``learn_knots`` before any work where it does not apply."""
+        problems = [what for what, bad in (
+            (f"approximation='nystrom' (got {self.approximation!r})",
+             self.approximation != "nystrom"),
+            (f"objective='vfe' (got {self.objective!r})", self.objective != "vfe"),
+            ("optimize=True", not self.optimize)) if bad]
+        if problems:
+            raise ValueError(f"learn_knots={self.learn_knots} moves Nystrom knots by the "
+                             f"gradient of the VFE bound; it needs {', '.join(problems)}")
+        kernel.input_gradient_contraction(X[:1], X[:1], np.zeros((1, 1)))   # smooth kernels
+
+    def _learn_state(self, state, hyperparameters, result, data):
+        if not self.learn_knots:
+            return None
+        feature_map, hyperparameters, joint, _ = knot_learning.learn_knots(
+            state, hyperparameters, data.X, data.y, max_iter=int(self.learn_knots),
+            dtype=self._dtype, progress=data.progress)
+        result = replace(
+            joint, theta=joint.theta[:hyperparameters.n_params],
+            n_evaluations=result.n_evaluations + joint.n_evaluations)
+        return feature_map, hyperparameters, result
 
     def _prepare_local(self, X, kernel, rng, fit_context):
         """The shared map, built on the mean-centred inputs (decision 8), and how to build

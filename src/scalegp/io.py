@@ -292,7 +292,7 @@ POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
                 "local": None, "local_threshold": 2.0, "local_lazy": False,
                 "local_reoptimize": False, "local_neighbors": 300,
-                "local_learning_centres": 32, "objective": "dtc"}
+                "local_learning_centres": 32, "objective": "dtc", "learn_knots": 0}
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 

@@ -312,6 +312,30 @@ class Kernel(abc.ABC):
         grads.append(K)
         return np.stack(grads)
 
+    def input_gradient_contraction(self, X, Z, E) -> np.ndarray:
+        """sum_i E_ia d k(x_i, z_a) / d z_a for each row z_a of Z, shape (len(Z), d).
+
+        With u = (x - z) / l, d k(x, z) / d z_j = -(s / l_j) d kappa / d u_j, so the result is
+        -(s / l) o sum_i E_ia grad kappa(u_ia): the chain rule of a function of k(X, Z) in the
+        knots (docs/nystrom.md, "Learned knots"). Memory O(len(X) len(Z) d), as for the kernel
+        matrix itself. Kernels whose correlation is not differentiable at u = 0 raise
+        NotImplementedError.
+        """
+        E = np.asarray(E, dtype=float)
+        U = self._scaled_differences(X, Z)
+        if E.shape != U.shape[:2]:
+            raise ValueError(f"E must have shape {U.shape[:2]}, got {E.shape}")
+        grad = self._correlation_grad_input(U)                              # (n, m, d)
+        return -(self._variance / self._length_scale) * np.einsum("ia,iaj->aj", E, grad)
+
+    def _correlation_grad_input(self, U: np.ndarray) -> np.ndarray:
+        """d kappa / d u_j, shape (..., d), for the stationary kernels differentiable at
+        u = 0 (Gaussian, Matern 3/2 and 5/2, Cauchy)."""
+        raise NotImplementedError(
+            f"the input gradient (learned knots) is implemented for the gaussian, matern32, "
+            f"matern52 and cauchy kernels, not for {self!r} (matern12 and laplacian have a "
+            "kink at x = z)")
+
     @abc.abstractmethod
     def _correlation(self, U: np.ndarray) -> np.ndarray:
         """kappa of the scaled differences U = (x - z) / l, shape (..., d) -> (...)."""
@@ -545,6 +569,9 @@ class Gaussian(Kernel, names={"gaussian": {}, "rbf": {}}):
         r2 = np.einsum("...j,...j->...", U, U)
         return np.exp(-0.5 * r2) * r2
 
+    def _correlation_grad_input(self, U):
+        return -self._correlation(U)[..., None] * U
+
     def _log_base_density(self, V):
         d = V.shape[1]
         return 0.5 * d * np.log(2 * np.pi) - 2 * np.pi**2 * np.einsum("ij,ij->i", V, V)
@@ -649,6 +676,19 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
         a = np.sqrt(5.0) * r
         return (5.0 / 3.0) * (1 + a) * np.exp(-a) * r2
 
+    def _correlation_grad_input(self, U):
+        # d kappa / d u_j = kappa'(r) u_j / r; kappa'(r) / r = -3 e^{-sqrt(3) r} (nu = 3/2),
+        # -(5/3)(1 + sqrt(5) r) e^{-sqrt(5) r} (nu = 5/2); nu = 1/2 has a kink at r = 0
+        if self.nu == 0.5:
+            return super()._correlation_grad_input(U)
+        r = np.sqrt(np.einsum("...j,...j->...", U, U))
+        if self.nu == 1.5:
+            factor = 3.0 * np.exp(-np.sqrt(3.0) * r)
+        else:
+            a = np.sqrt(5.0) * r
+            factor = (5.0 / 3.0) * (1 + a) * np.exp(-a)
+        return -factor[..., None] * U
+
     def _log_base_density(self, V):
         d = V.shape[1]
         alpha = self.nu + 0.5 * d
@@ -717,6 +757,9 @@ class Cauchy(Kernel, names={"cauchy": {}}):
 
     def _correlation_grad_log_scale(self, U):
         return self._correlation(U)[..., None] * (2 * U**2 / (1 + U**2))
+
+    def _correlation_grad_input(self, U):
+        return -self._correlation(U)[..., None] * (2 * U / (1 + U**2))
 
     def _log_base_density(self, V):
         return V.shape[1] * np.log(np.pi) - 2 * np.pi * np.abs(V).sum(axis=1)

@@ -41,6 +41,8 @@ from .base import (DEFAULT_N_COMPONENTS, FeatureGradient, FeatureMap, MapAtTheta
 #: "given".
 KNOT_RULES = ("random", "grid", "pivoted_cholesky", "kmeans")
 GIVEN = "given"
+#: The selection of knots moved by the VFE gradient (:mod:`scalegp.knot_learning`).
+LEARNED = "learned"
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,7 +54,8 @@ class NystromFeatures(FeatureMap, name="nystrom"):
     knots : ndarray of shape (m, n_dims)
         Z, chosen from the training inputs by :meth:`build` (or given).
     selection : str
-        How the knots were chosen: one of :data:`KNOT_RULES`, or "given".
+        How the knots were chosen: one of :data:`KNOT_RULES`, "given", or "learned" (moved
+        by the VFE gradient, :mod:`scalegp.knot_learning`).
     """
 
     knots: np.ndarray
@@ -72,8 +75,8 @@ class NystromFeatures(FeatureMap, name="nystrom"):
         if knots.shape[0] < 1:
             raise ValueError("knots must hold at least one row")
         object.__setattr__(self, "knots", knots)
-        if self.selection not in KNOT_RULES + (GIVEN,):
-            raise ValueError(f"selection must be one of {KNOT_RULES + (GIVEN,)}, got "
+        if self.selection not in KNOT_RULES + (GIVEN, LEARNED):
+            raise ValueError(f"selection must be one of {KNOT_RULES + (GIVEN, LEARNED)}, got "
                              f"{self.selection!r}")
 
     @classmethod
@@ -210,6 +213,32 @@ class NystromAtTheta(MapAtTheta):
             A = linalg.solve_lower(L, linalg.solve_lower(L, dK).T)   # L^{-1} dK L^{-T}
             out[j] = np.tril(A, -1) + 0.5 * np.diag(np.diag(A))
         return out
+
+    def knot_gradient_share(self, X, Psi, W) -> tuple[np.ndarray, np.ndarray]:
+        """One chunk's share of dF/dZ for F a function of Psi = k(X, Z) L^{-T} with
+        W = dF/dPsi (rows of X): (the k(X, Z) part, shape (m, d); C = W^T Psi, (m, m)).
+
+        Since dPsi = dK_XZ L^{-T} - Psi Phi^T (Eq. N.3), dF/dK_XZ = W L^{-1}, whose contraction
+        with dk(x_i, z_a)/dz_a is the first part; the K_ZZ part needs only the sum of the C
+        (:meth:`knot_gradient`)."""
+        B = linalg.solve_lower(self.factor, W.T, transpose=True).T          # W L^{-1}
+        cross = self.kernel.input_gradient_contraction(X, self.feature_map.knots, B)
+        return cross, W.T @ Psi
+
+    def knot_gradient(self, cross, C) -> np.ndarray:
+        """dF/dZ (m, d) from the summed shares of :meth:`knot_gradient_share` (Eq. N.4):
+
+            dF/dK_ZZ = -L^{-T} sym(Phi(C)) L^{-1},     <W, Psi Phi^T> = <Phi(C), A>,
+
+        with A = L^{-1} dK_ZZ L^{-T} symmetric, and each knot moving row and column a of K_ZZ
+        (the factor 2; dk(z_a, z_a)/dz_a = 0 for a stationary kernel)."""
+        L = self.factor
+        P = np.tril(C, -1) + 0.5 * np.diag(np.diag(C))                     # Phi(C)
+        S = 0.5 * (P + P.T)
+        D = -linalg.solve_lower(L, linalg.solve_lower(L, S, transpose=True).T,
+                                transpose=True)                            # L^{-T} S L^{-1}
+        Z = self.feature_map.knots
+        return cross + self.kernel.input_gradient_contraction(Z, Z, 2.0 * D)
 
     def _cross(self, X) -> np.ndarray:
         return self.kernel(X, self.feature_map.knots)
