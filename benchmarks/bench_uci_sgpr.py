@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-import scalegp as sg
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import peers  # noqa: E402
+
+import scalegp as sg  # noqa: E402
+
 DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
 #: Wang et al. (2019), Table 1: exact GP RMSE / NLL, and the best of SGPR (512) and SVGP (1024).
 PUBLISHED = {
@@ -91,45 +96,8 @@ def run_scalegp(X, y, X_test, y_test, m: int, objective: str, seed: int,
 
 
 def run_gpytorch_sgpr(X, y, X_test, y_test, m: int, steps: int, seed: int) -> dict:
-    import gpytorch
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OPENBLAS_NUM_THREADS", "1")))
-    torch.manual_seed(seed)
-    start = time.perf_counter()
-    train_x = torch.as_tensor(X, dtype=torch.float64)
-    train_y = torch.as_tensor(y, dtype=torch.float64)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
-
-    class Model(gpytorch.models.ExactGP):
-        def __init__(self):
-            super().__init__(train_x, train_y, likelihood)
-            self.mean_module = gpytorch.means.ZeroMean()
-            rows = torch.randperm(train_x.shape[0])[:m]
-            self.covar_module = gpytorch.kernels.InducingPointKernel(
-                gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=1.5)),
-                inducing_points=train_x[rows].clone(), likelihood=likelihood)
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    model = Model().double()
-    model.train()
-    likelihood.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = -mll(model(train_x), train_y)
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    likelihood.eval()
-    with torch.no_grad(), gpytorch.settings.fast_pred_var():
-        predictive = likelihood(model(torch.as_tensor(X_test, dtype=torch.float64)))
-        mean, var = predictive.mean.numpy(), predictive.variance.numpy()
-    seconds = time.perf_counter() - start
+    mean, var, seconds = peers.gpytorch_sgpr_split(X, y, X_test, n_columns=m, steps=steps,
+                                                   kernel="matern32", seed=seed)
     rmse, nll = scores(mean, var, y_test)
     return {"method": "GPyTorch SGPR", "m": m, "seconds": seconds, "rmse": rmse, "nll": nll,
             "evaluations": steps, "note": f"{steps} Adam steps, rate 0.1"}
