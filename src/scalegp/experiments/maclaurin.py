@@ -290,6 +290,8 @@ def _fmt_array(value) -> str:
 
 
 CLUSTER_THETAS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: Feature draws (random_state) each setting of the cluster study is averaged over.
+CLUSTER_SEEDS = (0, 1, 2, 3, 4)
 # theta of the RMSE-versus-D panels (the paper's Fig. 4): 2 l for the map and yacht, 16 l for kin40k
 RMSE_THETA = {"relief": 2.0, "yacht": 2.0, "kin40k": 16.0}
 
@@ -329,6 +331,7 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
     thetas = (0.5, 2.0, 16.0) if quick else CLUSTER_THETAS
     kl_budgets = (32,) if quick else (32, 128)
     rmse_budgets = (16, 32) if quick else (32, 64, 128, 256)
+    seeds = CLUSTER_SEEDS[:1] if quick else CLUSTER_SEEDS
     kl_rows, rmse_rows, notes = [], [], []
     for name, X, y, X_test, y_test, note in _cluster_datasets(quick):
         start = time.process_time()
@@ -344,13 +347,19 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
                      f"{noise:.4g} ({exact_seconds:.1f} s); exact test RMSE {exact_rmse:.4f}")
 
         def evaluate(D, options):
-            start = time.process_time()
-            model = LowRankGPRegressor(n_components=D, kernel=kernel, noise_variance=noise,
-                                       optimize=False, random_state=0, **options).fit(X, y)
-            mean, var = _noisy_predictive(model, X_test, noise)
-            seconds = time.process_time() - start
-            return dict(kl=summed_kl(mean, var, mean_ref, var_ref),
-                        rmse=float(np.sqrt(np.mean((mean - y_test) ** 2))), time=seconds,
+            """KL, RMSE and time, the means over the feature seeds."""
+            runs = []
+            for seed in seeds:
+                start = time.process_time()
+                model = LowRankGPRegressor(n_components=D, kernel=kernel, noise_variance=noise,
+                                           optimize=False, random_state=seed,
+                                           **options).fit(X, y)
+                mean, var = _noisy_predictive(model, X_test, noise)
+                runs.append((summed_kl(mean, var, mean_ref, var_ref),
+                             float(np.sqrt(np.mean((mean - y_test) ** 2))),
+                             time.process_time() - start))
+            kl, rmse, seconds = np.mean(runs, axis=0)
+            return dict(kl=float(kl), rmse=float(rmse), time=float(seconds),
                         clusters=getattr(model, "n_centres_", None))
 
         for D in kl_budgets:
@@ -403,8 +412,10 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
              "test points (summed, as the authors' code does). local Maclaurin = "
              "approximation=\"maclaurin\", "
              "local=\"clusters\", local_threshold=theta (in length scales; centres on the "
-             "training inputs, Algorithm 1). One seed (random_state 0), not the paper's 10. "
-             "Time: CPU seconds of fit + predict, one thread.", "", *notes, "",
+             "training inputs, Algorithm 1). KL, RMSE and time are the means over the "
+             f"feature draws random_state = {', '.join(map(str, seeds))} (the paper averages "
+             "10; the data split is fixed, seed 0). Time: CPU seconds of fit + predict, one "
+             "thread.", "", *notes, "",
              "KL against theta:", "",
              "| dataset | D | method | theta / l | clusters | KL | RMSE | time (s) |",
              "|---|---|---|---|---|---|---|---|"]
