@@ -394,7 +394,7 @@ class Method:
     min_n: int = 0
 
 
-METHODS = {
+PEER_METHODS = {
     "scalegp GLF": Method(_scalegp("glf"), 1, "scalegp", max_dims=2),
     "scalegp RFF": Method(_scalegp("rff"), 1, "scalegp"),
     "sklearn exact GP": Method(_sklearn_exact, 3, "scikit-learn", exact=True),
@@ -430,7 +430,7 @@ def worker(method: str, folder: Path, m: int, limit: float) -> dict:
     baseline = peak_rss_mib()
     data = {name: np.load(folder / f"{name}.npy")
             for name in ("X_train", "y_train", "X_test", "y_test")}
-    out = METHODS[method].runner(data["X_train"], data["y_train"], data["X_test"], m, limit)
+    out = PEER_METHODS[method].runner(data["X_train"], data["y_train"], data["X_test"], m, limit)
     out["rmse"], out["nlpd"] = scores(out.pop("mean"), out.pop("var"), data["y_test"])
     out["peak_mib"], out["baseline_mib"] = peak_rss_mib(), baseline
     return out
@@ -444,7 +444,7 @@ def serve(method: str, m: int, limit: float) -> None:
     import sklearn.kernel_approximation  # noqa: F401
     import sklearn.linear_model  # noqa: F401
 
-    if METHODS[method].gpytorch:
+    if PEER_METHODS[method].gpytorch:
         import gpytorch  # noqa: F401
         import torch  # noqa: F401
     print("ready", flush=True)
@@ -461,7 +461,7 @@ def skip_reason(name: str, workload: Workload, earlier: list, limit: float,
                 quick: bool = False) -> str | None:
     """Why ``name`` is not run on ``workload`` (None: it runs); ``earlier`` are its rows on
     the family's smaller workloads, in order of N."""
-    method = METHODS[name]
+    method = PEER_METHODS[name]
     if method.gpytorch and not peers.gpytorch_available():
         return peers.NOT_INSTALLED
     if workload.n_train < method.min_n and not quick:
@@ -673,7 +673,7 @@ def plot(result: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 4.0),
                                 squeeze=False)
     for axis, family in zip(axes[0], families):
-        for k, name in enumerate(METHODS):
+        for k, name in enumerate(PEER_METHODS):
             points = sorted((row["n_train"], row["fit_s"]) for row in rows
                             if row["family"] == family and row["method"] == name
                             and "fit_s" in row)
@@ -723,7 +723,7 @@ def main(argv=None) -> dict:
                         help="smoke run: the small sizes, a 20 s limit (about 3 minutes)")
     parser.add_argument("--families", default=",".join(SIZES),
                         help="comma-separated subset of " + ", ".join(SIZES))
-    parser.add_argument("--methods", default=",".join(METHODS),
+    parser.add_argument("--methods", default=",".join(PEER_METHODS),
                         help="comma-separated subset of the method names")
     parser.add_argument("--sizes", default=None,
                         help="comma-separated training sizes (ETOPO5: grid strides) for every "
@@ -746,8 +746,8 @@ def main(argv=None) -> dict:
     families = args.families.split(",")
     names = args.methods.split(",")
     for name in names:
-        if name not in METHODS:
-            parser.error(f"unknown method {name!r} (one of {', '.join(METHODS)})")
+        if name not in PEER_METHODS:
+            parser.error(f"unknown method {name!r} (one of {', '.join(PEER_METHODS)})")
     for family in families:
         if family not in SIZES:
             parser.error(f"unknown family {family!r} (one of {', '.join(SIZES)})")
@@ -764,7 +764,7 @@ def main(argv=None) -> dict:
                 earlier = [row for row in rows
                            if row["family"] == family and row["method"] == name]
                 row = {"family": family, "workload": workload.name, "method": name,
-                       "library": METHODS[name].library, "n_train": workload.n_train,
+                       "library": PEER_METHODS[name].library, "n_train": workload.n_train,
                        "n_dims": workload.n_dims, "y_std": workload.y_std,
                        "y_unit": workload.y_unit}
                 reason = skip_reason(name, workload, earlier, limit, args.quick)

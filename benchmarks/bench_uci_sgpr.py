@@ -5,12 +5,15 @@ Protocol of Wang et al. (NeurIPS 2019, Table 1): a random 64/16/20 train/validat
 (seeded; the validation part is not used), inputs and targets standardised with the training
 part's mean and std, one shared-length-scale Matern-3/2 kernel; RMSE and the mean Gaussian
 negative log predictive density (NLL, of a new observation) on the test part, in standardised
-target units. scalegp learns with L-BFGS-B on the VFE bound (``objective="vfe"``); GPyTorch
-SGPR (``InducingPointKernel``, Titsias' collapsed bound, inducing inputs learned, initialised at
-random training rows) takes ``--adam-steps`` Adam steps at rate 0.1.
+target units. scalegp learns with L-BFGS-B on the VFE bound (``objective="vfe"``), with
+``--learn-knots N`` also over the knots (``learn_knots=N``, docs/nystrom.md, "Learned knots");
+GPyTorch SGPR (``InducingPointKernel``, Titsias' collapsed bound, inducing inputs learned,
+initialised at random training rows) takes ``--adam-steps`` Adam steps at rate 0.1.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_uci_sgpr.py pol elevators --gpytorch \\
-        --out benchmarks/results/uci-sgpr.md
+        --learn-knots 100 --out benchmarks/results/uci-sgpr.md
+
+``--no-scalegp`` runs GPyTorch alone (to run the peer while scalegp is being changed).
 
 Data: ``../shared/data/uci/<name>.csv`` (inputs x1..xd, target y last), or ``--data-dir``.
 """
