@@ -27,4 +27,9 @@ def test_rp_table3_quick(tmp_path):
     # the smooth function is within the reach of the paper's grid (l >= 0.5): 500 points
     # with noise sd 0.1 give a held-out error well below the noise
     flat = [row for row in rows if row[0] == "| almost flat"]
-    assert flat and all(float(row[4]) < 0.05 for row in flat), flat
+    assert flat and all(float(row[5]) < 0.05 for row in flat), flat
+    # the random projection's rank is an output per atom: averaged over the draws, below
+    # its cap of 100 and at least 1
+    projections = [row for row in rows if row[1].startswith("RP eps")]
+    assert len(projections) == 2 * len(gibbs_simulation.FUNCTIONS)
+    assert all(1 <= float(row[3]) < 100 for row in projections), projections

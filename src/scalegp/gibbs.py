@@ -24,6 +24,12 @@ Two cost models (docs/gibbs.md, "Cost model"), reported as ``GibbsSamples.cost_m
   (c_i / theta2 + 1 / tau)^{-1} depend on tau and theta2, so a step costs O(n m^2); the
   n x m features of every grid point are kept when they fit in ``feature_cache_bytes``,
   otherwise recomputed (one feature evaluation per grid point per theta1 update).
+
+The map is one map for all atoms (evaluated at each atom's kernel with ``map.at``), or an
+:class:`AtomMaps`, one map built at each atom, as the paper does for its fixed-accuracy random
+projection ("we pre-compute the random projection matrix for each of the discrete grid
+points"): the rank m_h is then an output per atom, and the weights of an atom of rank m_h
+below the largest rank are padded with prior draws (docs/gibbs.md, "Maps built per atom").
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from .features.base import FeatureMap, FixedBasisFeatureMap
 from .gp import BasisStatistics, accumulate_statistics
 from .kernels import Kernel
 
-__all__ = ["GammaPrior", "GibbsSamples", "check_theta1_grid", "effective_sample_size",
+__all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_theta1_grid", "effective_sample_size",
            "length_scale_of", "sample_posterior", "COST_MODELS"]
 
 #: Relative floor of the FITC-style diagonal c(x) >= DIAG_FLOOR * k(x, x) (docs/gibbs.md,
@@ -181,6 +187,68 @@ def _draw_index(log_probs: np.ndarray, rng: np.random.Generator) -> int:
 
 
 # ============================================================================ no diagonal
+@dataclass(frozen=True)
+class AtomMaps:
+    """One feature map per theta1 atom, map h built at the unit kernel of atom h.
+
+    With maps whose rank depends on the hyperparameters (the fixed-accuracy random
+    projection, Algorithm 2) this is the paper's per-grid-point precomputation: atom h has
+    rank m_h = ``ranks[h]``. The sampler keeps weights of the largest rank m = max_h m_h; at
+    atom h only the first m_h enter f, the others are a priori N(0, 1 / theta2) draws. The
+    joint law of (tau, theta2, theta1, f) is then that of the rank-m_h model at every atom,
+    since the unused weights integrate out (docs/gibbs.md, "Maps built per atom").
+    """
+
+    maps: tuple
+
+    def __post_init__(self):
+        maps = tuple(self.maps)
+        if not maps or not all(isinstance(fmap, FeatureMap) for fmap in maps):
+            raise TypeError("AtomMaps needs one built FeatureMap per theta1 atom")
+        if len({fmap.n_dims for fmap in maps}) != 1:
+            raise ValueError("the maps of AtomMaps must all have the same n_dims")
+        object.__setattr__(self, "maps", maps)
+
+    @property
+    def n_dims(self) -> int:
+        return self.maps[0].n_dims
+
+    @property
+    def name(self) -> str:
+        return self.maps[0].name
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """m_h of each atom, shape (t,)."""
+        return np.array([fmap.n_components for fmap in self.maps])
+
+    @property
+    def n_components(self) -> int:
+        """The largest rank, the length of the sampler's weight vectors."""
+        return int(self.ranks.max())
+
+    @property
+    def signs(self):
+        """None when every map is unsigned (the sampler needs that)."""
+        return next((fmap.signs for fmap in self.maps if fmap.signs is not None), None)
+
+
+def _atom_map(feature_map, kernel: Kernel, grid: np.ndarray, h: int):
+    """(map at theta, kernel) of atom h, at the unit kernel of theta1 = grid[h] (one shared
+    map or :class:`AtomMaps`)."""
+    kernel_h = unit_kernel(kernel, grid[h])
+    if isinstance(feature_map, AtomMaps):
+        return feature_map.maps[h].at(kernel_h), kernel_h
+    return feature_map.at(kernel_h), kernel_h
+
+
+def _atom_ranks(feature_map, t: int) -> np.ndarray:
+    """m_h of each of the t atoms."""
+    if isinstance(feature_map, AtomMaps):
+        return feature_map.ranks
+    return np.full(t, feature_map.n_components)
+
+
 class StatisticsBackend:
     """Weight-space conditionals from the m x m statistics of every grid point (no diagonal).
 
@@ -202,24 +270,28 @@ class StatisticsBackend:
         source = ArraySource(X, y)
         basis = (BasisStatistics.accumulate(feature_map, X, y)
                  if isinstance(feature_map, FixedBasisFeatureMap) else None)
-        self.eigenvalues = np.empty((t, m))
-        self.eigenvectors = np.empty((t, m, m))
-        self.rotated_projection = np.empty((t, m))
-        for h, theta1 in enumerate(grid):
-            kernel_h = unit_kernel(kernel, theta1)
-            stats = (basis.at(feature_map, kernel_h) if basis is not None
-                     else accumulate_statistics(feature_map.at(kernel_h), source))
+        # an atom of rank m_h < m: G_h is padded by an m - m_h block of zeros, whose
+        # eigenvectors are the unit vectors beyond m_h (eigenvalue 0, z = 0)
+        self.eigenvalues = np.zeros((t, m))
+        self.eigenvectors = np.broadcast_to(np.eye(m), (t, m, m)).copy()
+        self.rotated_projection = np.zeros((t, m))
+        for h in range(t):
+            if basis is not None:
+                stats = basis.at(feature_map, unit_kernel(kernel, grid[h]))
+            else:
+                stats = accumulate_statistics(_atom_map(feature_map, kernel, grid, h)[0], source)
             lam, U = np.linalg.eigh(stats.gram)
             z = U.T @ stats.projection
+            rank = lam.size
             # Eigenvalues within the rounding of eigh (m eps lam_max) are 0, and so are their
             # z_l: exact arithmetic has z_l^2 <= lam_l y^T y (Cauchy-Schwarz), which rounding
             # breaks there, and a z_l without its lam_l drives the weights' mean tau z_l /
             # (tau lam_l + theta2) and theta2 to 0 without bound (docs/gibbs.md,
             # "Conditionals without the diagonal").
-            null = lam <= m * np.finfo(float).eps * max(lam.max(), 0.0)
-            self.eigenvalues[h] = np.where(null, 0.0, lam)
-            self.eigenvectors[h] = U
-            self.rotated_projection[h] = np.where(null, 0.0, z)
+            null = lam <= rank * np.finfo(float).eps * max(lam.max(), 0.0)
+            self.eigenvalues[h, :rank] = np.where(null, 0.0, lam)
+            self.eigenvectors[h, :rank, :rank] = U
+            self.rotated_projection[h, :rank] = np.where(null, 0.0, z)
             self.y_norm2, self.n_samples = stats.y_norm2, stats.n_samples
             if progress is not None:
                 progress(h + 1)
@@ -292,21 +364,23 @@ class RowsBackend:
         self.feature_map, self.kernel, self.grid, self.X, self.y = (
             feature_map, kernel, grid, X, y)
         self.n_samples, self.n_components = n, m
+        self.ranks = _atom_ranks(feature_map, t)
         available = available_bytes()
         budget = feature_cache_bytes if available is None else min(feature_cache_bytes,
                                                                    available // 4)
-        self.cached = t * n * m * 8 <= budget
+        self.cached = n * int(self.ranks.sum()) * 8 <= budget
         self.cost_model = "rows-cached" if self.cached else "rows-recomputed"
         self._features = [] if self.cached else None
         self.diagonals = np.empty((t, n))
-        self.factors = np.empty((t, m, m))
+        self.factors = [None] * t
         self.log_det = np.empty(t)
         self.n_floored = 0
         for h in range(t):
             Psi, c, floored = self._features_and_diagonal(h)
             self.n_floored += floored
             scaled = Psi / np.sqrt(c)[:, None]
-            L = linalg.cholesky(np.eye(m) + scaled.T @ scaled, name="I + Psi^T C^-1 Psi")[0]
+            L = linalg.cholesky(np.eye(Psi.shape[1]) + scaled.T @ scaled,
+                                name="I + Psi^T C^-1 Psi")[0]
             self.diagonals[h], self.factors[h] = c, L
             self.log_det[h] = np.log(c).sum() + 2 * np.log(np.diag(L)).sum()
             if self.cached:
@@ -315,8 +389,8 @@ class RowsBackend:
                 progress(h + 1)
 
     def _features_and_diagonal(self, h: int):
-        kernel_h = unit_kernel(self.kernel, self.grid[h])
-        Psi = np.asarray(self.feature_map.at(kernel_h).features(self.X), dtype=np.float64)
+        fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.grid, h)
+        Psi = np.asarray(fmap.features(self.X), dtype=np.float64)
         prior = kernel_h.diag(self.X)
         raw = prior - np.einsum("ij,ij->i", Psi, Psi)
         floor = DIAG_FLOOR * prior
@@ -332,10 +406,10 @@ class RowsBackend:
         Psi, c = self.features(state.index), self.diagonals[state.index]
         tau, theta2 = state.tau, state.theta2
         r = 1.0 / (c / theta2 + 1.0 / tau)
-        A = theta2 * np.eye(self.n_components) + (Psi * r[:, None]).T @ Psi
+        A = theta2 * np.eye(Psi.shape[1]) + (Psi * r[:, None]).T @ Psi
         L = linalg.cholesky(A, name="theta2 I + Psi^T R Psi")[0]
         mean = sla.cho_solve((L, True), Psi.T @ (r * self.y))
-        w = mean + sla.solve_triangular(L, rng.standard_normal(self.n_components), lower=True,
+        w = mean + sla.solve_triangular(L, rng.standard_normal(Psi.shape[1]), lower=True,
                                         trans="T")
         fitted = Psi @ w
         precision = tau + theta2 / c
@@ -367,9 +441,9 @@ class RowsBackend:
 
     def collapsed_theta1_log_probs(self, tau: float, theta2: float) -> np.ndarray:
         out = np.empty(self.grid.size)
-        m = self.n_components
         for h in range(self.grid.size):
             Psi = self.features(h)
+            m = Psi.shape[1]
             noise = self.diagonals[h] / theta2 + 1.0 / tau           # Lambda
             scaled = Psi / np.sqrt(noise)[:, None]
             L = linalg.cholesky(theta2 * np.eye(m) + scaled.T @ scaled,
@@ -380,13 +454,19 @@ class RowsBackend:
         return out
 
     def weights(self, state: _State, rng) -> np.ndarray:
-        """A draw of w | g, theta2, h ~ N(w*, (theta2 L L^T)^{-1}) for the stored samples."""
+        """A draw of w | g, theta2, h ~ N(w*, (theta2 L L^T)^{-1}) for the stored samples
+        (at an atom of rank m_h < m, the weights beyond m_h are prior draws)."""
         h = state.index
         Psi = self.features(h)
+        rank = Psi.shape[1]
         mean = self._best_weights(h, state.latent, Psi)
-        noise = sla.solve_triangular(self.factors[h], rng.standard_normal(self.n_components),
+        noise = sla.solve_triangular(self.factors[h], rng.standard_normal(rank),
                                      lower=True, trans="T")
-        return mean + noise / math.sqrt(state.theta2)
+        if rank == self.n_components:
+            return mean + noise / math.sqrt(state.theta2)
+        w = rng.standard_normal(self.n_components) / math.sqrt(state.theta2)
+        w[:rank] = mean + noise / math.sqrt(state.theta2)
+        return w
 
 
 # ============================================================================ samples
@@ -396,7 +476,7 @@ class GibbsSamples:
 
     Attributes
     ----------
-    feature_map : FeatureMap
+    feature_map : FeatureMap or AtomMaps
     kernel : Kernel
         The kernel family; its length scale and variance are those of each draw.
     theta1_grid : ndarray (t,)
@@ -405,7 +485,8 @@ class GibbsSamples:
     theta1_index : ndarray (S,) of int
         The grid index of theta1 of each draw.
     weights : ndarray (S, m)
-        w of each draw (f(x) = psi_1(x; theta1)^T w [+ eps(x)]).
+        w of each draw (f(x) = psi_1(x; theta1)^T w [+ eps(x)]; with :class:`AtomMaps`, the
+        first m_h entries at atom h).
     diag_correction : bool
     cost_model : str
         One of ``COST_MODELS``: what ran.
@@ -434,6 +515,17 @@ class GibbsSamples:
     @property
     def n_draws(self) -> int:
         return int(self.tau.size)
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """The rank m_h of the drawn atom of each draw, shape (S,)."""
+        return _atom_ranks(self.feature_map, self.theta1_grid.size)[self.theta1_index]
+
+    @property
+    def average_rank(self) -> float:
+        """The rank averaged over the kept draws (the paper's "average rank ... over the
+        iterations")."""
+        return float(self.ranks.mean())
 
     @property
     def theta1(self) -> np.ndarray:
@@ -474,9 +566,9 @@ class GibbsSamples:
         V = np.zeros_like(F)
         for h in np.unique(self.theta1_index):
             draws = np.flatnonzero(self.theta1_index == h)
-            kernel_h = unit_kernel(self.kernel, self.theta1_grid[h])
-            Psi = np.asarray(self.feature_map.at(kernel_h).features(X), dtype=np.float64)
-            F[:, draws] = Psi @ self.weights[draws].T
+            fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.theta1_grid, h)
+            Psi = np.asarray(fmap.features(X), dtype=np.float64)
+            F[:, draws] = Psi @ self.weights[draws, :Psi.shape[1]].T
             if self.diag_correction:
                 c = np.maximum(kernel_h.diag(X) - np.einsum("ij,ij->i", Psi, Psi), 0.0)
                 V[:, draws] = c[:, None] / self.theta2[draws]
@@ -542,7 +634,8 @@ def mixture_quantile(F: np.ndarray, V: np.ndarray, p: float) -> np.ndarray:
 
 
 # ============================================================================ sampler
-def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_grid,
+def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *,
+                     theta1_grid,
                      tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter: int = 2000,
                      burn_in: int = 500, thin: int = 1, collapsed: bool = False,
                      diag_correction: bool = False, rng=None, progress=None,
@@ -557,8 +650,9 @@ def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_gr
 
     Parameters
     ----------
-    feature_map : FeatureMap
-        Built on the training inputs (data-dependent maps); unsigned.
+    feature_map : FeatureMap or AtomMaps
+        Built on the training inputs (data-dependent maps); unsigned. An :class:`AtomMaps`
+        has one map per atom of ``theta1_grid``.
     kernel : Kernel
         Isotropic (one length scale): theta1 sets l = (2 theta1)^{-1/2}.
     X, y : training inputs (n, d) and targets (n,)
@@ -600,6 +694,9 @@ def sample_posterior(feature_map: FeatureMap, kernel: Kernel, X, y, *, theta1_gr
         raise NotImplementedError(
             f"{feature_map.name!r} has negative quadrature weights here; the weight prior "
             "N(0, I / theta2) needs an unsigned map (use another approximation)")
+    if isinstance(feature_map, AtomMaps) and len(feature_map.maps) != grid.size:
+        raise ValueError(f"AtomMaps has {len(feature_map.maps)} maps for a grid of "
+                         f"{grid.size} atoms: give one map per atom")
     rng = as_generator(rng)
 
     def grid_progress(done):

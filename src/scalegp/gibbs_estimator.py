@@ -26,8 +26,8 @@ from . import kernels
 from ._validation import as_generator, check_matrix, check_vector
 from .data import ArraySource
 from .errors import ConvergenceWarning
-from .gibbs import (FEATURE_CACHE_BYTES, GammaPrior, check_theta1_grid, length_scale_of,
-                    sample_posterior)
+from .gibbs import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
+                    length_scale_of, sample_posterior, unit_kernel)
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 
@@ -72,6 +72,14 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         The FITC-style diagonal (the modified predictive process): cost O(n m^2) per sweep.
     approximation_options : dict, optional
         Keyword arguments of the map's ``build``.
+    map_per_atom : bool, default=False
+        Build one map per theta1 atom, at that atom's unit kernel (the paper's
+        precomputation for its random projection; :class:`scalegp.gibbs.AtomMaps`), instead
+        of one map for the whole grid. With ``approximation="random-projection"`` and
+        ``approximation_options={"epsilon": ...}`` each atom then gets the rank its target
+        error needs (``samples_.average_rank``); ``n_components`` caps it. Costs one build
+        per atom (for random projection Theta(n^2) kernel evaluations each); such a model
+        cannot be saved yet (NotImplementedError).
     normalize_y : bool, default=True
         Sample with (y - mean) / std; the priors are then on that scale.
     normalize_X : bool, default=False
@@ -114,6 +122,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "collapsed": ["boolean"],
         "diag_correction": ["boolean"],
         "approximation_options": [Mapping, None],
+        "map_per_atom": ["boolean"],
         "normalize_y": ["boolean"],
         "normalize_X": ["boolean"],
         "feature_cache_bytes": [Interval(Integral, 0, None, closed="left")],
@@ -124,7 +133,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
                  theta1_grid=None, tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter=2000,
                  burn_in=500, thin=1, collapsed=False, diag_correction=False,
-                 approximation_options=None, normalize_y=True, normalize_X=False,
+                 approximation_options=None, map_per_atom=False, normalize_y=True,
+                 normalize_X=False,
                  feature_cache_bytes=FEATURE_CACHE_BYTES, verbose=False, random_state=None):
         self.approximation = approximation
         self.n_components = n_components
@@ -138,6 +148,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self.collapsed = collapsed
         self.diag_correction = diag_correction
         self.approximation_options = approximation_options
+        self.map_per_atom = map_per_atom
         self.normalize_y = normalize_y
         self.normalize_X = normalize_X
         self.feature_cache_bytes = feature_cache_bytes
@@ -153,7 +164,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X : array-like (n_samples, n_dims)
         y : array-like (n_samples,)
         progress : callable, optional
-            ``progress(done, total, stage)`` (:func:`scalegp.gibbs.sample_posterior`).
+            ``progress(done, total, stage)`` (:func:`scalegp.gibbs.sample_posterior`; with
+            ``map_per_atom`` first stage "maps", one step per atom built).
 
         Returns
         -------
@@ -180,18 +192,22 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         build_rng, chain_rng = as_generator(self.random_state).spawn(2)
         noise_lower = 1.0 / stats.gamma(tau_prior.shape,
                                         scale=1 / tau_prior.rate).ppf(1 - PRIOR_TAIL)
-        feature_map = _build_feature_map(
-            self.approximation, X, build_kernel(kernel, grid, theta2_prior), self.n_components,
-            self.approximation_options, build_rng,
-            {"y": y_fit, "noise_variance": 1.0 / tau_prior.mean,
-             "noise_variance_lower": noise_lower})
+        context = {"y": y_fit, "noise_variance": 1.0 / tau_prior.mean,
+                   "noise_variance_lower": noise_lower}
         with _ProgressBar(self.verbose) as bar:
+            report = _both(bar, progress)
+            if self.map_per_atom:
+                feature_map = AtomMaps(tuple(self._atom_maps(X, kernel, grid, build_rng,
+                                                             context, report)))
+            else:
+                feature_map = _build_feature_map(
+                    self.approximation, X, build_kernel(kernel, grid, theta2_prior),
+                    self.n_components, self.approximation_options, build_rng, context)
             samples = sample_posterior(
                 feature_map, kernel, X, y_fit, theta1_grid=grid, tau_prior=tau_prior,
                 theta2_prior=theta2_prior, n_iter=self.n_iter, burn_in=self.burn_in,
                 thin=self.thin, collapsed=self.collapsed, diag_correction=self.diag_correction,
-                rng=chain_rng, progress=_both(bar, progress),
-                feature_cache_bytes=self.feature_cache_bytes)
+                rng=chain_rng, progress=report, feature_cache_bytes=self.feature_cache_bytes)
         self._set_fitted(samples, y_train_mean=y_mean, y_train_std=y_std,
                          X_train_mean=X_mean, X_train_scale=X_scale)
         if grid.size > 1 and np.unique(samples.theta1_index).size == 1:
@@ -202,6 +218,16 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                    "field integrated out and mixes far better (docs/gibbs.md, \"The sweep\")"),
                 ConvergenceWarning, stacklevel=2)
         return self
+
+    def _atom_maps(self, X, kernel, grid, rng, context, progress):
+        """One map per atom, built at its unit kernel (``map_per_atom``), each from its own
+        stream of ``rng``; ``progress(done, t, "maps")`` after each."""
+        for h, (theta1, atom_rng) in enumerate(zip(grid, rng.spawn(grid.size))):
+            yield _build_feature_map(self.approximation, X, unit_kernel(kernel, theta1),
+                                     self.n_components, self.approximation_options, atom_rng,
+                                     context)
+            if progress is not None:
+                progress(h + 1, grid.size, "maps")
 
     def _set_fitted(self, samples, *, y_train_mean, y_train_std, X_train_mean=None,
                     X_train_scale=None):

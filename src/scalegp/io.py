@@ -187,6 +187,10 @@ def _encode_feature_map(feature_map, arrays: dict, metadata: dict) -> None:
 
 def _encode_gibbs(model) -> tuple[dict, dict]:
     samples = model.samples_
+    if isinstance(samples.feature_map, gibbs.AtomMaps):
+        raise NotImplementedError(
+            "saving a Gibbs model with one map per theta1 atom (map_per_atom=True) is not "
+            "implemented: the model file stores one feature map")
     metadata = _common_metadata(model, samples.kernel)
     metadata["gibbs"] = {
         "diag_correction": bool(samples.diag_correction), "collapsed": bool(samples.collapsed),
