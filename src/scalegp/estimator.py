@@ -366,7 +366,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             cov = spread * scale * scale
         return mean, _check_finite_prediction(cov, "predictive covariance", scale)
 
-    def sample_y(self, X, n_samples=1, random_state=0):
+    def sample_y(self, X, n_samples=1, random_state=0, diag_correction=None):
         """Draw functions from the posterior at X (from the predictive covariance).
 
         Parameters
@@ -374,6 +374,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X : array-like of shape (n_test, n_dims)
         n_samples : int, default=1
         random_state : None, int, numpy.random.Generator, default=0
+        diag_correction : bool or None, default=None
+            :class:`LowRankGPRegressor` only, as in :meth:`predict` (None: True for
+            ``objective="fitc"`` and ``"vfe"``): the draws then have the covariance of
+            ``predict(X, return_cov=True, diag_correction=True)``.
 
         Returns
         -------
@@ -385,7 +389,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         rng = as_generator(random_state)
         # Drawn in the normalized target units and mapped back (y = mean + std * f), so the
         # covariance is never squared into target units.
-        draws = self.posterior_.sample(self._validate_test_inputs(X), n_samples, rng)
+        draws = self.posterior_.sample(self._validate_test_inputs(X), n_samples, rng,
+                                       **self._prediction_options(diag_correction))
         return _check_finite_prediction(draws * self.y_train_std_ + self.y_train_mean_,
                                         "posterior sample", self.y_train_std_)
 

@@ -672,19 +672,28 @@ class Posterior:
             var += self.system.noise_variance
         return mean, var
 
-    def sample(self, X, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+    def sample(self, X, n_samples: int, rng: np.random.Generator, *,
+               diag_correction: bool = False) -> np.ndarray:
         """Draws of the latent function at X, shape (n_test, n_samples).
 
         In weight space where the system allows it (S = I or repaired): f = Psi* w with
         w ~ N(beta, s2 M^{-1}), O(n_test m n_samples + m^2 n_samples) after the features, no
         n_test x n_test matrix. A signed (eigen) system's M^{-1} is indefinite, so its draws
-        come from the n_test x n_test predictive covariance (eigh, small n_test only).
+        come from the n_test x n_test predictive covariance (eigh, small n_test only). With
+        ``diag_correction`` each point adds an independent N(0, max(k(x, x) - psi^T S psi,
+        0)) (the FITC / SGPR predictive of docs/nystrom.md, section 4: its covariance is
+        that of ``predict(return_cov=True, diag_correction=True)``).
         """
         X = self.at_map.check_input(X)
         if isinstance(self.system, EigenSystem):
-            mean, cov = self.predict(X, return_cov=True)
+            mean, cov = self.predict(X, return_cov=True, diag_correction=diag_correction)
             return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
-        return self._features(X) @ self.system.sample_weights(n_samples, rng)
+        Psi = self._features(X)
+        draws = Psi @ self.system.sample_weights(n_samples, rng)
+        if diag_correction:
+            missing = self._missing_prior_variance(X, Psi)
+            draws += np.sqrt(missing)[:, None] * rng.standard_normal(draws.shape)
+        return draws
 
     def _missing_prior_variance(self, X, Psi) -> np.ndarray:
         """k(x, x) - psi(x)^T S psi(x), floored at 0 (in the system's own features)."""
