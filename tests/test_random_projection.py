@@ -228,12 +228,20 @@ def test_row_blocks_equal_one_block(monkeypatch, regression_data):
     V = np.random.default_rng(0).standard_normal((60, 5))
     operator = sketching.KernelOperator(kernel, X)
     monkeypatch.setattr(sketching, "BLOCK_ELEMENTS", 7 * 60 * 3)
+    monkeypatch.setattr(sketching, "DENSE_BYTES", 0)        # blocks, not the kept K
     assert len(list(sketching.row_blocks(60, 60, 3))) == 9
     KV, dKV = operator.matmat(V, grad_V=V[:, :2])
-    np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13)
+    # atol: entries of K V that cancel to ~1e-3 keep the products' rounding (~1e-16)
+    np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(dKV, kernel.gradient(X) @ V[:, :2], rtol=1e-12, atol=1e-14)
     KV, squared = operator.matmat_and_squared_frobenius(V)
-    np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13)
+    np.testing.assert_allclose(KV, kernel(X) @ V, rtol=1e-13, atol=1e-14)
+    assert operator._dense is None
+    kept = sketching.KernelOperator(kernel, X)
+    monkeypatch.setattr(sketching, "DENSE_BYTES", 8 * 60 * 60)
+    np.testing.assert_allclose(kept.matmat(V), kernel(X) @ V, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(kept._dense, kernel(X))
+    assert kept.matmat_and_squared_frobenius(V)[1] == pytest.approx(squared, rel=1e-13)
     np.testing.assert_allclose(squared, np.sum(kernel(X) ** 2), rtol=1e-13)
 
 

@@ -283,8 +283,36 @@ class Kernel(abc.ABC):
         scale = self._length_scale
         return (X[:, None, :] - Y[None, :, :]) / scale
 
+    #: True for a radial kernel kappa(u) = f(|u|^2) with f smooth at 0 (Gaussian, Matern 3/2
+    #: and 5/2), which implements ``_profile``, ``_profile_log_scale_sum`` and
+    #: ``_profile_input_factor`` of r^2: its matrices then come from r^2 by one GEMM
+    #: (:meth:`_scaled_squared_distances`) instead of an (n, m, d) array of differences.
+    smooth_in_r2 = False
+
+    def _scaled_squared_distances(self, X, Y):
+        """(r^2, A, B): r^2_ia = |a_i - b_a|^2 with a = (x - c) / l, b = (y - c) / l and c the
+        mean of Y, as |a|^2 + |b|^2 - 2 a^T b (a GEMM), floored at 0.
+
+        The shift c makes the rounding of r^2 about eps (spread / l)^2 rather than eps (|x| /
+        l)^2; f smooth in r^2 at 0 turns an error delta of r^2 into delta f'(0), so the
+        matrix is as accurate as from the differences (a kink at r = 0, Matern 1/2, would
+        turn it into sqrt(delta): those kernels keep the differences).
+        """
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        shift = Y.mean(axis=0)
+        A = (X - shift) / self._length_scale
+        B = A if Y is X else (Y - shift) / self._length_scale
+        r2 = -2.0 * (A @ B.T)
+        r2 += np.einsum("ij,ij->i", A, A)[:, None]
+        r2 += np.einsum("ij,ij->i", B, B)[None, :]
+        return np.maximum(r2, 0.0, out=r2), A, B
+
     def __call__(self, X, Y=None) -> np.ndarray:
         """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X."""
+        if self.smooth_in_r2:
+            return self._variance * self._profile(self._scaled_squared_distances(X, Y)[0])
         return self._variance * self._correlation(self._scaled_differences(X, Y))
 
     def diag(self, X) -> np.ndarray:
@@ -301,7 +329,12 @@ class Kernel(abc.ABC):
 
     def gradient(self, X, Y=None) -> np.ndarray:
         """dK/d theta_i of k(X, Y) (Y defaults to X) for the log-parameters, shape
-        (n_params, len(X), len(Y)); memory O(len(X) len(Y) d)."""
+        (n_params, len(X), len(Y)); memory O(len(X) len(Y) d) (O(len(X) len(Y)) for a
+        smooth radial kernel with one length scale)."""
+        if self.smooth_in_r2 and not self.anisotropic:
+            r2 = self._scaled_squared_distances(X, Y)[0]
+            return np.stack([self._variance * self._profile_log_scale_sum(r2),
+                             self._variance * self._profile(r2)])
         U = self._scaled_differences(X, Y)
         K = self._variance * self._correlation(U)
         if self.anisotropic:
@@ -322,6 +355,14 @@ class Kernel(abc.ABC):
         NotImplementedError.
         """
         E = np.asarray(E, dtype=float)
+        if self.smooth_in_r2:
+            # grad kappa(u_ia) = g(r^2_ia) u_ia with u_ia = a_i - b_a, so the sum over i is
+            # F^T A - (F^T 1) o B with F = E o g(r^2): two GEMMs, no (n, m, d) array
+            r2, A, B = self._scaled_squared_distances(X, Z)
+            if E.shape != r2.shape:
+                raise ValueError(f"E must have shape {r2.shape}, got {E.shape}")
+            F = E * self._profile_input_factor(r2)
+            return -(self._variance / self._length_scale) * (F.T @ A - F.sum(axis=0)[:, None] * B)
         U = self._scaled_differences(X, Z)
         if E.shape != U.shape[:2]:
             raise ValueError(f"E must have shape {U.shape[:2]}, got {E.shape}")
@@ -559,18 +600,28 @@ class Gaussian(Kernel, names={"gaussian": {}, "rbf": {}}):
     uniform_extra_dims = 0
     spectral_decay_class = "F4"
 
+    smooth_in_r2 = True
+
+    def _profile(self, r2):
+        return np.exp(-0.5 * r2)
+
+    def _profile_log_scale_sum(self, r2):
+        return np.exp(-0.5 * r2) * r2
+
+    def _profile_input_factor(self, r2):
+        return -np.exp(-0.5 * r2)
+
     def _correlation(self, U):
-        return np.exp(-0.5 * np.einsum("...j,...j->...", U, U))
+        return self._profile(np.einsum("...j,...j->...", U, U))
 
     def _correlation_grad_log_scale(self, U):
         return self._correlation(U)[..., None] * U**2
 
     def _correlation_grad_log_scale_sum(self, U):
-        r2 = np.einsum("...j,...j->...", U, U)
-        return np.exp(-0.5 * r2) * r2
+        return self._profile_log_scale_sum(np.einsum("...j,...j->...", U, U))
 
     def _correlation_grad_input(self, U):
-        return -self._correlation(U)[..., None] * U
+        return self._profile_input_factor(np.einsum("...j,...j->...", U, U))[..., None] * U
 
     def _log_base_density(self, V):
         d = V.shape[1]
@@ -641,8 +692,13 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
     def _repr_extra(self):
         return f"nu={self.nu}, "
 
-    def _correlation(self, U):
-        r = np.sqrt(np.einsum("...j,...j->...", U, U))
+    @property
+    def smooth_in_r2(self) -> bool:
+        """nu = 3/2 and 5/2 are smooth in r^2 at 0; nu = 1/2, exp(-r), has a kink."""
+        return self.nu != 0.5
+
+    def _profile(self, r2):
+        r = np.sqrt(r2)
         if self.nu == 0.5:
             return np.exp(-r)
         if self.nu == 1.5:
@@ -650,6 +706,9 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
             return (1 + a) * np.exp(-a)
         a = np.sqrt(5.0) * r
         return (1 + a + a**2 / 3) * np.exp(-a)
+
+    def _correlation(self, U):
+        return self._profile(np.einsum("...j,...j->...", U, U))
 
     def _correlation_grad_log_scale(self, U):
         # d kappa / d log l_j = -kappa'(r) u_j^2 / r  (since dr / d log l_j = -u_j^2 / r);
@@ -666,8 +725,10 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
         return factor[..., None] * U**2
 
     def _correlation_grad_log_scale_sum(self, U):
-        # sum_j of the above: -kappa'(r) r, with r^2 = sum_j u_j^2
-        r2 = np.einsum("...j,...j->...", U, U)
+        return self._profile_log_scale_sum(np.einsum("...j,...j->...", U, U))
+
+    def _profile_log_scale_sum(self, r2):
+        # sum_j d kappa / d log l_j = -kappa'(r) r, with r^2 = sum_j u_j^2
         r = np.sqrt(r2)
         if self.nu == 0.5:
             return np.exp(-r) * r
@@ -681,13 +742,15 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
         # -(5/3)(1 + sqrt(5) r) e^{-sqrt(5) r} (nu = 5/2); nu = 1/2 has a kink at r = 0
         if self.nu == 0.5:
             return super()._correlation_grad_input(U)
-        r = np.sqrt(np.einsum("...j,...j->...", U, U))
+        return self._profile_input_factor(np.einsum("...j,...j->...", U, U))[..., None] * U
+
+    def _profile_input_factor(self, r2):
+        # kappa'(r) / r, so that d kappa / d u_j = (kappa'(r) / r) u_j (nu = 3/2, 5/2)
+        r = np.sqrt(r2)
         if self.nu == 1.5:
-            factor = 3.0 * np.exp(-np.sqrt(3.0) * r)
-        else:
-            a = np.sqrt(5.0) * r
-            factor = (5.0 / 3.0) * (1 + a) * np.exp(-a)
-        return -factor[..., None] * U
+            return -3.0 * np.exp(-np.sqrt(3.0) * r)
+        a = np.sqrt(5.0) * r
+        return -(5.0 / 3.0) * (1 + a) * np.exp(-a)
 
     def _log_base_density(self, V):
         d = V.shape[1]

@@ -2,7 +2,8 @@
 Biometrika 2013; docs/random-projection.md).
 
 K is known only through products K V (an operator): :class:`KernelOperator` forms k(X, X)
-in row blocks, so memory is O(n c) for a product with c columns, never O(n^2);
+in row blocks, so memory is O(n c) for a product with c columns, and O(n^2) only where K takes
+at most ``DENSE_BYTES`` (then it is formed once and every product is one GEMM);
 :class:`DenseOperator` wraps an explicit matrix (the paper's Table 2 matrices). On it:
 
 * :func:`draw_sketch`: the test matrix Omega (Gaussian, Rademacher or uniform on the sphere);
@@ -26,11 +27,16 @@ import numpy as np
 import scipy.linalg
 
 from .. import linalg
+from .._memory import available_bytes
 from .._validation import check_positive_int
 
 #: Kernel entries (times max(d, n_params)) formed at once by a row block: 2^21 float64
 #: values are 16 MiB, so a product costs O(n c) memory plus this block.
 BLOCK_ELEMENTS = 2**21
+#: Bytes up to which :class:`KernelOperator` forms K once (n <= 5,792 at 256 MiB) and
+#: reuses it for every product without gradients: Algorithm 2 applies K once per block of
+#: r ~ log10 n probes, so a rank-m run is m / r passes of n^2 kernel entries otherwise.
+DENSE_BYTES = 256 * 2**20
 SKETCHES = ("gaussian", "rademacher", "sphere")
 CERTIFICATES = ("frobenius", "trace")
 #: Halko et al. (2011), Eq. (4.3): max_i ||(I - P) K omega_i|| <= epsilon / (10 sqrt(2 / pi))
@@ -49,13 +55,25 @@ class KernelOperator:
     """K = k(X, X) of a kernel at fixed hyperparameters, applied in row blocks.
 
     ``matmat(V)`` is K V; ``matmat(V, grad_V=W)`` also returns dK_p W for every
-    log-parameter p (shape (n_params, n, c')), from the same blocks of k and dk.
+    log-parameter p (shape (n_params, n, c')), from the same blocks of k and dk. Products
+    without gradients use K formed once when it takes at most ``DENSE_BYTES`` (and a quarter
+    of the available memory).
     """
 
     def __init__(self, kernel, inputs: np.ndarray):
         self.kernel = kernel
         self.inputs = inputs
         self.n = inputs.shape[0]
+        self._dense = None
+
+    def _dense_matrix(self) -> np.ndarray | None:
+        """K itself where it is small enough to keep, else None."""
+        if self._dense is None:
+            size = 8 * self.n * self.n
+            available = available_bytes()
+            if size <= DENSE_BYTES and (available is None or size <= available // 4):
+                self._dense = self.kernel(self.inputs)
+        return self._dense
 
     def diagonal(self) -> np.ndarray:
         return self.kernel.diag(self.inputs)
@@ -76,10 +94,16 @@ class KernelOperator:
         return out if grad_V is None else (out, grad_out)
 
     def matmat(self, V: np.ndarray, grad_V: np.ndarray | None = None):
+        K = self._dense_matrix() if grad_V is None else None
+        if K is not None:
+            return K @ V
         return self.rows_times(self.inputs, V, grad_V)
 
     def matmat_and_squared_frobenius(self, V: np.ndarray) -> tuple[np.ndarray, float]:
-        """(K V, ||K||_F^2) from one pass of kernel blocks."""
+        """(K V, ||K||_F^2) from one pass of kernel blocks (or the kept K)."""
+        K = self._dense_matrix()
+        if K is not None:
+            return K @ V, float(np.sum(K**2))
         out, total = np.empty((self.n, V.shape[1])), 0.0
         for block in row_blocks(self.n, self.n, self.inputs.shape[1]):
             K = self.kernel(self.inputs[block], self.inputs)
