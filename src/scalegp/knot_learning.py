@@ -4,13 +4,15 @@ Titsias' bound (docs/nystrom.md, Eq. V.1) is a function of the knots Z as much a
 SGPR (GPflow, GPyTorch) maximizes it over both. :class:`LearnedKnotsObjective` is that bound
 as a function of p = [theta..., vec(Z)] (theta = [kernel log-parameters..., log s2], Z row by
 row), with its gradient: the theta part is the engine's (:class:`scalegp.gp.MarginalLikelihood`
-with ``variational=True``), the Z part is Eq. N.4 of docs/nystrom.md,
+with ``variational=True``: value, noise gradient and the kernel gradient <W, dPsi_j>, here
+summed in the knots' loop), the Z part is Eq. N.4 of docs/nystrom.md,
 
     dF/dz_a = sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a + 2 sum_b D_ab dk(z_b, z_a)/dz_a,
     W = dF/dPsi = r beta^T / s2 - Psi M^{-1} + Psi / s2,   D = -L^{-T} sym(Phi(W^T Psi)) L^{-1},
 
 with r = y - Psi beta, M = s2 I + Psi^T Psi, K_ZZ = L L^T and Phi of Eq. N.2: one more
-contraction per chunk of the pass the theta gradient makes (O(n m d)), and O(m^3 + m^2 d)
+contraction per chunk of the pass the theta gradient makes (O(n m d)), in the same loop and from
+the same W L^{-1} as the theta gradient, and O(m^3 + m^2 d)
 once. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameters (the estimator's
 ``learn_knots``: after theta is learned at the knots of the rule).
 """
@@ -72,21 +74,24 @@ class LearnedKnotsObjective:
         at_map, statistics, value, system, conditioned = engine._condition(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
-        gradient = gp.accumulate_gradient(at_map, engine.source, system,
-                                          chunk_size=engine.chunk_size, dtype=engine.dtype,
-                                          kept_features=kept, trace_weight=1.0 / noise_variance)
-        gradient[-1] = (gp.noise_gradient(conditioned, system)
-                        + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
+        weight = 1.0 / noise_variance                      # the VFE trace term's t = 1 / s2
+        # one loop gives the kernel-parameter and the knot gradients from the same W and
+        # W L^{-1} (gp.chunk_gradient's kernel part is <W, dPsi_j>, with W's trace term)
+        kernel_gradient = np.zeros(at_map.kernel.n_params)
         cross = np.zeros(self.knot_shape)
         C = np.zeros((self.knot_shape[0],) * 2)
         for chunk, Psi in gp.features_by_chunk(at_map, engine.source, kept,
                                                chunk_size=engine.chunk_size, dtype=engine.dtype):
-            W = gp.feature_sensitivity(Psi, chunk.y, system, trace_weight=1.0 / noise_variance)
-            share, C_share = at_map.knot_gradient_share(chunk.X, Psi, W)
+            W = gp.feature_sensitivity(Psi, chunk.y, system, trace_weight=weight)
+            theta_share, share, C_share = at_map.gradient_share(chunk.X, Psi, W)
+            kernel_gradient += (theta_share
+                                - 0.5 * weight * at_map.kernel.diag_gradient(chunk.X).sum(axis=1))
             cross += share
             C += C_share
+        noise_part = (gp.noise_gradient(conditioned, system)
+                      + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
         knots_gradient = at_map.knot_gradient(cross, C)
-        return value, np.concatenate([gradient, knots_gradient.ravel()])
+        return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
 
     def posterior(self, p) -> gp.Posterior:
         """The posterior at p's hyperparameters and knots."""

@@ -214,19 +214,25 @@ class NystromAtTheta(MapAtTheta):
             out[j] = np.tril(A, -1) + 0.5 * np.diag(np.diag(A))
         return out
 
-    def knot_gradient_share(self, X, Psi, W) -> tuple[np.ndarray, np.ndarray]:
-        """One chunk's share of dF/dZ for F a function of Psi = k(X, Z) L^{-T} with
-        W = dF/dPsi (rows of X): (the k(X, Z) part, shape (m, d); C = W^T Psi, (m, m)).
+    def gradient_share(self, X, Psi, W) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One chunk's share of dF/dtheta and dF/dZ for F a function of Psi = k(X, Z) L^{-T}
+        with W = dF/dPsi (rows of X), from one solve B = W L^{-1} = dF/dK_XZ:
 
-        Since dPsi = dK_XZ L^{-T} - Psi Phi^T (Eq. N.3), dF/dK_XZ = W L^{-1}, whose contraction
-        with dk(x_i, z_a)/dz_a is the first part; the K_ZZ part needs only the sum of the C
-        (:meth:`knot_gradient`)."""
+        * kernel parameters: <W, dPsi_j> = sum(B o dK_XZ,j) - sum((W Phi_j) o Psi), since
+          dPsi_j = dK_XZ,j L^{-T} - Psi Phi_j^T (Eq. N.3), shape (n_params,);
+        * the k(X, Z) part of dF/dZ, the contraction of B with dk(x_i, z_a)/dz_a, (m, d);
+        * C = W^T Psi (m, m), whose sum is all the K_ZZ part needs (:meth:`knot_gradient`).
+        """
         B = linalg.solve_lower(self.factor, W.T, transpose=True).T          # W L^{-1}
-        cross = self.kernel.input_gradient_contraction(X, self.feature_map.knots, B)
-        return cross, W.T @ Psi
+        Z = self.feature_map.knots
+        theta = np.array([np.sum(B * dK_j) - np.sum((W @ Phi_j) * Psi)
+                          for dK_j, Phi_j in zip(self.kernel.gradient(X, Z),
+                                                 self.cholesky_derivatives)])
+        cross = self.kernel.input_gradient_contraction(X, Z, B)
+        return theta, cross, W.T @ Psi
 
     def knot_gradient(self, cross, C) -> np.ndarray:
-        """dF/dZ (m, d) from the summed shares of :meth:`knot_gradient_share` (Eq. N.4):
+        """dF/dZ (m, d) from the summed shares of :meth:`gradient_share` (Eq. N.4):
 
             dF/dK_ZZ = -L^{-T} sym(Phi(C)) L^{-1},     <W, Psi Phi^T> = <Phi(C), A>,
 
