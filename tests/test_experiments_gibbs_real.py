@@ -6,6 +6,7 @@ import pytest
 
 from scalegp import experiments
 from scalegp.experiments import gibbs_real_data
+from scalegp.experiments.quadrature import find_uci_dir
 
 pytestmark = pytest.mark.filterwarnings("ignore:theta1 stayed on one atom")
 
@@ -18,6 +19,16 @@ def test_abalone_is_the_uci_file_with_sex_one_hot():
     np.testing.assert_allclose(X[0, 3:], [0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15])
 
 
+def uci_available() -> bool:
+    try:
+        find_uci_dir()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not uci_available(), reason="UCI CSV files not found (../shared/data/uci "
+                    "or $SCALEGP_UCI_DIR): rp-table4 reads kin40k from them")
 def test_rp_table4_quick(tmp_path):
     written = experiments.run("rp-table4", tmp_path, quick=True)
     assert [path.name for path in written] == ["rp-table4.md"]
