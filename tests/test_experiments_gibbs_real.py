@@ -6,7 +6,7 @@ import pytest
 
 from scalegp import experiments
 from scalegp.experiments import gibbs_real_data
-from scalegp.experiments.quadrature import find_uci_dir
+from scalegp.experiments.quadrature import uci_available
 
 pytestmark = pytest.mark.filterwarnings("ignore:theta1 stayed on one atom")
 
@@ -17,14 +17,6 @@ def test_abalone_is_the_uci_file_with_sex_one_hot():
     np.testing.assert_array_equal(X[:, :3].sum(axis=1), 1.0)       # one of M, F, I
     assert y.min() == 1 and y.max() == 29                           # rings, UCI's range
     np.testing.assert_allclose(X[0, 3:], [0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15])
-
-
-def uci_available() -> bool:
-    try:
-        find_uci_dir()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 @pytest.mark.skipif(not uci_available(), reason="UCI CSV files not found (../shared/data/uci "

@@ -4,17 +4,9 @@ writes a PNG and a markdown table, and the sinc table shows the ordering of Fig.
 import pytest
 
 from scalegp import experiments
-from scalegp.experiments.quadrature import find_uci_dir
+from scalegp.experiments.quadrature import uci_available
 
 pytest.importorskip("matplotlib")
-
-
-def uci_available() -> bool:
-    try:
-        find_uci_dir()
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def test_maclaurin_kernel_experiment(tmp_path):

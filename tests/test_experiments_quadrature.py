@@ -11,15 +11,7 @@ from scalegp import experiments, features
 from scalegp.experiments import quadrature as experiment
 
 
-def uci_available() -> bool:
-    try:
-        experiment.find_uci_dir()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-needs_uci = pytest.mark.skipif(not uci_available(),
+needs_uci = pytest.mark.skipif(not experiment.uci_available(),
                                reason="UCI CSV files not found (../shared/data/uci or "
                                       "SCALEGP_UCI_DIR); the experiments need them")
 

@@ -181,9 +181,9 @@ def test_weights_given_the_field():
 
 
 # ---------------------------------------------------------------- the chain
-def exact_theta1_posterior(fmap, X, y, diagonal):
+def exact_theta1_posterior(dense_Q_of, y, n_atoms=GRID.size):
     """p(h | y) ∝ ∫∫ N(y; 0, Q_h / theta2 + I / tau) Ga(tau) Ga(theta2), by a 400 x 400
-    rule in (log tau, log theta2) over 1e-9..1 - 1e-9 of each prior's mass (the posterior
+    rule in (log tau, log theta2), Q_h = dense_Q_of(h) for each atom h, over 1e-9..1 - 1e-9 of each prior's mass (the posterior
     lies well inside)."""
     def nodes(prior):
         law = stats.gamma(prior.shape, scale=1 / prior.rate)
@@ -192,8 +192,8 @@ def exact_theta1_posterior(fmap, X, y, diagonal):
     tau, log_p_tau = nodes(TAU_PRIOR)
     theta2, log_p_theta2 = nodes(THETA2_PRIOR)
     out = []
-    for h in range(GRID.size):
-        q, V = np.linalg.eigh(dense_Q(fmap, X, h, diagonal))
+    for h in range(n_atoms):
+        q, V = np.linalg.eigh(dense_Q_of(h))
         r2 = (V.T @ y) ** 2
         var = np.maximum(q, 0)[None, None, :] / theta2[None, :, None] + 1 / tau[:, None, None]
         loglik = -0.5 * (np.log(var).sum(-1) + (r2 / var).sum(-1))
@@ -208,7 +208,7 @@ def test_chain_theta1_marginal_matches_numerical_integration(diagonal, collapsed
     """The fraction of draws at each grid point against the exact marginal posterior, within
     4.5 Monte-Carlo standard errors sqrt(p (1 - p) / ESS) (ESS of the indicator chain)."""
     fmap, X, y = tiny_problem()
-    exact = exact_theta1_posterior(fmap, X, y, diagonal)
+    exact = exact_theta1_posterior(lambda h: dense_Q(fmap, X, h, diagonal), y)
     samples = sample_posterior(fmap, KERNEL, X, y, theta1_grid=GRID, tau_prior=TAU_PRIOR,
                                theta2_prior=THETA2_PRIOR, n_iter=4000, burn_in=200,
                                collapsed=collapsed, diag_correction=diagonal, rng=11)

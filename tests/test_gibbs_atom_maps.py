@@ -18,6 +18,8 @@ from scalegp.gibbs import (AtomMaps, GammaPrior, RowsBackend, StatisticsBackend,
                            effective_sample_size, sample_posterior, unit_kernel)
 from scalegp.transformers import _build_feature_map
 
+from .test_gibbs import exact_theta1_posterior
+
 KERNEL = kernels.get("gaussian")
 GRID = np.array([2.0, 5.0, 12.5, 30.0])
 RANKS = (2, 3, 5, 4)                       # one rank per atom, the largest not the last
@@ -118,25 +120,6 @@ def test_theta2_conditional_counts_the_padded_weights():
     np.testing.assert_allclose(difference, difference[0], atol=1e-9)
 
 
-def exact_theta1_posterior(maps, X, y, diagonal):
-    """p(h | y) by a 400 x 400 rule in (log tau, log theta2) (as in tests/test_gibbs.py)."""
-    def nodes(prior):
-        law = stats.gamma(prior.shape, scale=1 / prior.rate)
-        logs = np.linspace(np.log(law.ppf(1e-9)), np.log(law.ppf(1 - 1e-9)), 400)
-        return np.exp(logs), prior.logpdf(np.exp(logs)) + logs
-    tau, log_p_tau = nodes(TAU_PRIOR)
-    theta2, log_p_theta2 = nodes(THETA2_PRIOR)
-    out = []
-    for h in range(GRID.size):
-        q, V = np.linalg.eigh(dense_Q(maps, X, h, diagonal))
-        r2 = (V.T @ y) ** 2
-        var = np.maximum(q, 0)[None, None, :] / theta2[None, :, None] + 1 / tau[:, None, None]
-        loglik = -0.5 * (np.log(var).sum(-1) + (r2 / var).sum(-1))
-        out.append(logsumexp(loglik + log_p_tau[:, None] + log_p_theta2[None, :]))
-    out = np.array(out)
-    return np.exp(out - logsumexp(out))
-
-
 @pytest.mark.parametrize("diagonal, collapsed", [(False, True), (True, False), (True, True)])
 def test_chain_with_atom_maps_matches_numerical_integration(diagonal, collapsed):
     """The draws' share of each atom against the exact marginal posterior of the per-atom
@@ -145,7 +128,7 @@ def test_chain_with_atom_maps_matches_numerical_integration(diagonal, collapsed)
     chain stays on its atom (ESS of the indicator about 4 in 4,000 sweeps; its conditionals
     are checked above), which is why docs/gibbs.md asks for collapsed=True with AtomMaps."""
     maps, X, y = atom_problem()
-    exact = exact_theta1_posterior(maps, X, y, diagonal)
+    exact = exact_theta1_posterior(lambda h: dense_Q(maps, X, h, diagonal), y)
     samples = sample_posterior(maps, KERNEL, X, y, theta1_grid=GRID, tau_prior=TAU_PRIOR,
                                theta2_prior=THETA2_PRIOR, n_iter=4000, burn_in=200,
                                collapsed=collapsed, diag_correction=diagonal, rng=11)

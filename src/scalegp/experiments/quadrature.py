@@ -100,6 +100,15 @@ def gaussian_methods() -> list[Method]:
 # ----------------------------------------------------------------------------- data
 
 
+def uci_available() -> bool:
+    """Whether :func:`find_uci_dir` finds the UCI files (tests skip, with a reason, where not)."""
+    try:
+        find_uci_dir()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def find_uci_dir() -> Path:
     """``$SCALEGP_UCI_DIR``, else ``../shared/data/uci`` relative to the repository."""
     configured = os.environ.get("SCALEGP_UCI_DIR")
