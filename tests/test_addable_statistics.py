@@ -7,7 +7,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features, gp
-from scalegp.data import IterableSource, as_source
+from scalegp.data import Chunk, IterableSource, as_source
 from scalegp.gp import (KeptFeatures, MarginalLikelihood, Statistics, accumulate_gradient,
                         chunk_gradient, chunk_statistics)
 from scalegp.noise import FITC, HOMOSCEDASTIC
@@ -134,11 +134,23 @@ def test_gradient_pass_with_and_without_kept_features(budget, monkeypatch):
     assert evaluated == (len(y) if budget == 10**9 else 2 * len(y))   # one pass or two
 
 
+def _chunk_at(start, rows=1):
+    return Chunk(np.zeros((rows, 1)), np.zeros(rows), None, start)
+
+
 def test_kept_features_drop_everything_past_the_budget():
     kept = KeptFeatures(budget=100)
-    kept.add("a", np.zeros(10))
+    kept.add(_chunk_at(0), np.zeros(10))
     assert kept.complete and len(kept.items) == 1
-    kept.add("b", np.zeros(10))
+    kept.add(_chunk_at(1), np.zeros(10))
     assert not kept.complete and kept.items == []
-    kept.add("c", np.zeros(1))
+    kept.add(_chunk_at(2), np.zeros(1))
     assert kept.items == []
+
+
+def test_kept_features_are_in_row_order_whatever_order_threads_add_them():
+    kept = KeptFeatures(budget=10**6)
+    for start in (4, 0, 8, 2):
+        kept.add(_chunk_at(start, 2), np.full(3, start))
+    assert [chunk.start for chunk, _ in kept.items] == [0, 2, 4, 8]
+    assert [Psi[0] for _, Psi in kept.items] == [0, 2, 4, 8]

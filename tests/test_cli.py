@@ -53,6 +53,24 @@ def test_fit_predict_round_trip(tmp_path, csv_file):
     assert np.all(values[:, 1] > 0)
 
 
+def test_n_jobs_threads_fit_the_serial_model_and_bad_counts_are_refused(tmp_path, csv_file):
+    models = {}
+    for n_jobs in (None, 2):
+        models[n_jobs] = tmp_path / f"model-{n_jobs}.npz"
+        flags = [] if n_jobs is None else ["--n-jobs", n_jobs]
+        fit = scalegp("fit", csv_file, "--target", "target", "--approximation", "glf",
+                      "--n-components", 64, "--out", models[n_jobs], "--quiet", *flags)
+        assert fit.returncode == 0, fit.stderr
+    X = np.loadtxt(csv_file, delimiter=",", skiprows=1)[:, :2]
+    serial, threaded = (sg.load(models[n_jobs]).predict(X) for n_jobs in (None, 2))
+    np.testing.assert_allclose(threaded, serial, rtol=1e-8, atol=1e-10)
+    refused = scalegp("fit", csv_file, "--target", "target", "--n-jobs", 0,
+                      "--out", tmp_path / "bad.npz")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "argument --n-jobs: must be a nonzero integer" in refused.stderr.splitlines()[-1]
+    assert not (tmp_path / "bad.npz").exists()
+
+
 def test_noise_variance_bounds_reach_the_model_and_are_checked(tmp_path, csv_file):
     model = tmp_path / "glf.npz"
     fit = scalegp("fit", csv_file, "--target", "target", "--approximation", "glf",

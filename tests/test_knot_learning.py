@@ -111,16 +111,17 @@ def test_dense_reference_gradient_against_differences(data):
     np.testing.assert_allclose(grad, fd, rtol=0, atol=1e-6 * np.abs(fd).max())
 
 
-@pytest.mark.parametrize("chunk_size", [None, 7])
-def test_objective_and_knot_gradient_equal_the_dense_analytic_ones(chunk_size, data):
-    """Value and dF/dZ to 1e-10 of the dense formulas; the theta part is the engine's VFE
-    gradient (tests/test_nystrom.py checks it against the dense one)."""
+@pytest.mark.parametrize("chunk_size,n_jobs", [(None, None), (7, None), (7, 3)])
+def test_objective_and_knot_gradient_equal_the_dense_analytic_ones(chunk_size, n_jobs, data):
+    """Value and dF/dZ to 1e-10 of the dense formulas, also with the chunks shared by three
+    threads; the theta part is the engine's VFE gradient (tests/test_nystrom.py checks it
+    against the dense one)."""
     X, y = data
     kernel = kernel_of("matern32")
     Z = random_knots(X)
     fmap = nystrom.NystromFeatures(n_dims=2, knots=Z)
     hp = Hyperparameters(kernel, NOISE, (1e-6, 1e5))
-    objective = LearnedKnotsObjective(fmap, hp, X, y, chunk_size=chunk_size)
+    objective = LearnedKnotsObjective(fmap, hp, X, y, chunk_size=chunk_size, n_jobs=n_jobs)
     value, grad = objective(objective.start())
     value_ref, grad_ref = dense_vfe_and_knot_gradient(kernel, Z, X, y, NOISE)
     np.testing.assert_allclose(value, value_ref, rtol=1e-10)

@@ -303,5 +303,6 @@ def test_memory_estimate_bounds_the_traced_peak(approximation, options, kernel, 
     assert peak - data <= estimate, measured
     # an estimate of this fit, not any bound: the estimate keeps room for a map that forms
     # dPsi in its gradient pass; these Fourier maps do not (their gradient is an operator), and
-    # the repaired sfs fit peaks at 0.27 of it (0.40 when it formed dPsi)
-    assert peak - data >= 0.25 * estimate, measured
+    # the repaired sfs fit peaks at 0.22 of it (0.27 while a float64 pass also allocated the
+    # float32 pass's m x m chunk Gram, 0.40 when it formed dPsi)
+    assert peak - data >= 0.2 * estimate, measured

@@ -26,6 +26,7 @@ from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_d
                       check_output_path)
 from .errors import NonFiniteResultError
 from ._memory import peak_resident_bytes
+from .parallel import resolve_n_jobs
 from .readers import HEADER_MODES, HEADER_RULE, TableError, open_reader, select_columns
 from .sources import PassReporter, checked_blocks, gather_rows, open_source, to_arrays
 from .tables import write_csv_blocks
@@ -74,6 +75,15 @@ def _int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
         return value
     return parse
+
+
+def _thread_count(text: str) -> int:
+    """An argparse type: n_jobs, a nonzero integer (-1: every core)."""
+    try:
+        return resolve_n_jobs(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a nonzero integer (-1: every core), got {text!r}") from None
 
 
 def _positive_float(text: str) -> float:
@@ -291,7 +301,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                               local_reoptimize=getattr(args, "local_reoptimize", False),
                               local_neighbors=getattr(args, "local_neighbors", 300),
                               local_learning_centres=getattr(args, "local_learning_centres", 32),
-                              **common)
+                              n_jobs=getattr(args, "n_jobs", None), **common)
 
 
 def _gibbs_estimator(args, n_dims: int):
@@ -343,16 +353,19 @@ def _streams(estimator) -> bool:
 def _memory_report(estimator) -> str:
     """The working memory of a streamed fit: its O(chunk m + m^2) estimate and the measured
     peak resident set."""
-    from ._memory import ENGINE_MATRICES, required_bytes
+    from ._memory import ENGINE_CHUNKS, ENGINE_MATRICES, required_bytes
     from .gp import default_chunk_size
     m = estimator.feature_map_.n_components
     itemsize = estimator.dtype_.itemsize
-    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver],
-                              itemsize=itemsize)
+    threads = resolve_n_jobs(getattr(estimator, "n_jobs", None))
+    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + threads - 1,
+                              n_chunks=ENGINE_CHUNKS * threads, itemsize=itemsize)
     peak = peak_resident_bytes()
     measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"
-    return (f"streamed in chunks of {default_chunk_size(m, itemsize)} rows: working memory "
-            f"O(chunk m + m^2), about {estimate / 2**20:.0f} MiB for m = {m}{measured}")
+    on_threads = f" on {threads} threads" if threads > 1 else ""
+    return (f"streamed in chunks of {default_chunk_size(m, itemsize)} rows{on_threads}: "
+            f"working memory O(chunk m + m^2), about {estimate / 2**20:.0f} MiB for m = {m}"
+            f"{measured}")
 
 
 # --------------------------------------------------------------------------- commands
@@ -746,6 +759,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")
+    fit.add_argument("--n-jobs", type=_thread_count, default=None,
+                     help="threads sharing each pass's chunks, one BLAS thread each (-1: every "
+                          "core; default: one thread, BLAS's own threading); global models "
+                          "with --solver cholesky (docs/engine.md, \"Threads over chunks\")")
     fit.add_argument("--objective", default="dtc", choices=["dtc", "fitc", "vfe"],
                      help="what learning maximizes (docs/nystrom.md): the DTC / subset-of-"
                           "regressors likelihood, the FITC-style corrected one, or Titsias' "

@@ -31,9 +31,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, features, kernels, local as local_models
-from . import knot_learning
+from . import knot_learning, parallel
 from . import neighborhoods as neighborhood_models
-from ._memory import ENGINE_MATRICES, check_memory
+from ._memory import ENGINE_CHUNKS, ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
@@ -574,6 +574,15 @@ class LowRankGPRegressor(_GPRegressor):
         (docs/local-models.md, "Algorithm 1"). Float32 fits are not saved.
     random_state : None, int, numpy.random.Generator, default=None
         Seed of the map's randomness and of the optimizer restarts (independent streams).
+    n_jobs : int or None, default=None
+        Threads that share the chunks of every pass over the training data (features,
+        rank-k updates and gradient shares; :mod:`scalegp.parallel`, docs/engine.md,
+        "Threads over chunks"), each with one BLAS thread: None means 1 (BLAS keeps its own
+        threads), -1 every core. The result depends on n_jobs only through the order of
+        floating-point sums (about 1e-15 relative) and is reproducible for a given n_jobs.
+        Memory: one m x m accumulator and one chunk of features per thread. Global models
+        with solver="cholesky" only (NotImplementedError otherwise); a Dask source brings
+        its own parallelism and ignores it.
 
     Attributes
     ----------
@@ -631,6 +640,7 @@ class LowRankGPRegressor(_GPRegressor):
         "local_neighbors": [Interval(Integral, 1, None, closed="left")],
         "local_learning_centres": [Interval(Integral, 1, None, closed="left"), None],
         "learn_knots": [Interval(Integral, 0, None, closed="left")],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
@@ -639,7 +649,7 @@ class LowRankGPRegressor(_GPRegressor):
                  dtype="float64", signed_rule="repair", solver="cholesky", local=None,
                  local_threshold=2.0, local_lazy=False, local_reoptimize=False,
                  local_neighbors=300, local_learning_centres=32, random_state=None,
-                 objective="dtc", learn_knots=0):
+                 objective="dtc", learn_knots=0, n_jobs=None):
         self.approximation = approximation
         self.n_components = n_components
         self.kernel = kernel
@@ -662,6 +672,7 @@ class LowRankGPRegressor(_GPRegressor):
         self.random_state = random_state
         self.objective = objective
         self.learn_knots = learn_knots
+        self.n_jobs = n_jobs
 
     def _check_local(self):
         """The local kind (None for a global model), after the local parameters agree."""
@@ -706,14 +717,17 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
+        self._n_jobs = self._check_n_jobs()
         if self._check_local() is not None:
             return self._prepare_local(X, kernel, rng, fit_context)
         # Memory: before the build for the requested m (the least the fit needs), then for the
-        # map built (its m, and the positive part of a signed rule) before any pass over X.
+        # map built (its m, and the positive part of a signed rule) before any pass over X;
+        # each extra thread holds one more m x m accumulator and its chunks.
+        extra, chunks = self._n_jobs - 1, ENGINE_CHUNKS * self._n_jobs
         if self.n_components is not None:       # a derived budget respects its own cap
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver],
-                         itemsize=self._dtype.itemsize,
-                         what=f"the fit (solver {self.solver!r})")
+            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
+                         n_chunks=chunks, itemsize=self._dtype.itemsize,
+                         what=f"the fit (solver {self.solver!r}, {self._n_jobs} thread(s))")
         if self.learn_knots:
             self._check_learn_knots(X, kernel)
         feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
@@ -722,9 +736,23 @@ class LowRankGPRegressor(_GPRegressor):
             path = self.solver
         else:
             path = "positive_part" if self.signed_rule == "repair" else "eigen"
-        check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path],
-                     itemsize=self._dtype.itemsize, what=f"the fit ({path!r} path)")
+        check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path] + extra,
+                     n_chunks=chunks, itemsize=self._dtype.itemsize,
+                     what=f"the fit ({path!r} path, {self._n_jobs} thread(s))")
         return feature_map
+
+    def _check_n_jobs(self) -> int:
+        """The threads of the engine's passes; refused where a pass has no threaded form."""
+        n_jobs = parallel.resolve_n_jobs(self.n_jobs)
+        if n_jobs > 1:
+            unthreaded = [what for what, bad in (
+                (f"local={self.local!r}", self.local is not None),
+                (f"solver={self.solver!r}", self.solver != "cholesky")) if bad]
+            if unthreaded:
+                raise NotImplementedError(
+                    f"n_jobs={self.n_jobs} (threads over chunks) is implemented for global "
+                    f"models with solver='cholesky'; got {', '.join(unthreaded)}: use n_jobs=None")
+        return n_jobs
 
     def _check_learn_knots(self, X, kernel) -> None:
         """Refuse ``learn_knots`` before any work where it does not apply."""
@@ -743,7 +771,7 @@ class LowRankGPRegressor(_GPRegressor):
             return None
         feature_map, hyperparameters, joint, _ = knot_learning.learn_knots(
             state, hyperparameters, data.X, data.y, max_iter=int(self.learn_knots),
-            dtype=self._dtype, progress=data.progress)
+            dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs)
         result = replace(
             joint, theta=joint.theta[:hyperparameters.n_params],
             n_evaluations=result.n_evaluations + joint.n_evaluations)
@@ -835,11 +863,12 @@ class LowRankGPRegressor(_GPRegressor):
         if isinstance(feature_map, _LocalState):
             return self._local_objective(feature_map, hyperparameters, X, y, progress,
                                          sample_noise_variance)
+        threads = {"n_jobs": self._n_jobs} if self._n_jobs > 1 else {}
         return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
                                   objective=self.objective, dtype=self._dtype,
                                   progress=progress,
                                   signed_rule=self.signed_rule,
-                                  sample_noise_variance=sample_noise_variance)
+                                  sample_noise_variance=sample_noise_variance, **threads)
 
     def _local_objective(self, state, hyperparameters, X, y, progress, sample_noise_variance):
         if sample_noise_variance is not None:

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import linalg
+from . import linalg, parallel
 from ._validation import check_dtype
 from .data import DistributedSource, as_source
 from .features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
@@ -115,7 +116,7 @@ class Statistics:
     def accumulate(cls, feature_map: FeatureMap, kernel: Kernel, X, y=None, *,
                    chunk_size: int | None = None, dtype=None, progress=None,
                    noise: NoiseModel = HOMOSCEDASTIC, noise_variance: float | None = None,
-                   sample_noise_variance=None) -> "Statistics":
+                   sample_noise_variance=None, n_jobs: int | None = None) -> "Statistics":
         """Psi^T W^ Psi, Psi^T W^ y, y^T W^ y, n (and sum log w^) in one streaming pass.
 
         ``X`` is an array (with ``y``) or a data source (:mod:`scalegp.data`). Memory is
@@ -123,13 +124,14 @@ class Statistics:
         ``dtype`` (float64 default, float32 allowed); chunk results are summed in float64.
         ``progress``, if given, is called as ``progress(rows_done)`` after each chunk.
         A heteroscedastic diagonal (``noise``, ``sample_noise_variance``) needs the
-        ``noise_variance`` s2 its weights are relative to.
+        ``noise_variance`` s2 its weights are relative to. ``n_jobs``: threads over chunks
+        (:mod:`scalegp.parallel`).
         """
         dtype = check_dtype(dtype)
         source = as_source(X, y, noise_variance=sample_noise_variance, dtype=dtype)
         return accumulate_statistics(feature_map.at(kernel), source, noise=noise,
                                      noise_variance=noise_variance, chunk_size=chunk_size,
-                                     dtype=dtype, progress=progress)
+                                     dtype=dtype, progress=progress, n_jobs=n_jobs)
 
 
 def _row_weights(at_map, chunk, Psi, noise, noise_variance):
@@ -143,14 +145,40 @@ def _row_weights(at_map, chunk, Psi, noise, noise_variance):
                                   noise_variance)
 
 
+class _StatisticsSum:
+    """One accumulator of a statistics pass: the upper triangle of Psi^T W^ Psi in float64
+    (updated in place; a float32 pass adds each chunk's float32 Gram to it), Psi^T W^ y,
+    y^T W^ y, sum log w^ and n."""
+
+    def __init__(self, m: int, dtype):
+        self.G_upper = np.zeros((m, m), dtype=np.float64, order="F")
+        self.chunk_gram = None if dtype == np.float64 else np.zeros((m, m), dtype=dtype,
+                                                                    order="F")
+        self.b = np.zeros(m)
+        self.y_norm2, self.log_weight_sum, self.n_samples = 0.0, 0.0, 0
+
+    def add(self, Psi: np.ndarray, y_chunk: np.ndarray) -> None:
+        if self.chunk_gram is None:
+            self.G_upper = linalg.symmetric_rank_k_update(self.G_upper, Psi)
+        else:
+            # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
+            self.chunk_gram = linalg.symmetric_rank_k_update(self.chunk_gram, Psi, beta=0.0)
+            self.G_upper += self.chunk_gram
+        self.b += Psi.T @ y_chunk.astype(Psi.dtype, copy=False)
+        self.y_norm2 += float(y_chunk @ y_chunk)
+        self.n_samples += Psi.shape[0]
+
+
 def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOMOSCEDASTIC,
                           noise_variance: float | None = None, chunk_size: int | None = None,
                           dtype=None, progress=None, chunks=None,
-                          keep_features: "KeptFeatures | None" = None) -> Statistics:
+                          keep_features: "KeptFeatures | None" = None,
+                          n_jobs: int | None = None) -> Statistics:
     """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
-    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer).
-    ``keep_features`` (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a
-    second pass, within its budget."""
+    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer per
+    thread; ``n_jobs`` threads over chunks, :mod:`scalegp.parallel`). ``keep_features``
+    (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a second pass, within its
+    budget."""
     dtype = check_dtype(dtype)
     if chunks is None and isinstance(source, DistributedSource):
         if keep_features is not None:           # the features stay where their rows are
@@ -159,11 +187,8 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
                                          noise_variance=noise_variance, dtype=dtype))
     m = at_map.n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
-    G_upper = np.zeros((m, m), dtype=np.float64, order="F")
-    b = np.zeros(m)
-    y_norm2, log_weight_sum, n_samples = 0.0, 0.0, 0
-    chunk_gram = np.zeros((m, m), dtype=dtype, order="F")
-    for chunk in (source.chunks(chunk_size) if chunks is None else chunks):
+
+    def add(total: _StatisticsSum, chunk) -> None:
         Psi = np.asarray(at_map.features(chunk.X.astype(dtype, copy=False)), dtype=dtype)
         weights = _row_weights(at_map, chunk, Psi, noise, noise_variance)
         y_chunk = chunk.y
@@ -172,20 +197,20 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
         if weights is not None:
             Psi *= np.sqrt(weights).astype(dtype)[:, None]
             y_chunk = np.sqrt(weights) * y_chunk
-            log_weight_sum += float(np.sum(np.log(weights)))
-        if dtype == np.float64:
-            G_upper = linalg.symmetric_rank_k_update(G_upper, Psi)
-        else:
-            # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
-            chunk_gram = linalg.symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
-            G_upper += chunk_gram
-        b += Psi.T @ y_chunk.astype(dtype, copy=False)
-        y_norm2 += float(y_chunk @ y_chunk)
-        n_samples += chunk.X.shape[0]
-        del Psi  # before the next chunk's features, which then reuse its memory
-        if progress is not None:
-            progress(chunk.start + chunk.X.shape[0])
-    return Statistics(linalg.symmetrize_upper(G_upper), b, y_norm2, n_samples, log_weight_sum)
+            total.log_weight_sum += float(np.sum(np.log(weights)))
+        total.add(Psi, y_chunk)
+
+    totals = parallel.reduce_chunks(
+        source.chunks(chunk_size) if chunks is None else chunks, add,
+        [_StatisticsSum(m, dtype) for _ in range(parallel.resolve_n_jobs(n_jobs))], progress)
+    G_upper = totals[0].G_upper
+    for other in totals[1:]:
+        G_upper += other.G_upper
+    first, rest = totals[0], totals[1:]
+    return Statistics(linalg.symmetrize_upper(G_upper), sum((t.b for t in rest), first.b),
+                      sum((t.y_norm2 for t in rest), first.y_norm2),
+                      sum((t.n_samples for t in rest), first.n_samples),
+                      sum((t.log_weight_sum for t in rest), first.log_weight_sum))
 
 
 def chunk_statistics(at_map: MapAtTheta, chunk, *, noise: NoiseModel = HOMOSCEDASTIC,
@@ -208,11 +233,12 @@ class BasisStatistics:
 
     @classmethod
     def accumulate(cls, feature_map: FixedBasisFeatureMap, X, y=None, *, chunk_size=None,
-                   dtype=None, progress=None) -> "BasisStatistics":
+                   dtype=None, progress=None, n_jobs=None) -> "BasisStatistics":
         dtype = check_dtype(dtype)
         source = as_source(X, y, dtype=dtype)
         return cls(accumulate_statistics(_BasisOnly(feature_map), source,
-                                         chunk_size=chunk_size, dtype=dtype, progress=progress))
+                                         chunk_size=chunk_size, dtype=dtype, progress=progress,
+                                         n_jobs=n_jobs))
 
     def at(self, feature_map: FixedBasisFeatureMap, kernel: Kernel) -> Statistics:
         h = np.sqrt(feature_map.weights(kernel))
@@ -352,26 +378,32 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
                         noise: NoiseModel = HOMOSCEDASTIC, chunk_size: int | None = None,
                         dtype=None, kept_features: "KeptFeatures | None" = None,
-                        trace_weight: float = 0.0) -> np.ndarray:
+                        trace_weight: float = 0.0, n_jobs: int | None = None) -> np.ndarray:
     """The sum of :func:`chunk_gradient` over the source's chunks (a second pass), or over the
-    (chunk, Psi) pairs the first pass kept (``kept_features`` complete: no feature evaluation)."""
+    (chunk, Psi) pairs the first pass kept (``kept_features`` complete: no feature evaluation);
+    ``n_jobs`` threads over chunks (:mod:`scalegp.parallel`)."""
     dtype = check_dtype(dtype)
     n_params = at_map.kernel.n_params
-    gradient = np.zeros(n_params + 1)
-    if kept_features is not None and kept_features.complete:
-        for chunk, Psi in kept_features.items:
-            gradient += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi,
-                                       trace_weight=trace_weight)
-        return gradient
-    if isinstance(source, DistributedSource):
+    if isinstance(source, DistributedSource) and not (kept_features is not None
+                                                      and kept_features.complete):
         return source.map_reduce(functools.partial(chunk_gradient, at_map, system=system,
-                                                   noise=noise))
+                                                   noise=noise, trace_weight=trace_weight))
     chunk_size = chunk_size or default_chunk_size(at_map.n_components * (n_params + 2),
                                                   dtype.itemsize)
-    for chunk in source.chunks(chunk_size):
-        gradient += chunk_gradient(at_map, chunk, system, noise=noise,
-                                   trace_weight=trace_weight)
-    return gradient
+    if kept_features is not None and kept_features.complete:
+        items = kept_features.items                 # (chunk, Psi) pairs
+    else:
+        items = ((chunk, None) for chunk in source.chunks(chunk_size))
+
+    def add(total: np.ndarray, item) -> None:
+        chunk, Psi = item
+        total += chunk_gradient(at_map, chunk, system, noise=noise, features=Psi,
+                                trace_weight=trace_weight)
+
+    totals = parallel.reduce_chunks(
+        items, add, [np.zeros(n_params + 1) for _ in range(parallel.resolve_n_jobs(n_jobs))],
+        rows=lambda item: item[0].X.shape[0])
+    return sum(totals[1:], totals[0])
 
 
 def feature_sensitivity(Psi: np.ndarray, y: np.ndarray, system: FactorizedSystem, *,
@@ -415,22 +447,29 @@ def feature_cache_budget(dtype) -> int:
 class KeptFeatures:
     """The (chunk, Psi) pairs of one statistics pass, while they fit in ``budget`` bytes; once
     they do not, all are dropped (``complete`` False) and the gradient pass recomputes the
-    features. Needs no row count up front, so a source is not read to size it."""
+    features. Needs no row count up front, so a source is not read to size it. Threads over
+    chunks may add concurrently; ``items`` are in row order."""
 
     def __init__(self, budget: int):
         self.budget = budget
-        self.items: list = []
+        self._items: list = []
         self.n_bytes = 0
         self.complete = True
+        self._lock = threading.Lock()
 
     def add(self, chunk, Psi: np.ndarray) -> None:
-        if not self.complete:
-            return
-        self.n_bytes += Psi.nbytes
-        if self.n_bytes > self.budget:
-            self.items, self.complete = [], False
-            return
-        self.items.append((chunk, Psi))
+        with self._lock:
+            if not self.complete:
+                return
+            self.n_bytes += Psi.nbytes
+            if self.n_bytes > self.budget:
+                self._items, self.complete = [], False
+                return
+            self._items.append((chunk, Psi))
+
+    @property
+    def items(self) -> list:
+        return sorted(self._items, key=lambda item: item[0].start)
 
 
 class MarginalLikelihood:
@@ -446,6 +485,8 @@ class MarginalLikelihood:
     model (:mod:`scalegp.noise`); per-row known variances come with the data
     (``sample_noise_variance``, or a source's per-row noise variances).
 
+    ``n_jobs`` threads share each pass's chunks (:mod:`scalegp.parallel`; None: one).
+
     ``variational=True`` gives the VFE bound of Titsias (2009) instead (docs/nystrom.md,
     Eq. V.1): log p(y) - tr(K - Psi Psi^T) / (2 s2), for maps whose Psi Psi^T never exceeds K
     (``feature_map.bounded_by_kernel``, e.g. Nystrom) and homoscedastic noise; ``value``,
@@ -455,7 +496,8 @@ class MarginalLikelihood:
     def __init__(self, feature_map: FeatureMap, hyperparameters, X, y=None, *,
                  chunk_size: int | None = None, dtype=None, progress=None,
                  signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
-                 sample_noise_variance=None, variational: bool = False):
+                 sample_noise_variance=None, variational: bool = False,
+                 n_jobs: int | None = None):
         if signed_rule not in SIGNED_RULES:
             raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
         self.feature_map = feature_map
@@ -463,6 +505,7 @@ class MarginalLikelihood:
         self.dtype = check_dtype(dtype)
         self.source = as_source(X, y, noise_variance=sample_noise_variance, dtype=self.dtype)
         self.chunk_size = chunk_size
+        self.n_jobs = parallel.resolve_n_jobs(n_jobs)
         self.progress = progress
         self.signed_rule = signed_rule
         self.noise = noise
@@ -481,7 +524,7 @@ class MarginalLikelihood:
                 and not self.variational):
             self.basis_statistics = BasisStatistics.accumulate(
                 feature_map, self.source, chunk_size=chunk_size, dtype=self.dtype,
-                progress=progress)
+                progress=progress, n_jobs=self.n_jobs)
         # the gradient pass of accumulate_gradient (not the fixed basis, not the repair)
         streams_gradient = (self.basis_statistics is None
                             and not (feature_map.signs is not None and signed_rule == "repair"))
@@ -500,7 +543,7 @@ class MarginalLikelihood:
         return accumulate_statistics(at_map, self.source, noise=self.noise,
                                      noise_variance=noise_variance, chunk_size=self.chunk_size,
                                      dtype=self.dtype, progress=progress,
-                                     keep_features=keep_features)
+                                     keep_features=keep_features, n_jobs=self.n_jobs)
 
     def _condition(self, theta, progress=None, keep_features=None):
         kernel, noise_variance = self.hyperparameters.values(theta)
@@ -546,7 +589,8 @@ class MarginalLikelihood:
             trace_weight = 1.0 / noise_variance if self.variational else 0.0
             gradient = accumulate_gradient(at_map, self.source, system, noise=self.noise,
                                            chunk_size=self.chunk_size, dtype=self.dtype,
-                                           kept_features=kept, trace_weight=trace_weight)
+                                           kept_features=kept, trace_weight=trace_weight,
+                                           n_jobs=self.n_jobs)
             if self.homoscedastic:
                 gradient[-1] = noise_gradient(conditioned, system)
             if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
@@ -610,13 +654,15 @@ class Posterior:
     def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y=None, *,
             chunk_size: int | None = None, dtype=None, progress=None,
             signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
-            sample_noise_variance=None) -> "Posterior":
-        """Accumulate the statistics at fixed hyperparameters and condition on (X, y)."""
+            sample_noise_variance=None, n_jobs: int | None = None) -> "Posterior":
+        """Accumulate the statistics at fixed hyperparameters (``n_jobs`` threads over
+        chunks) and condition on (X, y)."""
         hyperparameters = Hyperparameters(kernel, noise_variance)
         objective = MarginalLikelihood(feature_map, hyperparameters, X, y,
                                        chunk_size=chunk_size, dtype=dtype, progress=progress,
                                        signed_rule=signed_rule, noise=noise,
-                                       sample_noise_variance=sample_noise_variance)
+                                       sample_noise_variance=sample_noise_variance,
+                                       n_jobs=n_jobs)
         return objective.posterior(hyperparameters)
 
     @classmethod

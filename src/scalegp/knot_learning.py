@@ -20,12 +20,23 @@ once. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameters (the
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
-from . import gp
+from . import gp, parallel
 from .features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood
+
+
+class _GradientShares:
+    """One thread's sums over its chunks: the kernel-parameter gradient, the cross term
+    sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a and Phi(W^T Psi)'s C (Eq. N.4)."""
+
+    def __init__(self, n_params: int, knot_shape):
+        self.kernel = np.zeros(n_params)
+        self.cross = np.zeros(knot_shape)
+        self.C = np.zeros((knot_shape[0],) * 2)
 
 
 class LearnedKnotsObjective:
@@ -77,21 +88,29 @@ class LearnedKnotsObjective:
         weight = 1.0 / noise_variance                      # the VFE trace term's t = 1 / s2
         # one loop gives the kernel-parameter and the knot gradients from the same W and
         # W L^{-1} (gp.chunk_gradient's kernel part is <W, dPsi_j>, with W's trace term)
-        kernel_gradient = np.zeros(at_map.kernel.n_params)
-        cross = np.zeros(self.knot_shape)
-        C = np.zeros((self.knot_shape[0],) * 2)
-        for chunk, Psi in gp.features_by_chunk(at_map, engine.source, kept,
-                                               chunk_size=engine.chunk_size, dtype=engine.dtype):
-            W = gp.feature_sensitivity(Psi, chunk.y, system, trace_weight=weight)
-            theta_share, share, C_share = at_map.gradient_share(chunk.X, Psi, W)
-            kernel_gradient += (theta_share
-                                - 0.5 * weight * at_map.kernel.diag_gradient(chunk.X).sum(axis=1))
-            cross += share
-            C += C_share
+        totals = parallel.reduce_chunks(
+            gp.features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
+                                 dtype=engine.dtype),
+            functools.partial(self._add_gradient_shares, at_map, system, weight),
+            [_GradientShares(at_map.kernel.n_params, self.knot_shape)
+             for _ in range(engine.n_jobs)], rows=lambda item: item[0].X.shape[0])
+        kernel_gradient = sum((t.kernel for t in totals[1:]), totals[0].kernel)
+        cross = sum((t.cross for t in totals[1:]), totals[0].cross)
+        C = sum((t.C for t in totals[1:]), totals[0].C)
         noise_part = (gp.noise_gradient(conditioned, system)
                       + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
         knots_gradient = at_map.knot_gradient(cross, C)
         return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
+
+    @staticmethod
+    def _add_gradient_shares(at_map, system, weight, total: _GradientShares, item) -> None:
+        chunk, Psi = item
+        W = gp.feature_sensitivity(Psi, chunk.y, system, trace_weight=weight)
+        theta_share, share, C_share = at_map.gradient_share(chunk.X, Psi, W)
+        total.kernel += (theta_share
+                         - 0.5 * weight * at_map.kernel.diag_gradient(chunk.X).sum(axis=1))
+        total.cross += share
+        total.C += C_share
 
     def posterior(self, p) -> gp.Posterior:
         """The posterior at p's hyperparameters and knots."""
