@@ -70,7 +70,8 @@ def scores(mean, var, y):
 
 
 def run_scalegp(X, y, X_test, y_test, m: int, objective: str, seed: int,
-                learn_knots: int = 0) -> dict:
+                learn_knots: int = 0, knots: str = "pivoted_cholesky",
+                n_jobs: int | None = None) -> dict:
     start = time.perf_counter()
     # start at l = sqrt(d), about the median distance of standardized inputs / sqrt(2): at
     # l = 1 in d = 26 the kernel matrix is nearly diagonal, tr(K - Q) / (2 s2) dominates the
@@ -78,8 +79,8 @@ def run_scalegp(X, y, X_test, y_test, m: int, objective: str, seed: int,
     kernel = sg.kernels.get("matern32", length_scale=float(np.sqrt(X.shape[1])))
     model = sg.LowRankGPRegressor("nystrom", n_components=m, kernel=kernel,
                                   objective=objective, noise_variance=0.1,
-                                  approximation_options={"knots": "pivoted_cholesky"},
-                                  learn_knots=learn_knots, random_state=seed)
+                                  approximation_options={"knots": knots},
+                                  learn_knots=learn_knots, random_state=seed, n_jobs=n_jobs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X, y)
@@ -87,8 +88,9 @@ def run_scalegp(X, y, X_test, y_test, m: int, objective: str, seed: int,
     mean, std = model.predict(X_test, return_std=True, include_noise=True)
     rmse, nll = scores(mean, std**2, y_test)
     report = model.approximation_diagnostics_
-    method = f"scalegp nystrom + {objective}" + (f", learn_knots={learn_knots}"
-                                                 if learn_knots else "")
+    method = (f"scalegp nystrom ({knots} knots) + {objective}"
+              + (f", learn_knots={learn_knots}" if learn_knots else "")
+              + (f", n_jobs={n_jobs}" if n_jobs else ""))
     return {"method": method, "m": report["n_knots"],
             "seconds": seconds, "rmse": rmse, "nll": nll,
             "evaluations": model.optimization_result_.n_evaluations,
@@ -113,7 +115,12 @@ def main(argv=None) -> None:
     parser.add_argument("--objective", default="vfe", choices=["dtc", "fitc", "vfe"])
     parser.add_argument("--learn-knots", type=int, default=0,
                         help="L-BFGS-B iterations over theta and the knots together, after "
-                             "theta is learned at the pivoted-Cholesky knots (0: fixed knots)")
+                             "theta is learned at the starting knots (0: fixed knots)")
+    parser.add_argument("--knots", default="pivoted_cholesky",
+                        choices=["pivoted_cholesky", "random", "kmeans"],
+                        help="the knot rule (the starting knots with --learn-knots)")
+    parser.add_argument("--n-jobs", type=int, default=None,
+                        help="scalegp's threads over chunks (docs/engine.md)")
     parser.add_argument("--gpytorch", action="store_true", help="also run GPyTorch SGPR")
     parser.add_argument("--no-scalegp", action="store_true",
                         help="run GPyTorch SGPR only (with --gpytorch)")
@@ -129,7 +136,8 @@ def main(argv=None) -> None:
         load_before = os.getloadavg()[0]
         runs = [] if args.no_scalegp else [run_scalegp(X, y, X_test, y_test,
                                                        args.n_components, args.objective,
-                                                       args.seed, args.learn_knots)]
+                                                       args.seed, args.learn_knots,
+                                                       args.knots, args.n_jobs)]
         if args.gpytorch:
             runs.append(run_gpytorch_sgpr(X, y, X_test, y_test, args.gpytorch_m,
                                           args.adam_steps, args.seed))

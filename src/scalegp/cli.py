@@ -358,7 +358,8 @@ def _memory_report(estimator) -> str:
     m = estimator.feature_map_.n_components
     itemsize = estimator.dtype_.itemsize
     threads = resolve_n_jobs(getattr(estimator, "n_jobs", None))
-    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + threads - 1,
+    extra = 2 * threads - 1 if threads > 1 else 0        # as LowRankGPRegressor._prepare
+    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + extra,
                               n_chunks=ENGINE_CHUNKS * threads, itemsize=itemsize)
     peak = peak_resident_bytes()
     measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"

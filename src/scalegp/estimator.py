@@ -580,7 +580,7 @@ class LowRankGPRegressor(_GPRegressor):
         "Threads over chunks"), each with one BLAS thread: None means 1 (BLAS keeps its own
         threads), -1 every core. The result depends on n_jobs only through the order of
         floating-point sums (about 1e-15 relative) and is reproducible for a given n_jobs.
-        Memory: one m x m accumulator and one chunk of features per thread. Global models
+        Memory: two m x m matrices and one chunk of features per thread. Global models
         with solver="cholesky" only (NotImplementedError otherwise); a Dask source brings
         its own parallelism and ignores it.
 
@@ -722,8 +722,10 @@ class LowRankGPRegressor(_GPRegressor):
             return self._prepare_local(X, kernel, rng, fit_context)
         # Memory: before the build for the requested m (the least the fit needs), then for the
         # map built (its m, and the positive part of a signed rule) before any pass over X;
-        # each extra thread holds one more m x m accumulator and its chunks.
-        extra, chunks = self._n_jobs - 1, ENGINE_CHUNKS * self._n_jobs
+        # a threaded pass holds two m x m matrices (accumulator, chunk Gram) and the chunks
+        # of each thread, in place of the serial pass's one accumulator.
+        extra = 2 * self._n_jobs - 1 if self._n_jobs > 1 else 0
+        chunks = ENGINE_CHUNKS * self._n_jobs
         if self.n_components is not None:       # a derived budget respects its own cap
             check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
                          n_chunks=chunks, itemsize=self._dtype.itemsize,

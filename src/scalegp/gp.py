@@ -146,19 +146,30 @@ def _row_weights(at_map, chunk, Psi, noise, noise_variance):
 
 
 class _StatisticsSum:
-    """One accumulator of a statistics pass: the upper triangle of Psi^T W^ Psi in float64
-    (updated in place; a float32 pass adds each chunk's float32 Gram to it), Psi^T W^ y,
-    y^T W^ y, sum log w^ and n."""
+    """One accumulator of a statistics pass: Psi^T W^ Psi in float64 (its upper triangle at
+    least), Psi^T W^ y, y^T W^ y, sum log w^ and n.
 
-    def __init__(self, m: int, dtype):
-        self.G_upper = np.zeros((m, m), dtype=np.float64, order="F")
-        self.chunk_gram = None if dtype == np.float64 else np.zeros((m, m), dtype=dtype,
-                                                                    order="F")
+    Alone (``threaded`` False) it updates the upper triangle in place by BLAS syrk through
+    scipy (:func:`scalegp.linalg.symmetric_rank_k_update`; a float32 pass adds each chunk's
+    float32 Gram). scipy's BLAS wrappers hold the GIL, so an accumulator of a threaded pass
+    forms each chunk's Gram with numpy's matmul instead, which releases it (and calls syrk for
+    Psi^T Psi), into a buffer of its own, then adds it: one more m x m matrix per thread.
+    """
+
+    def __init__(self, m: int, dtype, threaded: bool = False):
+        self.threaded = threaded
+        order = "C" if threaded else "F"
+        self.G_upper = np.zeros((m, m), dtype=np.float64, order=order)
+        self.chunk_gram = (np.zeros((m, m), dtype=dtype, order=order)
+                           if threaded or dtype != np.float64 else None)
         self.b = np.zeros(m)
         self.y_norm2, self.log_weight_sum, self.n_samples = 0.0, 0.0, 0
 
     def add(self, Psi: np.ndarray, y_chunk: np.ndarray) -> None:
-        if self.chunk_gram is None:
+        if self.threaded:
+            np.matmul(Psi.T, Psi, out=self.chunk_gram)
+            self.G_upper += self.chunk_gram
+        elif self.chunk_gram is None:
             self.G_upper = linalg.symmetric_rank_k_update(self.G_upper, Psi)
         else:
             # beta = 0 overwrites the upper triangle (the lower one stays zero): no reset
@@ -200,9 +211,10 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
             total.log_weight_sum += float(np.sum(np.log(weights)))
         total.add(Psi, y_chunk)
 
+    n_threads = parallel.resolve_n_jobs(n_jobs)
     totals = parallel.reduce_chunks(
         source.chunks(chunk_size) if chunks is None else chunks, add,
-        [_StatisticsSum(m, dtype) for _ in range(parallel.resolve_n_jobs(n_jobs))], progress)
+        [_StatisticsSum(m, dtype, threaded=n_threads > 1) for _ in range(n_threads)], progress)
     G_upper = totals[0].G_upper
     for other in totals[1:]:
         G_upper += other.G_upper
