@@ -186,8 +186,8 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
                           keep_features: "KeptFeatures | None" = None,
                           n_jobs: int | None = None) -> Statistics:
     """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
-    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer per
-    thread; ``n_jobs`` threads over chunks, :mod:`scalegp.parallel`). ``keep_features``
+    :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer, two
+    per thread of a threaded pass; ``n_jobs`` threads over chunks, :mod:`scalegp.parallel`). ``keep_features``
     (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a second pass, within its
     budget."""
     dtype = check_dtype(dtype)
@@ -215,10 +215,8 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
     totals = parallel.reduce_chunks(
         source.chunks(chunk_size) if chunks is None else chunks, add,
         [_StatisticsSum(m, dtype, threaded=n_threads > 1) for _ in range(n_threads)], progress)
-    G_upper = totals[0].G_upper
-    for other in totals[1:]:
-        G_upper += other.G_upper
     first, rest = totals[0], totals[1:]
+    G_upper = sum((t.G_upper for t in rest), first.G_upper)
     return Statistics(linalg.symmetrize_upper(G_upper), sum((t.b for t in rest), first.b),
                       sum((t.y_norm2 for t in rest), first.y_norm2),
                       sum((t.n_samples for t in rest), first.n_samples),
