@@ -148,3 +148,10 @@ def test_estimator_n_jobs_is_a_parameter_and_refused_where_not_threaded():
         sg.LowRankGPRegressor("glf", n_components=16, solver="qr", n_jobs=2).fit(X, y)
     with pytest.raises(NotImplementedError, match="local='clusters'"):
         sg.LowRankGPRegressor("rff", n_components=16, local="clusters", n_jobs=2).fit(X, y)
+
+
+def test_memory_checks_count_each_threads_accumulator_chunk_gram_and_chunks():
+    from scalegp._memory import ENGINE_CHUNKS
+    assert parallel.threaded_pass_buffers(1) == (0, ENGINE_CHUNKS)
+    # p accumulators and p chunk Grams in place of the serial pass's one accumulator
+    assert parallel.threaded_pass_buffers(3) == (5, 3 * ENGINE_CHUNKS)

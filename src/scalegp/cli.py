@@ -353,14 +353,15 @@ def _streams(estimator) -> bool:
 def _memory_report(estimator) -> str:
     """The working memory of a streamed fit: its O(chunk m + m^2) estimate and the measured
     peak resident set."""
-    from ._memory import ENGINE_CHUNKS, ENGINE_MATRICES, required_bytes
+    from ._memory import ENGINE_MATRICES, required_bytes
     from .gp import default_chunk_size
+    from .parallel import threaded_pass_buffers
     m = estimator.feature_map_.n_components
     itemsize = estimator.dtype_.itemsize
     threads = resolve_n_jobs(getattr(estimator, "n_jobs", None))
-    extra = 2 * threads - 1 if threads > 1 else 0        # as LowRankGPRegressor._prepare
+    extra, chunks = threaded_pass_buffers(threads)
     estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + extra,
-                              n_chunks=ENGINE_CHUNKS * threads, itemsize=itemsize)
+                              n_chunks=chunks, itemsize=itemsize)
     peak = peak_resident_bytes()
     measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"
     on_threads = f" on {threads} threads" if threads > 1 else ""

@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import exact, features, kernels, local as local_models
 from . import knot_learning, parallel
 from . import neighborhoods as neighborhood_models
-from ._memory import ENGINE_CHUNKS, ENGINE_MATRICES, check_memory
+from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
@@ -722,10 +722,8 @@ class LowRankGPRegressor(_GPRegressor):
             return self._prepare_local(X, kernel, rng, fit_context)
         # Memory: before the build for the requested m (the least the fit needs), then for the
         # map built (its m, and the positive part of a signed rule) before any pass over X;
-        # a threaded pass holds two m x m matrices (accumulator, chunk Gram) and the chunks
-        # of each thread, in place of the serial pass's one accumulator.
-        extra = 2 * self._n_jobs - 1 if self._n_jobs > 1 else 0
-        chunks = ENGINE_CHUNKS * self._n_jobs
+        # a threaded pass holds more m x m matrices and chunks (parallel.threaded_pass_buffers).
+        extra, chunks = parallel.threaded_pass_buffers(self._n_jobs)
         if self.n_components is not None:       # a derived budget respects its own cap
             check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
                          n_chunks=chunks, itemsize=self._dtype.itemsize,
@@ -865,6 +863,7 @@ class LowRankGPRegressor(_GPRegressor):
         if isinstance(feature_map, _LocalState):
             return self._local_objective(feature_map, hyperparameters, X, y, progress,
                                          sample_noise_variance)
+        # the QR objective has no threaded pass (n_jobs > 1 is refused with it in _prepare)
         threads = {"n_jobs": self._n_jobs} if self._n_jobs > 1 else {}
         return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
                                   objective=self.objective, dtype=self._dtype,

@@ -6,7 +6,8 @@ shares). With ``n_jobs = p`` threads, chunk j is added to accumulator j mod p, e
 accumulator receiving its chunks in order and one chunk at a time, and the caller sums the p
 accumulators in order: the result depends on p but not on the threads' timing, so a fit is
 reproducible. Every thread computes its chunk's features and its rank-k update itself (numpy
-and BLAS release the GIL), with BLAS held to one thread for the pass, so the feature
+releases the GIL; scipy's BLAS and LAPACK wrappers do not, so a threaded pass forms its Grams
+with numpy's matmul), with BLAS held to one thread for the pass, so the feature
 computation, which a multi-threaded BLAS alone leaves on one core, runs on all of them. At
 most p chunks are in flight (memory: p chunk buffers and p accumulators). ``n_jobs=1`` runs
 the plain loop and leaves BLAS's threads alone.
@@ -27,6 +28,15 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:                      # not on Linux
         return os.cpu_count() or 1
+
+
+def threaded_pass_buffers(n_threads: int) -> tuple[int, int]:
+    """(m x m matrices beyond the serial pass's accumulator, chunk buffers) of a pass on
+    ``n_threads`` threads, for the memory checks: a threaded pass holds an accumulator and a
+    chunk Gram per thread, and each thread its chunks (``ENGINE_CHUNKS`` of them)."""
+    from ._memory import ENGINE_CHUNKS
+    extra = 2 * n_threads - 1 if n_threads > 1 else 0
+    return extra, ENGINE_CHUNKS * n_threads
 
 
 def resolve_n_jobs(n_jobs) -> int:
