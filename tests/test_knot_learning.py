@@ -10,7 +10,7 @@ import pytest
 from sklearn.base import clone
 
 import scalegp as sg
-from scalegp import exact, kernels
+from scalegp import exact, gp, kernels
 from scalegp.features import nystrom
 from scalegp.hyperparameters import Hyperparameters
 from scalegp.knot_learning import LearnedKnotsObjective, learn_knots
@@ -62,6 +62,56 @@ def test_input_gradient_refused_for_kernels_with_a_kink(name, data):
         kernels.get(name).input_gradient_contraction(X[:3], X[:2], np.ones((3, 2)))
     with pytest.raises(ValueError, match="E must have shape"):
         kernels.get("matern32").input_gradient_contraction(X[:3], X[:2], np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("length_scale", [1.1, (0.8, 1.3)])
+@pytest.mark.parametrize("name", SMOOTH)
+def test_fused_gradient_inner_and_contraction_equal_the_separate_ones(name, length_scale, data):
+    """One kernel evaluation for <E, dK_j> and the input contraction (smooth radial kernels
+    with one length scale) against dK_j formed by ``gradient`` and the contraction alone."""
+    X, _ = data
+    kernel = kernels.get(name, length_scale=np.atleast_1d(length_scale), variance=1.7)
+    Z = random_knots(X, m=7)
+    E = np.random.default_rng(2).standard_normal((len(X), 7))
+    inner, cross = kernel.gradient_inner_and_input_contraction(X, Z, E)
+    want = np.array([np.sum(E * dK_j) for dK_j in kernel.gradient(X, Z)])
+    # sums of 420 products of O(1) terms, each exact to a few ulp: rounding ~1e-14
+    np.testing.assert_allclose(inner, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(cross, kernel.input_gradient_contraction(X, Z, E),
+                               rtol=1e-12, atol=1e-12)
+    inner_only, none = kernel.gradient_inner_and_input_contraction(X, Z, E,
+                                                                   input_contraction=False)
+    assert none is None
+    np.testing.assert_array_equal(inner_only, inner)
+
+
+@pytest.mark.parametrize("objective", ["dtc", "vfe"])
+@pytest.mark.parametrize("chunk_size, n_jobs", [(None, 1), (7, 1), (7, 3)])
+@pytest.mark.parametrize("name, length_scale", [("matern32", 1.1), ("gaussian", 0.9),
+                                                ("matern52", (0.8, 1.3)), ("cauchy", 1.2)])
+def test_nystrom_gradient_pass_equals_the_general_chunk_gradient(objective, chunk_size, n_jobs,
+                                                                 name, length_scale, data):
+    """The Nystrom map's own gradient pass (B = dF/dK_XZ in one product, the K_ZZ part from
+    the statistics) against the engine's general per-chunk gradient on the same system."""
+    X, y = data
+    kernel = kernels.get(name, length_scale=np.atleast_1d(length_scale), variance=1.5)
+    fmap = nystrom.NystromFeatures(n_dims=2, knots=random_knots(X, m=12),
+                                   selection=nystrom.LEARNED)
+    engine = gp.MarginalLikelihood(fmap, Hyperparameters(kernel, NOISE), X, y,
+                                   variational=objective == "vfe", chunk_size=chunk_size,
+                                   n_jobs=n_jobs)
+    theta = engine.hyperparameters.theta
+    at_map, statistics, _, system, _ = engine._condition(theta)
+    weight = 1.0 / NOISE if objective == "vfe" else 0.0
+    general = gp.accumulate_gradient(at_map, engine.source, system, chunk_size=chunk_size,
+                                     trace_weight=weight)[:-1]
+    own, knots = at_map.homoscedastic_gradient(
+        gp.features_by_chunk(at_map, engine.source, chunk_size=chunk_size), statistics,
+        system, trace_weight=weight, n_jobs=n_jobs)
+    assert knots is None
+    np.testing.assert_allclose(own, general, rtol=0, atol=1e-10 * np.abs(general).max())
+    np.testing.assert_allclose(engine(theta)[1][:-1], general, rtol=0,
+                               atol=1e-10 * np.abs(general).max())
 
 
 def matern32_input_gradient(X, Z, length_scale, variance):

@@ -594,6 +594,18 @@ class MarginalLikelihood:
                 fixed_basis_gradient(statistics, system,
                                      self.feature_map.log_weights_grad(at_map.kernel)),
                 noise_gradient(conditioned, system))
+        elif self.homoscedastic and at_map.has_homoscedastic_gradient and not (
+                isinstance(self.source, DistributedSource)
+                and not (kept is not None and kept.complete)):
+            noise_variance = self.hyperparameters.values(theta)[1]
+            trace_weight = 1.0 / noise_variance if self.variational else 0.0
+            kernel_gradient, _ = at_map.homoscedastic_gradient(
+                features_by_chunk(at_map, self.source, kept, chunk_size=self.chunk_size,
+                                  dtype=self.dtype),
+                statistics, system, trace_weight=trace_weight, n_jobs=self.n_jobs)
+            gradient = np.append(kernel_gradient, noise_gradient(conditioned, system))
+            if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
+                gradient[-1] += self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
         else:
             noise_variance = self.hyperparameters.values(theta)[1]
             trace_weight = 1.0 / noise_variance if self.variational else 0.0

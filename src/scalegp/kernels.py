@@ -369,6 +369,41 @@ class Kernel(abc.ABC):
         grad = self._correlation_grad_input(U)                              # (n, m, d)
         return -(self._variance / self._length_scale) * np.einsum("ia,iaj->aj", E, grad)
 
+    def gradient_inner_and_input_contraction(self, X, Z, E, *, input_contraction=True):
+        """(g, c) with g_j = <E, dk(X, Z)/d theta_j> for each log-parameter, shape (n_params,),
+        and c = :meth:`input_gradient_contraction` (X, Z, E) (None with
+        ``input_contraction=False``): what a Nystrom gradient pass needs of a chunk
+        (:meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`).
+
+        For a smooth radial kernel with one length scale, both come from one r^2 and one
+        evaluation of kappa and g = kappa'(r) / r (:meth:`_profile_and_input_factor`): with
+        d kappa / d log l = -kappa'(r) r = -g r^2 and d k / d log s = k,
+
+            g = [-s <E o g(r^2), r^2>, s <E, kappa(r^2)>];
+
+        other kernels form :meth:`gradient` and the contraction separately.
+        """
+        if not self.smooth_in_r2 or self.anisotropic:
+            inner = np.array([np.vdot(E, dK_j) for dK_j in self.gradient(X, Z)])
+            return inner, (self.input_gradient_contraction(X, Z, E) if input_contraction
+                           else None)
+        E = np.asarray(E, dtype=float)
+        r2, A, B = self._scaled_squared_distances(X, Z)
+        if E.shape != r2.shape:
+            raise ValueError(f"E must have shape {r2.shape}, got {E.shape}")
+        profile, factor = self._profile_and_input_factor(r2)
+        F = np.multiply(E, factor, out=factor)
+        inner = self._variance * np.array([-np.vdot(F, r2), np.vdot(E, profile)])
+        if not input_contraction:
+            return inner, None
+        cross = -(self._variance / self._length_scale) * (F.T @ A - F.sum(axis=0)[:, None] * B)
+        return inner, cross
+
+    def _profile_and_input_factor(self, r2) -> tuple[np.ndarray, np.ndarray]:
+        """(kappa(r^2), kappa'(r) / r) of a kernel smooth in r^2; kernels override it to share
+        one exponential."""
+        return self._profile(r2), self._profile_input_factor(r2)
+
     def _correlation_grad_input(self, U: np.ndarray) -> np.ndarray:
         """d kappa / d u_j, shape (..., d), for the stationary kernels differentiable at
         u = 0 (Gaussian, Matern 3/2 and 5/2, Cauchy)."""
@@ -611,6 +646,10 @@ class Gaussian(Kernel, names={"gaussian": {}, "rbf": {}}):
     def _profile_input_factor(self, r2):
         return -np.exp(-0.5 * r2)
 
+    def _profile_and_input_factor(self, r2):
+        e = np.exp(-0.5 * r2)
+        return e, -e
+
     def _correlation(self, U):
         return self._profile(np.einsum("...j,...j->...", U, U))
 
@@ -698,14 +737,18 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
         return self.nu != 0.5
 
     def _profile(self, r2):
-        r = np.sqrt(r2)
+        # in place on a = sqrt(2 nu) r: kernel matrices are the size of a chunk times m
+        a = np.sqrt(r2)
         if self.nu == 0.5:
-            return np.exp(-r)
+            return np.exp(-a, out=a)
+        a *= np.sqrt(2.0 * self.nu)
+        e = np.exp(-a)
         if self.nu == 1.5:
-            a = np.sqrt(3.0) * r
-            return (1 + a) * np.exp(-a)
-        a = np.sqrt(5.0) * r
-        return (1 + a + a**2 / 3) * np.exp(-a)
+            a += 1.0
+        else:
+            a += 1.0 + a * a / 3.0
+        a *= e
+        return a
 
     def _correlation(self, U):
         return self._profile(np.einsum("...j,...j->...", U, U))
@@ -751,6 +794,15 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
             return -3.0 * np.exp(-np.sqrt(3.0) * r)
         a = np.sqrt(5.0) * r
         return -(5.0 / 3.0) * (1 + a) * np.exp(-a)
+
+    def _profile_and_input_factor(self, r2):
+        # one exponential e = exp(-a), a = sqrt(2 nu) r, for both (nu = 3/2, 5/2)
+        a = np.sqrt(r2)
+        a *= np.sqrt(2.0 * self.nu)
+        e = np.exp(-a)
+        if self.nu == 1.5:
+            return (1.0 + a) * e, -3.0 * e
+        return (1.0 + a + a * a / 3.0) * e, -(5.0 / 3.0) * (1.0 + a) * e
 
     def _log_base_density(self, V):
         d = V.shape[1]

@@ -10,33 +10,23 @@ summed in the knots' loop), the Z part is Eq. N.4 of docs/nystrom.md,
     dF/dz_a = sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a + 2 sum_b D_ab dk(z_b, z_a)/dz_a,
     W = dF/dPsi = r beta^T / s2 - Psi M^{-1} + Psi / s2,   D = -L^{-T} sym(Phi(W^T Psi)) L^{-1},
 
-with r = y - Psi beta, M = s2 I + Psi^T Psi, K_ZZ = L L^T and Phi of Eq. N.2: one more
-contraction per chunk of the pass the theta gradient makes (O(n m d)), in the same loop and from
-the same W L^{-1} as the theta gradient, and O(m^3 + m^2 d)
-once. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameters (the estimator's
+with r = y - Psi beta, M = s2 I + Psi^T Psi, K_ZZ = L L^T and Phi of Eq. N.2: the Nystrom
+map's own gradient pass (:meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`)
+with the knots' cross term, one more O(n m d) contraction per chunk from the same
+B = W L^{-1}, and O(m^3 + m^2 d) once; W^T Psi summed over the rows comes from the
+statistics. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameters (the estimator's
 ``learn_knots``: after theta is learned at the knots of the rule).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
-from . import gp, parallel
+from . import gp
 from .features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood
-
-
-class _GradientShares:
-    """One thread's sums over its chunks: the kernel-parameter gradient, the cross term
-    sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a and Phi(W^T Psi)'s C (Eq. N.4)."""
-
-    def __init__(self, n_params: int, knot_shape):
-        self.kernel = np.zeros(n_params)
-        self.cross = np.zeros(knot_shape)
-        self.C = np.zeros((knot_shape[0],) * 2)
 
 
 class LearnedKnotsObjective:
@@ -85,32 +75,14 @@ class LearnedKnotsObjective:
         at_map, statistics, value, system, conditioned = engine._condition(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
-        weight = 1.0 / noise_variance                      # the VFE trace term's t = 1 / s2
-        # one loop gives the kernel-parameter and the knot gradients from the same W and
-        # W L^{-1} (gp.chunk_gradient's kernel part is <W, dPsi_j>, with W's trace term)
-        totals = parallel.reduce_chunks(
+        kernel_gradient, knots_gradient = at_map.homoscedastic_gradient(
             gp.features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
                                  dtype=engine.dtype),
-            functools.partial(self._add_gradient_shares, at_map, system, weight),
-            [_GradientShares(at_map.kernel.n_params, self.knot_shape)
-             for _ in range(engine.n_jobs)], rows=lambda item: item[0].X.shape[0])
-        kernel_gradient = sum((t.kernel for t in totals[1:]), totals[0].kernel)
-        cross = sum((t.cross for t in totals[1:]), totals[0].cross)
-        C = sum((t.C for t in totals[1:]), totals[0].C)
+            statistics, system, trace_weight=1.0 / noise_variance, n_jobs=engine.n_jobs,
+            knots=True)
         noise_part = (gp.noise_gradient(conditioned, system)
                       + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
-        knots_gradient = at_map.knot_gradient(cross, C)
         return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
-
-    @staticmethod
-    def _add_gradient_shares(at_map, system, weight, total: _GradientShares, item) -> None:
-        chunk, Psi = item
-        W = gp.feature_sensitivity(Psi, chunk.y, system, trace_weight=weight)
-        theta_share, share, C_share = at_map.gradient_share(chunk.X, Psi, W)
-        total.kernel += (theta_share
-                         - 0.5 * weight * at_map.kernel.diag_gradient(chunk.X).sum(axis=1))
-        total.cross += share
-        total.C += C_share
 
     def posterior(self, p) -> gp.Posterior:
         """The posterior at p's hyperparameters and knots."""

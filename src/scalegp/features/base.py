@@ -197,6 +197,12 @@ class MapAtTheta:
     kernel : Kernel
     """
 
+    #: True where the map has ``homoscedastic_gradient(items, statistics, system, *,
+    #: trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one pass of
+    #: its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`),
+    #: which :class:`scalegp.gp.MarginalLikelihood` then uses instead of the general one.
+    has_homoscedastic_gradient: ClassVar[bool] = False
+
     def __init__(self, feature_map: FeatureMap, kernel: Kernel):
         self.feature_map = feature_map
         self.kernel = kernel

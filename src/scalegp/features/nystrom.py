@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from .. import linalg
+from .. import linalg, parallel
 from .._validation import check_matrix
 from ..kernels import Kernel
 from .base import (DEFAULT_N_COMPONENTS, FeatureGradient, FeatureMap, MapAtTheta,
@@ -191,6 +191,8 @@ class NystromAtTheta(MapAtTheta):
     """The map at theta: L (K_ZZ = L L^T, with the jitter ``linalg.cholesky`` may add, then
     warned and recorded in ``jitter``) once; the Phi_j of Eq. N.2 on first use."""
 
+    has_homoscedastic_gradient = True
+
     def __init__(self, feature_map: NystromFeatures, kernel: Kernel):
         super().__init__(feature_map, kernel)
         self.knot_gram = kernel(feature_map.knots)
@@ -214,25 +216,51 @@ class NystromAtTheta(MapAtTheta):
             out[j] = np.tril(A, -1) + 0.5 * np.diag(np.diag(A))
         return out
 
-    def gradient_share(self, X, Psi, W) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One chunk's share of dF/dtheta and dF/dZ for F a function of Psi = k(X, Z) L^{-T}
-        with W = dF/dPsi (rows of X), from one solve B = W L^{-1} = dF/dK_XZ:
+    def homoscedastic_gradient(self, items, statistics, system, *, trace_weight: float = 0.0,
+                               n_jobs: int = 1, knots: bool = False):
+        """(dF/dtheta's kernel part, dF/dZ or None) for homoscedastic noise from one pass over
+        the (chunk, Psi) ``items`` on ``n_jobs`` threads, F = log p (DTC) or the VFE bound
+        (``trace_weight`` t = 1/s2; docs/nystrom.md, Eqs. N.3, N.4 and V.3):
 
-        * kernel parameters: <W, dPsi_j> = sum(B o dK_XZ,j) - sum((W Phi_j) o Psi), since
-          dPsi_j = dK_XZ,j L^{-T} - Psi Phi_j^T (Eq. N.3), shape (n_params,);
-        * the k(X, Z) part of dF/dZ, the contraction of B with dk(x_i, z_a)/dz_a, (m, d);
-        * C = W^T Psi (m, m), whose sum is all the K_ZZ part needs (:meth:`knot_gradient`).
+            <W, dPsi_j> = sum(B o dK_XZ,j) - <Phi_j, C>,    B = W L^{-1} = dF/dK_XZ,
+            C = sum over the chunks of W^T Psi,
+
+        each chunk's B in one product (:class:`_KnotSpaceSensitivity`) and its share
+        sum(B o dK_XZ,j) (with ``knots=True`` also the knots' cross term) from one kernel
+        evaluation (:meth:`~scalegp.kernels.Kernel.gradient_inner_and_input_contraction`);
+        C from the statistics. The engine's general chunk gradient
+        (:func:`scalegp.gp.chunk_gradient`) gives the same numbers at about twice the flops.
         """
-        B = linalg.solve_lower(self.factor, W.T, transpose=True).T          # W L^{-1}
-        Z = self.feature_map.knots
-        theta = np.array([np.sum(B * dK_j) - np.sum((W @ Phi_j) * Psi)
-                          for dK_j, Phi_j in zip(self.kernel.gradient(X, Z),
-                                                 self.cholesky_derivatives)])
-        cross = self.kernel.input_gradient_contraction(X, Z, B)
-        return theta, cross, W.T @ Psi
+        sensitivity = _KnotSpaceSensitivity(self, statistics, system, trace_weight)
+        totals = parallel.reduce_chunks(
+            items, functools.partial(self._add_shares, sensitivity, trace_weight, knots),
+            [_GradientShares(self.kernel.n_params, self.feature_map.knots.shape)
+             for _ in range(n_jobs)], rows=lambda item: item[0].X.shape[0])
+        kernel = (sum((t.kernel for t in totals[1:]), totals[0].kernel)
+                  + self.factor_gradient(sensitivity.summed_product))
+        if not knots:
+            return kernel, None
+        cross = sum((t.cross for t in totals[1:]), totals[0].cross)
+        return kernel, self.knot_gradient(cross, sensitivity.summed_product)
+
+    def _add_shares(self, sensitivity, trace_weight, knots, total, item) -> None:
+        chunk, Psi = item
+        inner, cross = self.kernel.gradient_inner_and_input_contraction(
+            chunk.X, self.feature_map.knots, sensitivity(Psi, chunk.y), input_contraction=knots)
+        total.kernel += inner
+        if trace_weight:
+            total.kernel -= 0.5 * trace_weight * self.kernel.diag_gradient(chunk.X).sum(axis=1)
+        if knots:
+            total.cross += cross
+
+    def factor_gradient(self, C) -> np.ndarray:
+        """The K_ZZ part of dF/dtheta, -<Phi_j, C> for each kernel parameter j, from the summed
+        C = W^T Psi (Eq. N.3)."""
+        return -np.einsum("pij,ij->p", self.cholesky_derivatives, C)
 
     def knot_gradient(self, cross, C) -> np.ndarray:
-        """dF/dZ (m, d) from the summed shares of :meth:`gradient_share` (Eq. N.4):
+        """dF/dZ (m, d) from the summed cross terms sum_i B_ia dk(x_i, z_a)/dz_a and the summed
+        C = W^T Psi (Eq. N.4):
 
             dF/dK_ZZ = -L^{-T} sym(Phi(C)) L^{-1},     <W, Psi Phi^T> = <Phi(C), A>,
 
@@ -273,6 +301,42 @@ class NystromAtTheta(MapAtTheta):
                else np.asarray(features, dtype=np.float64))
         dK = self.kernel.gradient(X, self.feature_map.knots)
         return Psi, NystromGradient(dK, self.factor, Psi, self.cholesky_derivatives)
+
+
+class _GradientShares:
+    """One thread's sums over its chunks: the k(X, Z) part of the kernel-parameter gradient
+    and the knots' cross term sum_i B_ia dk(x_i, z_a)/dz_a (Eq. N.4)."""
+
+    def __init__(self, n_params: int, knot_shape):
+        self.kernel = np.zeros(n_params)
+        self.cross = np.zeros(knot_shape)
+
+
+class _KnotSpaceSensitivity:
+    """B = W L^{-1} = dF/dK_XZ of a chunk in one product with its features,
+
+        B = r u^T - Psi E,    u = L^{-T} beta / s2,    E = (M^{-1} - t I) L^{-1},
+
+    from W = r beta^T / s2 - Psi (M^{-1} - t I) (:func:`scalegp.gp.feature_sensitivity`),
+    r = y - Psi beta, K_ZZ = L L^T: u and E once per evaluation (O(m^3)), then 2 n m^2 flops
+    per pass where forming W and solving with L takes 3 n m^2. ``summed_product`` is
+    C = sum over the chunks of W^T Psi from the statistics alone (no pass):
+
+        C = beta (b - G beta)^T / s2 - (M^{-1} - t I) G,    G = Psi^T Psi, b = Psi^T y.
+    """
+
+    def __init__(self, at_map: NystromAtTheta, statistics, system, trace_weight: float):
+        s2 = system.noise_variance + system.jitter         # as in gp.feature_sensitivity
+        A = system.inverse - trace_weight * np.eye(system.beta.shape[0])     # symmetric
+        self.beta = system.beta
+        self.u = linalg.solve_lower(at_map.factor, system.beta, transpose=True) / s2
+        self.E = linalg.solve_lower(at_map.factor, A, transpose=True).T
+        G = statistics.gram
+        self.summed_product = (np.outer(system.beta, statistics.projection - G @ system.beta)
+                               / s2 - A @ G)
+
+    def __call__(self, Psi, y) -> np.ndarray:
+        return np.outer(y - Psi @ self.beta, self.u) - Psi @ self.E
 
 
 class NystromGradient(FeatureGradient):
