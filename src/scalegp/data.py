@@ -88,6 +88,10 @@ class DataSource(abc.ABC):
     #: True for a source whose rows are not held in memory (files): the engine then keeps no
     #: O(n m) features between passes (:class:`scalegp.gp.KeptFeatures`).
     out_of_core: bool = False
+    #: The :class:`scalegp.grid.TensorGrid` of a source whose rows are every cell of a tensor
+    #: grid (:class:`scalegp.grid.GridSource`, and the wrappers of one), else None: maps with
+    #: a tensor-product basis form their statistics from it without a pass.
+    grid = None
 
     @property
     @abc.abstractmethod

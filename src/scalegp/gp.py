@@ -233,7 +233,9 @@ def chunk_statistics(at_map: MapAtTheta, chunk, *, noise: NoiseModel = HOMOSCEDA
 
 @dataclass(frozen=True)
 class BasisStatistics:
-    """Phi^T Phi, Phi^T y, y^T y, n of a fixed basis: computed once, reused for every theta.
+    """Phi^T Phi, Phi^T y, y^T y, n of a fixed basis: computed once, reused for every theta;
+    from the grid without a pass for a source on a full tensor grid and a map with
+    ``has_grid_statistics`` (:mod:`scalegp.grid`).
 
     For Psi = Phi diag(h), h = sqrt(w(theta)): G = diag(h) Phi^T Phi diag(h) and b = h * Phi^T y,
     an O(m^2) rescaling with no pass over the data (GLF paper, Proposition 6).
@@ -246,6 +248,12 @@ class BasisStatistics:
                    dtype=None, progress=None, n_jobs=None) -> "BasisStatistics":
         dtype = check_dtype(dtype)
         source = as_source(X, y, dtype=dtype)
+        grid = source.grid
+        if grid is not None and feature_map.has_grid_statistics:
+            # every cell of a tensor grid: per-axis sums, no pass (scalegp.grid)
+            gram, projection = feature_map.grid_basis_statistics(grid)
+            return cls(Statistics(gram, projection, float(np.sum(grid.values**2)),
+                                  grid.n_samples))
         return cls(accumulate_statistics(_BasisOnly(feature_map), source,
                                          chunk_size=chunk_size, dtype=dtype, progress=progress,
                                          n_jobs=n_jobs))

@@ -29,6 +29,7 @@ import numpy as np
 
 from ._validation import check_dtype
 from .data import Chunk, DataSource, DataSummary, DistributedSource, IterableSource
+from .grid import GridSource
 from .readers import (CsvReader, NpyReader, NpzReader, ParquetReader, TableError,
                       column_index, open_reader)
 
@@ -263,6 +264,12 @@ class StandardizedSource(DataSource):
         return self._standardization[-1]
 
     @property
+    def grid(self):
+        """The source's grid in standardized units (None when it has none)."""
+        grid = self.source.grid
+        return None if grid is None else grid.standardized(*self._standardization[:4])
+
+    @property
     def n_samples(self) -> int:
         return self.source.n_samples
 
@@ -345,6 +352,10 @@ class PassReporter(DataSource):
         return self.source.dtype
 
     @property
+    def grid(self):
+        return self.source.grid
+
+    @property
     def n_samples(self) -> int:
         return self.source.n_samples
 
@@ -353,6 +364,8 @@ class PassReporter(DataSource):
         return self.source.has_noise_variance
 
     def summary(self) -> DataSummary:
+        if isinstance(self.source, GridSource):
+            return self.source.summary()          # from the axes and values: no pass
         if self.source._summary is None:
             self.stage = "summary pass"
             self.source._summary = DataSource.summary(self)

@@ -112,3 +112,31 @@ def half_grid_exponential_rows(factors, positive, zero, cos_rows, sin_rows, j=0)
         done = len(heads) * size
         half_grid_exponential_rows(factors, positive, zero, cos_rows[done:], sin_rows[done:],
                                    j + 1)
+
+
+def half_grid_flat_indices(n_nodes, positive, zero) -> np.ndarray:
+    """The positions of :func:`half_grid`'s representatives (same order) in the full grid
+    flattened row-major (the order of a Kronecker product of per-dimension factors)."""
+    factors = [np.arange(int(q))[:, None] for q in n_nodes]
+    multi = half_grid(factors, positive, zero, Nodes)
+    return np.ravel_multi_index(tuple(multi.T), tuple(int(q) for q in n_nodes))
+
+
+def kronecker(factors) -> np.ndarray:
+    """F_1 (x) F_2 (x) ... of square per-dimension factors: the sum over a full tensor grid of
+    cells of z z^H (or z z^T) for z = e_1 (x) e_2 (x) ..., each factor that sum over its axis
+    (the sum of a product over a product set is the product of the sums)."""
+    result = factors[0]
+    for factor in factors[1:]:
+        result = np.kron(result, factor)
+    return result
+
+
+def contract_axes(values: np.ndarray, factors) -> np.ndarray:
+    """sum over every cell t of values[t] prod_j factors[j][:, t_j]: the full-grid vector
+    sum_x z(x) y(x) for feature-major factors (q_j, n_j), flattened row-major."""
+    result = values
+    for j, factor in enumerate(factors):
+        # contract axis j with the factor's cell axis and put its q_j nodes in its place
+        result = np.moveaxis(np.tensordot(result, factor, axes=([j], [1])), -1, j)
+    return result.reshape(-1)

@@ -184,6 +184,15 @@ class FixedBasisFeatureMap(FeatureMap):
         """d w_l / d theta_i = w_l d log w_l / d theta_i, shape (n_params, n_components)."""
         return self.weights(kernel) * self.log_weights_grad(kernel)
 
+    #: True where :meth:`grid_basis_statistics` is implemented (a tensor-product basis).
+    has_grid_statistics: ClassVar[bool] = False
+
+    def grid_basis_statistics(self, grid) -> tuple[np.ndarray, np.ndarray]:
+        """(Phi^T Phi, Phi^T y) over every cell of a :class:`scalegp.grid.TensorGrid`,
+        without a pass over the cells (maps with ``has_grid_statistics``)."""
+        raise NotImplementedError(f"{self.name!r} has no tensor-grid statistics; its "
+                                  "statistics come from a pass over the cells")
+
     def at(self, kernel: Kernel) -> "FixedBasisAtTheta":
         return FixedBasisAtTheta(self, kernel)
 
