@@ -424,20 +424,6 @@ def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,
     return sum(totals[1:], totals[0])
 
 
-def feature_sensitivity(Psi: np.ndarray, y: np.ndarray, system: FactorizedSystem, *,
-                        trace_weight: float = 0.0) -> np.ndarray:
-    """W = d log p / d Psi for a chunk's rows (homoscedastic noise, S = I): the matrix whose
-    inner products with dPsi_j make :func:`chunk_gradient`'s kernel part,
-
-        W = r beta^T / s2 - Psi M^{-1} + t Psi,    r = y - Psi beta,
-
-    t = ``trace_weight`` (1/s2 for the VFE term -tr(K - Psi Psi^T) / (2 s2))."""
-    s2 = system.noise_variance + system.jitter
-    residual = y - Psi @ system.beta
-    return (np.outer(residual, system.beta) / s2 - Psi @ system.inverse
-            + trace_weight * Psi)
-
-
 def features_by_chunk(at_map: MapAtTheta, source, kept_features: "KeptFeatures | None" = None,
                       *, chunk_size: int | None = None, dtype=None):
     """(chunk, Psi) pairs: those the statistics pass kept (``kept_features`` complete), or a

@@ -317,7 +317,8 @@ class _KnotSpaceSensitivity:
 
         B = r u^T - Psi E,    u = L^{-T} beta / s2,    E = (M^{-1} - t I) L^{-1},
 
-    from W = r beta^T / s2 - Psi (M^{-1} - t I) (:func:`scalegp.gp.feature_sensitivity`),
+    from W = dF/dPsi = r beta^T / s2 - Psi (M^{-1} - t I) (the kernel part of
+    :func:`scalegp.gp.chunk_gradient` is <W, dPsi_j>),
     r = y - Psi beta, K_ZZ = L L^T: u and E once per evaluation (O(m^3)), then 2 n m^2 flops
     per pass where forming W and solving with L takes 3 n m^2. ``summed_product`` is
     C = sum over the chunks of W^T Psi from the statistics alone (no pass):
@@ -326,7 +327,7 @@ class _KnotSpaceSensitivity:
     """
 
     def __init__(self, at_map: NystromAtTheta, statistics, system, trace_weight: float):
-        s2 = system.noise_variance + system.jitter         # as in gp.feature_sensitivity
+        s2 = system.noise_variance + system.jitter         # as in gp.chunk_gradient
         A = system.inverse - trace_weight * np.eye(system.beta.shape[0])     # symmetric
         self.beta = system.beta
         self.u = linalg.solve_lower(at_map.factor, system.beta, transpose=True) / s2
