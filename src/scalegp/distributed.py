@@ -21,7 +21,9 @@ default one, or ``client``'s: a ``distributed.Client`` of a cluster).
 
 from __future__ import annotations
 
+import io
 import operator
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from ._validation import check_dtype, check_positive_int
 from .data import ArraySource, Chunk, DataSummary, DistributedSource, SummaryPart
+from .readers import CsvLineError, non_blank_lines, parse_csv_lines
 
 __all__ = ["DaskSource", "is_dask_collection", "dask_file_source", "FILE_BLOCK_ROWS"]
 
@@ -222,10 +225,6 @@ def _take(chunks: list, rows: int) -> tuple[Chunk, list]:
 
 
 # ------------------------------------------------------------------------- files read by workers
-#: The CSV tokens read as missing (:data:`scalegp.readers.MISSING_TOKENS`), in the spellings
-#: pandas is given (its own list is replaced: ``keep_default_na=False``).
-_CSV_MISSING = sorted({spelling for token in ("na", "nan", "null", "none", "?", "")
-                       for spelling in (token, token.upper(), token.capitalize())})
 #: Rows per block of a file read by the workers (:func:`dask_file_source`), by default.
 FILE_BLOCK_ROWS = 1_000_000
 
@@ -241,6 +240,73 @@ def _npy_block(path: str, start: int, stop: int, columns) -> np.ndarray:
     return values
 
 
+def _line_start(handle, offset: int) -> int:
+    """The first byte >= ``offset`` that starts a line of the file: ``offset`` itself when the
+    byte before it ends a line (\\n, or a \\r not followed by \\n), else the byte after the
+    next line end (the size of the file when none follows)."""
+    if offset == 0:
+        return 0
+    handle.seek(offset - 1)
+    position, previous = offset - 1, b""
+    while True:
+        data = handle.read(65536)
+        if not data:                # the end of the file (after a final \\r too)
+            return position
+        for index, byte in enumerate(data):
+            if previous == b"\r" and byte != 0x0A:
+                return position + index
+            if byte == 0x0A:
+                return position + index + 1
+            previous = b"\r" if byte == 0x0D else b""
+        position += len(data)
+
+
+class _BlockLineError(Exception):
+    """A worker's :class:`scalegp.readers.CsvLineError`, with the byte its range's lines start
+    at, so that the driver can number the line from the start of the file."""
+
+    def __init__(self, first_byte: int, error):
+        super().__init__(str(error))
+        self.first_byte, self.error = first_byte, error
+
+    def __reduce__(self):
+        return type(self), (self.first_byte, self.error)
+
+
+def _csv_block(path: str, start: int, stop: int, has_header: bool, names, csv_format,
+               columns) -> np.ndarray:
+    """The chosen ``columns`` of the CSV lines that start in bytes [start, stop), parsed by
+    :func:`scalegp.readers.parse_csv_lines` (the serial reader's grammar and errors)."""
+    with open(path, "rb") as handle:
+        first = _line_start(handle, start)
+        last = _line_start(handle, stop) if stop < os.path.getsize(path) else stop
+        handle.seek(first)
+        raw = handle.read(max(0, last - first))
+    text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig" if first == 0 else "utf-8",
+                            errors="surrogateescape", newline=None)
+    try:
+        lines = list(non_blank_lines(text, 1))
+        if first == 0 and has_header:
+            lines = lines[1:]
+        values = (parse_csv_lines([t for _, t in lines], lines[0][0], names, csv_format, path)
+                  if lines else np.empty((0, len(names))))
+    except CsvLineError as error:
+        raise _BlockLineError(first, error) from None
+    return values[:, list(columns)]
+
+
+def _renumbered(path, error: _BlockLineError):
+    """The worker's error with its line counted from the start of the file (the non-blank
+    lines before the worker's range, read here: an error path only) and the file named as
+    the user named it."""
+    with open(path, "rb") as handle:
+        before = handle.read(error.first_byte)
+    text = io.TextIOWrapper(io.BytesIO(before), encoding="utf-8-sig", errors="replace",
+                            newline=None)
+    count = sum(1 for line in text if line.strip())
+    return CsvLineError(path, count + error.error.line, error.error.before, error.error.after)
+
+
 def _parquet_block(path: str, group: int, offset: int, rows: int, names) -> np.ndarray:
     """Rows [offset, offset + rows) of one row group of a Parquet file, the columns ``names``
     cast to float64, nulls as NaN (as :class:`scalegp.readers.ParquetReader` reads them)."""
@@ -251,12 +317,6 @@ def _parquet_block(path: str, group: int, offset: int, rows: int, names) -> np.n
                                                 use_threads=False).slice(offset, rows)
     return np.column_stack([pc.cast(table.column(name), pa.float64()).to_numpy(
         zero_copy_only=False) for name in names]).reshape(table.num_rows, len(names))
-
-
-def _frame_block(frame, names) -> np.ndarray:
-    """A partition of a ``dask.dataframe`` (a pandas frame) as float64 columns ``names``."""
-    return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan).reshape(
-        len(frame), len(names))
 
 
 def _check_block(values: np.ndarray, noise_column=None):
@@ -305,20 +365,17 @@ def _file_blocks(reader, columns, block_rows: int):
                 for group in range(metadata.num_row_groups)
                 for offset in range(0, metadata.row_group(group).num_rows, block_rows)]
     if isinstance(reader, CsvReader):
-        import dask.dataframe as dd
-        with open(path, "rb") as handle:               # bytes per row, from the first 64 KiB
+        # byte ranges of about block_rows rows (bytes per row from the first 64 KiB), each
+        # parsed on a worker by the serial reader's own parser
+        with open(path, "rb") as handle:
             sample = handle.read(65536)
         row_bytes = max(1.0, len(sample) / max(1, sample.count(b"\n")))
-        delimiter = reader._dialect.delimiter
-        frame = dd.read_csv(
-            path, sep=r"\s+" if delimiter == " " else delimiter,
-            header=0 if reader.has_header else None, names=list(reader.columns),
-            usecols=sorted(set(names), key=list(reader.columns).index),
-            dtype={name: np.float64 for name in names}, keep_default_na=False,
-            na_values=_CSV_MISSING, skip_blank_lines=True,
-            encoding="utf-8-sig", blocksize=max(1024, int(block_rows * row_bytes)))
-        to_block = dask.delayed(_frame_block, pure=True)
-        return [to_block(part, names) for part in frame.to_delayed()]
+        size = os.path.getsize(path)
+        step = max(1024, int(block_rows * row_bytes))
+        read = dask.delayed(_csv_block, pure=True)
+        return [read(path, start, min(start + step, size), reader.has_header,
+                     reader.columns, reader.csv_format, columns)
+                for start in range(0, size, step)]
     from .readers import TableError
     raise TableError(f"{reader.path}: the Dask workers read CSV, .npy and Parquet files; a "
                      ".npz archive cannot be split into row ranges (save it as one .npy "
@@ -335,9 +392,10 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
     header or metadata is read here). The workers read the file at the same path
     (docs/distributed.md, "From the command line"): a .npy file as memory-mapped row ranges of
     ``block_rows`` rows, a Parquet file by row groups (in slices of ``block_rows``), a CSV
-    file with ``dask.dataframe.read_csv`` in byte ranges of about ``block_rows`` rows (the
-    missing tokens of :mod:`scalegp.readers`; pandas parses a number to within an ulp of
-    the serial reader's correctly rounded one).
+    file in byte ranges of about ``block_rows`` rows, each worker taking the lines that start
+    in its range and parsing them with the serial reader's parser
+    (:func:`scalegp.readers.parse_csv_lines`: one grammar, the same values and errors, a
+    line named by its number in the file).
 
     One check pass on the workers counts every block's rows and the rows with a missing or
     non-finite value: without ``drop_missing`` the first such row is an error naming its data
@@ -359,13 +417,15 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
         [] if file_source._noise is None else [file_source._noise])
     check = dask.delayed(_check_block, pure=True)
     noise_column = None if file_source._noise is None else d + 1
-    try:        # dask.dataframe.read_csv parses the file's head here, the workers the rest
+    try:
         blocks = _file_blocks(reader, columns, block_rows)
         checks = [check(block, noise_column) for block in blocks]
         checks = (client.gather(client.compute(checks)) if client is not None
                   else dask.compute(*checks))
     except TableError:
         raise
+    except _BlockLineError as error:                    # a worker's CSV line, renumbered
+        raise _renumbered(reader.path, error) from None
     except (ValueError, TypeError, OSError) as error:     # a worker could not read a block
         raise TableError(f"{reader.path}: a Dask worker could not read the file "
                          f"({_innermost(error)}); every column used must be numeric, and "
@@ -392,6 +452,9 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
             block = dask.delayed(_complete_rows, pure=True)(block)
         parts.append(da.from_delayed(block, shape=(kept, len(columns)), dtype=np.float64))
     n_rows = sum(check[0] for check in checks)
+    if n_rows == 0:                                     # as the serial reader says it
+        raise TableError(f"{reader.path}: the file has a header but no data rows"
+                         if reader.has_header else f"{reader.path}: the file is empty")
     if not parts:
         raise TableError(f"{reader.path}: no complete rows")
     values = da.concatenate(parts, axis=0)

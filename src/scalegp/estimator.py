@@ -895,8 +895,11 @@ class LowRankGPRegressor(_GPRegressor):
                                            posterior.feature_map.diagnostics(posterior.kernel))
         training = kwargs.get("training_data")
         if self.objective == "fitc" and not is_local and training is not None:
+            X = training[0]         # standardized arrays, or the standardized source streamed
+            if not isinstance(X, DataSource):
+                X = X.astype(self._dtype, copy=False)
             self.approximation_diagnostics_["fitc_floored_rows"] = floored_rows(
-                posterior.at_map, training[0].astype(self._dtype, copy=False))
+                posterior.at_map, X)
         if dtype is not None:                   # a loaded model; fit set it in _prepare
             self._dtype = check_dtype(dtype)
         self.dtype_ = self._dtype

@@ -24,9 +24,12 @@ statistics are accumulated anew at every evaluation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from .data import DataSource, DistributedSource
 
 __all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance", "floored_rows"]
 
@@ -41,14 +44,28 @@ def missing_prior_variance(kernel, X, Psi, signs) -> np.ndarray:
 
 def floored_rows(at_map, X) -> int:
     """How many rows of X have k(x, x) - psi(x)^T S psi(x) < 0, floored at 0 by the FITC
-    diagonal (rounding at a Nystrom map's knots; over-shoot of a Fourier map), in chunks."""
-    count = 0
-    for start in range(0, X.shape[0], _FLOOR_CHUNK):
-        chunk = X[start:start + _FLOOR_CHUNK]
-        Psi = np.asarray(at_map.features(chunk), dtype=np.float64)
-        count += int(np.sum(at_map.kernel.diag(chunk)
-                            < _approximate_prior_variance(Psi, at_map.signs)))
-    return count
+    diagonal (rounding at a Nystrom map's knots; over-shoot of a Fourier map).
+
+    X is an array (read in chunks of ``_FLOOR_CHUNK`` rows) or a
+    :class:`scalegp.data.DataSource` (a pass over its chunks; a distributed source counts
+    on its workers and returns the sum).
+    """
+    if isinstance(X, DistributedSource):
+        return int(X.map_reduce(functools.partial(_floored_in_chunk, at_map)))
+    if isinstance(X, DataSource):
+        return sum(_floored_in_chunk(at_map, chunk) for chunk in X.chunks(_FLOOR_CHUNK))
+    return sum(_floored_in(at_map, X[start:start + _FLOOR_CHUNK])
+               for start in range(0, X.shape[0], _FLOOR_CHUNK))
+
+
+def _floored_in_chunk(at_map, chunk) -> int:
+    """:func:`floored_rows` of one :class:`scalegp.data.Chunk` (top level: Dask pickles it)."""
+    return _floored_in(at_map, chunk.X)
+
+
+def _floored_in(at_map, X) -> int:
+    Psi = np.asarray(at_map.features(X), dtype=np.float64)
+    return int(np.sum(at_map.kernel.diag(X) < _approximate_prior_variance(Psi, at_map.signs)))
 
 
 def _approximate_prior_variance(Psi, signs) -> np.ndarray:

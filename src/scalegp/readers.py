@@ -15,7 +15,8 @@ How each format is read (docs/data-sources.md, "File readers"):
   about 20x faster than Python's ``float`` per cell), and a block it refuses (a missing token,
   a text cell, a wrong field count) is parsed again cell by cell with the csv module, which
   gives the missing values their NaN and the errors their line and cell. Both parse a number
-  with correct rounding, so the values do not depend on the path.
+  with correct rounding, so the values do not depend on the path, and both follow one
+  grammar (:data:`NUMBER`), which the Dask workers share (:func:`parse_csv_lines`).
 - .npy: a read-only memory map per block, released after the block is copied, so the file's
   pages never accumulate in the resident set (a map kept for the whole pass would count every
   page read towards the peak resident memory until the kernel reclaims it).
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import csv
 import itertools
+import re
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +49,8 @@ HEADER_RULE = ("CSV header row: 'auto' (default) reads the first line as column 
 #: Bytes of the start of a CSV file the dialect is sniffed on.
 SNIFF_BYTES = 65536
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: What reading a damaged zip member raises (a bad CRC, a cut deflate stream).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 
 
 class TableError(ValueError):
@@ -108,10 +113,28 @@ def _generated_names(n_columns: int) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------ CSV
+#: The one grammar of a CSV number, for every reader and engine (the serial reader, the Dask
+#: workers): optional spaces or tabs, an optional sign, then ASCII digits with an optional
+#: point and exponent, or inf, infinity, nan in any case; a cell may be quoted. Python's
+#: ``float`` also takes ``1_000`` and non-ASCII digits, numpy's parser does not: both are
+#: refused here.
+NUMBER = re.compile(r"[ \t]*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                    r"|inf(?:inity)?|nan)[ \t]*", re.IGNORECASE)
+#: A block of lines with none of these characters is handed to numpy's parser, whose grammar
+#: on printable ASCII without ``_`` is :data:`NUMBER`'s (tests/test_csv_grammar.py).
+_NOT_PLAIN = re.compile(r"[^\t\x20-\x7e]|_")
+#: A byte that is not UTF-8, as decoded with errors="surrogateescape".
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+#: The longest CSV field read (the csv module's own limit, 128 KiB); a longer one is an error.
+MAX_FIELD_CHARS = csv.field_size_limit()
+
+
 def _parse_cell(text: str) -> float:
-    stripped = text.strip()
+    stripped = text.strip(" \t")
     if stripped.lower() in MISSING_TOKENS:
         return np.nan
+    if NUMBER.fullmatch(text) is None:
+        raise ValueError(f"not a number: {text!r}")
     return float(stripped)
 
 
@@ -127,24 +150,122 @@ def _blank(row) -> bool:
     return not row or not any(cell.strip() for cell in row)
 
 
+class CsvLineError(TableError):
+    """A CSV line that cannot be read: ``line`` is its number as counted by whoever parsed it
+    (a Dask worker counts from the start of its byte range; :meth:`at_line` renumbers)."""
+
+    def __init__(self, path, line: int, before: str, after: str):
+        super().__init__(f"{path}: {before}{line}{after}")
+        self.path, self.line, self.before, self.after = path, line, before, after
+
+    def __reduce__(self):                       # Dask sends it from a worker pickled
+        return type(self), (self.path, self.line, self.before, self.after)
+
+    def at_line(self, line: int) -> "CsvLineError":
+        return CsvLineError(self.path, line, self.before, self.after)
+
+
+def csv_format(dialect) -> dict:
+    """The csv module's formatting parameters of a sniffed dialect, as plain values (a
+    sniffed dialect is a local class, which cannot be sent to a Dask worker)."""
+    return {"delimiter": dialect.delimiter, "quotechar": dialect.quotechar,
+            "doublequote": dialect.doublequote, "skipinitialspace": dialect.skipinitialspace,
+            "escapechar": dialect.escapechar, "quoting": dialect.quoting}
+
+
+def parse_csv_lines(lines, first_line: int, columns, csv_format: dict, path) -> np.ndarray:
+    """The values of CSV ``lines`` (non-blank text lines without their terminators, the first
+    numbered ``first_line``), one row per line with a non-blank cell, ``len(columns)`` fields
+    each, every cell a :data:`NUMBER` or a :data:`MISSING_TOKENS` token (NaN).
+
+    The grammar of every reader and engine: numpy's C parser reads a block of plain lines
+    (:data:`_NOT_PLAIN`), about 20x faster than Python per cell; any other block, or one it
+    refuses, is read cell by cell with the csv module, which gives missing values their NaN
+    and errors (:class:`CsvLineError`) their line, column and cell.
+    """
+    delimiter = csv_format["delimiter"]
+    plain = (_NOT_PLAIN.search("".join(lines)) is None
+             and max(map(len, lines), default=0) <= MAX_FIELD_CHARS)
+    if delimiter != " " and plain:
+        # loadtxt splits on a single character; ' ' runs vary
+        try:
+            values = np.loadtxt(lines, delimiter=delimiter, comments=None, quotechar='"',
+                                dtype=np.float64, ndmin=2)
+            if values.shape == (len(lines), len(columns)):
+                return values
+        except ValueError:
+            pass
+    rows = []
+    for i, text in enumerate(lines):
+        line = first_line + i
+        bad = _NOT_UTF8.search(text)
+        if bad is not None:
+            raise CsvLineError(path, line, "line ", f" is not UTF-8 text (byte "
+                               f"0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})")
+        try:
+            row = next(csv.reader([text], **csv_format), [])
+        except csv.Error as error:
+            raise CsvLineError(path, line, "line ", f" cannot be read as CSV ({error}; a "
+                               f"field may have at most {MAX_FIELD_CHARS} characters)") \
+                from None
+        if _blank(row):
+            continue
+        if len(row) != len(columns):
+            raise CsvLineError(path, line, "line ", f" has {len(row)} fields, expected "
+                               f"{len(columns)}")
+        values = np.empty(len(columns))
+        for j, cell in enumerate(row):
+            try:
+                values[j] = _parse_cell(cell)
+            except ValueError:
+                shown = cell.strip() if len(cell) <= 80 else cell.strip()[:60] + "..."
+                raise CsvLineError(path, line, f"column {columns[j]!r} is not numeric (line ",
+                                   f" has {shown!r})") from None
+        rows.append(values)
+    return np.array(rows).reshape(len(rows), len(columns))
+
+
+def non_blank_lines(handle, first_line: int):
+    """(number, text) of the non-blank lines of a text ``handle``, numbered from
+    ``first_line``, without their terminators."""
+    line = first_line
+    for text in handle:
+        if text.strip():
+            yield line, text.rstrip("\r\n")
+            line += 1
+
+
 class CsvReader:
     """A CSV file (UTF-8, a byte-order mark allowed), read ``rows`` lines at a time.
 
     Rows whose cells are all blank are skipped, as are blank lines; "line N" in messages
-    counts the remaining rows, the header included.
+    counts the non-blank lines, the header included. Cells follow :data:`NUMBER`
+    (:func:`parse_csv_lines`, shared with the Dask workers). Bytes that are not UTF-8 are
+    decoded as lone surrogates (``errors="surrogateescape"``) and refused on their line.
     """
 
     def __init__(self, path, header: str = "auto"):
         self.path = Path(path)
-        with open(self.path, newline="", encoding="utf-8-sig") as handle:
+        with open(self.path, newline="", encoding="utf-8-sig",
+                  errors="surrogateescape") as handle:
             sample = handle.read(SNIFF_BYTES)
-            handle.seek(0)
-            try:
-                self._dialect = csv.Sniffer().sniff(sample, delimiters=",;\t ")
-            except csv.Error:
-                self._dialect = csv.excel
-            first = next((row for row in csv.reader(handle, self._dialect) if not _blank(row)),
-                         None)
+        try:
+            self._dialect = csv.Sniffer().sniff(sample, delimiters=",;\t ")
+        except csv.Error:
+            self._dialect = csv.excel
+        self.csv_format = csv_format(self._dialect)
+        with open(self.path, newline="", encoding="utf-8-sig",
+                  errors="surrogateescape") as handle:
+            first = None
+            for line, text in non_blank_lines(handle, 1):
+                try:
+                    first = next(csv.reader([text], **self.csv_format), [])
+                except csv.Error as error:
+                    raise TableError(f"{self.path}: line {line} cannot be read as CSV "
+                                     f"({error})") from None
+                if not _blank(first):
+                    break
+                first = None
         if first is None:
             raise TableError(f"{self.path}: the file is empty")
         self.has_header = {"yes": True, "no": False}.get(
@@ -156,52 +277,23 @@ class CsvReader:
 
     def blocks(self, rows: int, columns=None):
         columns = list(range(len(self.columns))) if columns is None else list(columns)
-        start, line = 0, 2 if self.has_header else 1
-        with open(self.path, encoding="utf-8-sig") as handle:
-            lines = (text for text in handle if text.strip())
+        start = 0
+        with open(self.path, encoding="utf-8-sig", errors="surrogateescape") as handle:
+            lines = non_blank_lines(handle, 1)
             if self.has_header:
                 next(lines)
             while True:
-                block = [text.rstrip("\r\n") for text in itertools.islice(lines, rows)]
+                block = list(itertools.islice(lines, rows))
                 if not block:
                     break
-                values = self._parse(block, line)
+                values = parse_csv_lines([text for _, text in block], block[0][0],
+                                         self.columns, self.csv_format, self.path)
                 if values.shape[0]:
                     yield start, values[:, columns]
-                start, line = start + values.shape[0], line + values.shape[0]
+                start += values.shape[0]
         if start == 0:
             raise TableError(f"{self.path}: the file has a header but no data rows"
                              if self.has_header else f"{self.path}: the file is empty")
-
-    def _parse(self, block: list[str], first_line: int) -> np.ndarray:
-        """numpy's parser on clean lines; the csv module where it refuses them."""
-        n_columns = len(self.columns)
-        delimiter = self._dialect.delimiter
-        if delimiter != " ":         # loadtxt splits on a single character; ' ' runs vary
-            try:
-                values = np.loadtxt(block, delimiter=delimiter, comments=None, quotechar='"',
-                                    dtype=np.float64, ndmin=2)
-                if values.shape == (len(block), n_columns):
-                    return values
-            except ValueError:
-                pass
-        return self._parse_cells(block, first_line)
-
-    def _parse_cells(self, block: list[str], first_line: int) -> np.ndarray:
-        rows = [row for row in csv.reader(block, self._dialect) if not _blank(row)]
-        values = np.empty((len(rows), len(self.columns)))
-        for i, row in enumerate(rows):
-            if len(row) != len(self.columns):
-                raise TableError(f"{self.path}: line {first_line + i} has {len(row)} fields, "
-                                 f"expected {len(self.columns)}")
-            for j, cell in enumerate(row):
-                try:
-                    values[i, j] = _parse_cell(cell)
-                except ValueError:
-                    raise TableError(
-                        f"{self.path}: column {self.columns[j]!r} is not numeric (line "
-                        f"{first_line + i} has {cell.strip()!r})") from None
-        return values
 
 
 # ------------------------------------------------------------------------------ .npy / .npz
@@ -242,42 +334,59 @@ class NpyReader:
 
 
 class _NpyMember:
-    """One array member of a zip archive: its header, then its rows as a stream."""
+    """One array member of a zip archive: its header, then its rows as a stream.
+
+    The data after the header must hold exactly the rows the header declares: a member cut
+    short (or a damaged archive) is a :class:`TableError` naming the file and the member.
+    """
 
     def __init__(self, archive: zipfile.ZipFile, name: str, source: str):
-        self.archive, self.name = archive, name
+        self.archive, self.name, self.source = archive, name, source
         with archive.open(name) as stream:
-            self.shape, self.fortran_order, self.dtype = self._header(stream, source)
+            self.shape, self.fortran_order, self.dtype = self._header(stream)
         _check_numeric(self.dtype, self.shape, source)
         self.n_columns = 1 if len(self.shape) == 1 else self.shape[1]
 
-    @staticmethod
-    def _header(stream, source):
+    def _header(self, stream):
         try:
             version = np.lib.format.read_magic(stream)
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
             return read(stream)
-        except ValueError as error:
-            raise TableError(f"{source}: member {stream.name!r} is not a .npy array "
+        except (ValueError, *_ZIP_ERRORS) as error:
+            raise TableError(f"{self.source}: member {self.name!r} is not a .npy array "
                              f"({error})") from None
+
+    def _read(self, stream, rows: int) -> np.ndarray:
+        """The next ``rows`` rows' values (in the file's layout: rows x n_columns for C
+        order, the whole array as n_columns x rows for Fortran order), as stored."""
+        count = rows * self.n_columns
+        try:
+            raw = stream.read(count * self.dtype.itemsize)
+        except _ZIP_ERRORS as error:
+            raise TableError(f"{self.source}: member {self.name!r} is damaged ({error})") \
+                from None
+        if len(raw) != count * self.dtype.itemsize:
+            raise TableError(
+                f"{self.source}: member {self.name!r} is cut short: its header declares shape "
+                f"{self.shape} ({self.shape[0] * self.n_columns * self.dtype.itemsize} bytes "
+                f"of data) but it holds fewer")
+        return np.frombuffer(raw, dtype=self.dtype)
 
     def blocks(self, rows: int):
         """(rows x n_columns) float64 blocks in order."""
         with self.archive.open(self.name) as stream:
-            self._header(stream, self.name)
+            self._header(stream)
             if self.fortran_order:          # rows are not contiguous: read it whole
-                whole = np.lib.format.read_array(stream, allow_pickle=False)
-                whole = whole.reshape(self.shape[0], self.n_columns)
+                whole = self._read(stream, self.shape[0]).reshape(self.n_columns,
+                                                                  self.shape[0]).T
                 for start in range(0, self.shape[0], rows):
                     yield np.array(whole[start:start + rows], dtype=np.float64)
                 return
-            row_bytes = self.dtype.itemsize * self.n_columns
             for start in range(0, self.shape[0], rows):
                 count = min(rows, self.shape[0] - start)
-                raw = stream.read(count * row_bytes)
-                yield np.frombuffer(raw, dtype=self.dtype).reshape(count, self.n_columns) \
-                        .astype(np.float64)
+                yield self._read(stream, count).reshape(count, self.n_columns) \
+                    .astype(np.float64)
 
 
 class NpzReader:
