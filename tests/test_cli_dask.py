@@ -164,3 +164,36 @@ def test_bad_cells_and_negative_noise_variances_are_one_line(cluster, files, tmp
                "sigma2", "--dask-scheduler", address, "--dask-block-rows", "700") == 2
     err = capsys.readouterr().err
     assert "column 'sigma2' holds noise variances, which must be >= 0; data row 1500" in err
+
+
+@pytest.mark.parametrize("address", ["foo://bar", "tcp://localhost:notaport", "::::",
+                                     "tcp://[::1", "localhost:99999999"])
+def test_a_malformed_address_is_refused_before_a_client_exists(files, tmp_path, capsys,
+                                                               monkeypatch, address):
+    """Issue 24: a Client made on a malformed address printed a `Client.__del__` traceback
+    at exit after the error line (and waited 20 s to close): none is made now."""
+    def no_client(*args, **kwargs):
+        raise AssertionError("a Client was made for a malformed address")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
+    assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler", address) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--dask-scheduler {address}: not a scheduler address" in err[0]
+
+
+def test_a_scheduler_lost_mid_fit_is_one_line(cluster, files, tmp_path, capsys, monkeypatch):
+    """Issue 24: the scheduler dying mid-fit surfaced as a raw FutureCancelledError."""
+    from distributed.client import FutureCancelledError
+
+    from scalegp.distributed import DaskSource
+
+    def lost(self, function):
+        raise FutureCancelledError("finalize-1234", "scheduler-connection-lost")
+
+    monkeypatch.setattr(DaskSource, "map_reduce", lost)
+    assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler",
+               cluster.scheduler_address) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "the scheduler or its workers went away during the fit (FutureCancelledError" \
+        in err[-1]
+    assert "internal error" not in err[-1] and not (tmp_path / "m.npz").exists()

@@ -26,6 +26,7 @@ from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_d
                       check_output_path)
 from .errors import NonFiniteResultError
 from ._memory import peak_resident_bytes
+from ._training_data import _power_of_two_scale
 from .parallel import resolve_n_jobs
 from .readers import HEADER_MODES, HEADER_RULE, TableError, open_reader, select_columns
 from .sources import PassReporter, checked_blocks, gather_rows, open_source, to_arrays
@@ -442,6 +443,22 @@ def _refuse_on_dask(args) -> None:
                            f"themselves; the maps that stream: {', '.join(streaming)}")
 
 
+def _check_scheduler_address(address: str) -> None:
+    """ValueError unless ``address`` is [SCHEME://]HOST[:PORT] with a scheme Dask knows and
+    a port in 0..65535 (Dask's own parsers, without connecting)."""
+    from distributed.comm.addressing import normalize_address, parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+    scheme, location = parse_address(normalize_address(address))
+    get_backend(scheme)
+    if scheme != "inproc":
+        try:
+            port = parse_host_port(location, default_port=8786)[1]
+        except ValueError:
+            raise ValueError(f"no port number in {location!r}") from None
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port {port} is not in 0..65535")
+
+
 def _dask_client(args):
     """A ``distributed.Client`` of ``--dask-scheduler``, or a CommandError that says why not."""
     try:
@@ -450,6 +467,9 @@ def _dask_client(args):
         raise CommandError("--dask-scheduler needs Dask's distributed scheduler: pip install "
                            "'scalegp[dask]'") from None
     try:
+        # a malformed address is refused before a Client exists: a Client that failed on
+        # one still closes at exit, with a 20 s timeout and a traceback (issue 24)
+        _check_scheduler_address(args.dask_scheduler)
         client = Client(args.dask_scheduler, timeout=args.dask_timeout, set_as_default=False)
     except ValueError as error:                    # a malformed address
         raise CommandError(f"--dask-scheduler {args.dask_scheduler}: not a scheduler address "
@@ -469,6 +489,15 @@ def _dask_client(args):
                                f"no workers (waited {args.dask_timeout:g} s); start some "
                                "(`dask worker ADDRESS`)") from None
     return client
+
+
+def _lost_cluster_errors() -> tuple:
+    """What a ``distributed.Client`` raises when the scheduler dies or its workers keep
+    dying mid-computation (a cancelled future, a closed connection, a killed worker)."""
+    from concurrent.futures import CancelledError
+    from distributed import KilledWorker
+    from distributed.comm.core import CommClosedError
+    return (CancelledError, CommClosedError, KilledWorker)
 
 
 def _fit_on_dask(args) -> None:
@@ -501,8 +530,13 @@ def _fit_on_dask(args) -> None:
                    "read by the workers")
         estimator.fit(source)
         elapsed = time.perf_counter() - start
+    except _lost_cluster_errors() as error:
+        text = " ".join(str(error).split()) or "no detail"
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler or its "
+                           f"workers went away during the fit ({type(error).__name__}: "
+                           f"{text}); nothing was written") from None
     finally:
-        client.close()
+        client.close(timeout=args.dask_timeout)
     if file_source.reader.has_header:
         estimator.input_columns_ = list(file_source.input_columns)
     estimator.target_column_ = file_source.target_column
@@ -609,8 +643,15 @@ def command_evaluate(args) -> None:
                              random_state=args.seed).fit(X[train], y[train])
     exact_time = time.perf_counter() - start
     exact_mean, exact_std = exact.predict(X[test], return_std=True, include_noise=True)
-    results = [("exact", rmse(y[test], exact_mean), nlpd(y[test], exact_mean, exact_std**2),
-                0.0, exact_time)]
+    # scores of y / s, s a power of two (exact), so that no square overflows (y near 1e300):
+    # RMSE scales by s, NLPD shifts by log s, the KL divergence does not change
+    s = float(_power_of_two_scale(np.concatenate([y[test], exact_mean, exact_std])))
+
+    def scores(mean, std):
+        return (s * rmse(y[test] / s, mean / s),
+                nlpd(y[test] / s, mean / s, (std / s) ** 2) + math.log(s))
+
+    results = [("exact", *scores(exact_mean, exact_std), 0.0, exact_time)]
     for name in names:
         if name == "exact":
             raise CommandError("--approximations lists the low-rank maps compared against the "
@@ -626,15 +667,17 @@ def command_evaluate(args) -> None:
             random_state=args.seed).fit(X[train], y[train])
         elapsed = time.perf_counter() - start
         mean, std = approx.predict(X[test], return_std=True, include_noise=True)
-        kl = kl_divergence_factorized(mean, std**2, exact_mean, exact_std**2) / len(test)
-        results.append((name, rmse(y[test], mean), nlpd(y[test], mean, std**2), kl, elapsed))
+        kl = kl_divergence_factorized(mean / s, (std / s) ** 2, exact_mean / s,
+                                      (exact_std / s) ** 2) / len(test)
+        results.append((name, *scores(mean, std), kl, elapsed))
     mode = "own learned" if args.learn else "the exact GP's learned"
     print(f"{len(train)} training / {len(test)} test rows; approximations at {mode} "
           f"hyperparameters; n_components = {args.n_components}")
     print("| method | RMSE | NLPD | KL to exact (per test point) | fit time (s) |")
     print("|---|---|---|---|---|")
     for name, error, loss, kl, seconds in results:
-        print(f"| {name} | {error:.4f} | {loss:.4f} | {kl:.3e} | {seconds:.2f} |")
+        error, loss = (f"{v:.4f}" if abs(v) < 1e9 else f"{v:.4e}" for v in (error, loss))
+        print(f"| {name} | {error} | {loss} | {kl:.3e} | {seconds:.2f} |")
 
 
 def command_list(args) -> None:

@@ -8,6 +8,8 @@ so that any linear scikit-learn model on Psi is an approximate kernel method
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Mapping
 from numbers import Integral
 
@@ -105,6 +107,7 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
             "approximation_options must be a dict of keyword arguments for the "
             f"{approximation!r} map, or None; got {type(approximation_options).__name__}"
         )
+    _check_option_names(approximation, map_class, options)
     context = {**BUILD_CONTEXT, **(fit_context or {})}
     for key in map_class.fit_context:
         if key in context and key not in options:
@@ -112,6 +115,21 @@ def _build_feature_map(approximation, X, kernel, n_components, approximation_opt
     if n_components is None:
         n_components = map_class.default_n_components
     return map_class.build(X, kernel, n_components, rng, **options)
+
+
+def _check_option_names(approximation, map_class, options) -> None:
+    """Refuse an option the map's ``build`` does not take, naming the ones it does (a map
+    whose ``build`` takes ``**options`` checks them itself)."""
+    parameters = inspect.signature(map_class.build).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    accepted = [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"approximation {approximation!r} has no option {', '.join(map(repr, unknown))} "
+            f"(its options: {', '.join(accepted) or 'none'}); the estimator's own settings, "
+            "such as signed_rule, solver or objective, are not map options")
 
 
 class FeatureMapTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
