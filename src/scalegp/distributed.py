@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validation import check_dtype, check_positive_int
 from .data import ArraySource, Chunk, DataSummary, DistributedSource, SummaryPart
-from .readers import CsvLineError, non_blank_lines, parse_csv_lines
+from .readers import CsvLineError, non_blank_lines, parquet_values, parse_csv_lines
 
 __all__ = ["DaskSource", "is_dask_collection", "dask_file_source", "FILE_BLOCK_ROWS"]
 
@@ -309,14 +309,11 @@ def _renumbered(path, error: _BlockLineError):
 
 def _parquet_block(path: str, group: int, offset: int, rows: int, names) -> np.ndarray:
     """Rows [offset, offset + rows) of one row group of a Parquet file, the columns ``names``
-    cast to float64, nulls as NaN (as :class:`scalegp.readers.ParquetReader` reads them)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    as float64 (:func:`scalegp.readers.parquet_values`, as the serial reader reads them)."""
     import pyarrow.parquet as pq
     table = pq.ParquetFile(path).read_row_group(group, columns=sorted(set(names)),
                                                 use_threads=False).slice(offset, rows)
-    return np.column_stack([pc.cast(table.column(name), pa.float64()).to_numpy(
-        zero_copy_only=False) for name in names]).reshape(table.num_rows, len(names))
+    return parquet_values(table, names)
 
 
 def _check_block(values: np.ndarray, noise_column=None):

@@ -432,6 +432,20 @@ class NpzReader:
 
 
 # ------------------------------------------------------------------------------ Parquet
+def parquet_values(table, names) -> np.ndarray:
+    """The columns ``names`` of a pyarrow table as float64 (rows x len(names)), nulls as NaN.
+
+    An integer is rounded to the nearest float64, as the CSV reader rounds a decimal number
+    (above 2^53 not every integer is a float64: 2^53 + 1 reads as 2^53 in every format);
+    pyarrow's default "safe" cast would refuse it instead.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    return np.column_stack([
+        pc.cast(table.column(name), pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+        for name in names]).reshape(table.num_rows, len(names))
+
+
 class ParquetReader:
     """A Parquet file (pyarrow), read a row group at a time; nulls become NaN."""
 
@@ -462,8 +476,6 @@ class ParquetReader:
             raise TableError(f"{self.path}: the table is empty")
 
     def blocks(self, rows: int, columns=None):
-        import pyarrow as pa
-        import pyarrow.compute as pc
         columns = list(range(len(self.columns))) if columns is None else list(columns)
         names = [self.columns[j] for j in columns]
         start = 0
@@ -474,9 +486,6 @@ class ParquetReader:
                                               use_threads=False)
             for offset in range(0, table.num_rows, rows):
                 part = table.slice(offset, rows)
-                values = np.column_stack([
-                    pc.cast(part.column(name), pa.float64()).to_numpy(zero_copy_only=False)
-                    for name in names])
-                yield start, values
+                yield start, parquet_values(part, names)
                 start += part.num_rows
             del table
