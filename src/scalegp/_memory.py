@@ -97,6 +97,61 @@ def available_bytes() -> int | None:
         return None
 
 
+#: n_test x n_test float64 matrices alive at once in ``predict(return_cov=True)``: the test
+#: points' prior covariance, the part the data explain, the predictive covariance and its
+#: copy in target units; ``sample_y`` from a covariance (the exact GP, a signed rule kept as
+#: it is) holds the covariance, its eigenvectors and eigh's workspace instead: 4, and 1 for
+#: the n_train x n_test cross-covariances and rounding. Measured (tracemalloc, n_test = 1500,
+#: n_train = 200, tests/test_counts.py): exact predict 3.3, exact sample_y 4.0 (besides the
+#: 3 n_test x n_samples arrays), low-rank predict 2.1.
+COVARIANCE_MATRICES = 5
+#: float64 arrays of n_samples columns alive at once in ``sample_y``: in weight space 2 of m
+#: rows (the standard normals and the weights drawn from them) and, like every path, 3 of
+#: n_test rows (the draws, the normals of FITC's diagonal correction, the draws in target
+#: units).
+SAMPLE_WEIGHT_ARRAYS, SAMPLE_DRAW_ARRAYS = 2, 3
+
+
+def check_bytes(needed: int, what: str, advice: str) -> None:
+    """Raise :class:`InsufficientMemoryError` if ``needed`` bytes exceed
+    :func:`available_bytes` (``what`` needs them; ``advice`` says what to change)."""
+    available = available_bytes()
+    if available is not None and needed > available:
+        raise InsufficientMemoryError(
+            f"{what} needs about {_format_bytes(needed)} of memory, but only "
+            f"{_format_bytes(available)} is available; {advice}")
+
+
+def check_prediction_memory(n_test: int, *, covariance: bool = False, n_samples: int = 0,
+                            n_components: int = 0) -> None:
+    """Refuse, before any work, a predictive covariance or a set of posterior draws that
+    cannot be held: 8 [COVARIANCE_MATRICES n_test^2 (if ``covariance``) + n_samples
+    (SAMPLE_WEIGHT_ARRAYS m + SAMPLE_DRAW_ARRAYS n_test)] bytes.
+
+    Parameters
+    ----------
+    n_test : int
+        Rows predicted at.
+    covariance : bool
+        Whether an n_test x n_test covariance is formed (``return_cov``, or draws from it).
+    n_samples : int
+        Posterior draws (0 for ``predict``).
+    n_components : int
+        m of draws made in weight space (0 when they come from the covariance).
+    """
+    needed = 8 * (COVARIANCE_MATRICES * n_test * n_test * bool(covariance)
+                  + n_samples * (SAMPLE_WEIGHT_ARRAYS * n_components
+                                 + SAMPLE_DRAW_ARRAYS * n_test))
+    if n_samples:
+        what = (f"sample_y with n_samples={n_samples} at {n_test} rows"
+                + (" (from their covariance)" if covariance else ""))
+        advice = "draw fewer samples, or at fewer rows at a time"
+    else:
+        what = f"the predictive covariance of {n_test} rows ({n_test} x {n_test})"
+        advice = "ask for return_std instead, or predict fewer rows at a time"
+    check_bytes(needed, what, advice)
+
+
 def check_memory(n_components: int, *, n_matrices: int, n_chunks: int = ENGINE_CHUNKS,
                  itemsize: int = 8, what: str = "the fit") -> None:
     """Raise :class:`InsufficientMemoryError` if :func:`required_bytes` exceeds what is available.

@@ -25,6 +25,7 @@ from . import __version__, experiments, features, kernels, local
 from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_dir,
                       check_output_path)
 from .errors import NonFiniteResultError
+from ._limits import MAX_GIBBS_SWEEPS, MAX_RESTARTS, MAX_THETA1_ATOMS
 from ._memory import peak_resident_bytes
 from ._training_data import _power_of_two_scale
 from .parallel import resolve_n_jobs
@@ -320,6 +321,10 @@ def _gibbs_estimator(args, n_dims: int):
         start, stop, count = args.theta1_grid
         if not (count >= 1 and count == int(count)):
             raise CommandError(f"--theta1-grid COUNT must be a positive integer, got {count!r}")
+        if count > MAX_THETA1_ATOMS:                     # before linspace allocates it
+            raise CommandError(f"--theta1-grid COUNT={count:.0f} is above its limit of "
+                               f"{MAX_THETA1_ATOMS:,} atoms (one feature map and one m x m "
+                               "factor per atom)")
         grid = np.linspace(start, stop, int(count))
     return GibbsGPRegressor(
         approximation=approximation, n_components=args.n_components,
@@ -740,7 +745,8 @@ def _add_model_options(parser, *, approximation_default="rff") -> None:
     parser.add_argument("--no-optimize", action="store_true",
                         help="keep the initial hyperparameters")
     parser.add_argument("--n-restarts", type=_int_at_least(0), default=0,
-                        help="extra optimizer starts drawn in the box")
+                        help=f"extra optimizer starts drawn in the box (at most "
+                             f"{MAX_RESTARTS:,})")
     parser.add_argument("--no-normalize-y", action="store_true")
     parser.add_argument("--no-standardize", action="store_true",
                         help="use the inputs as they are; by default each input column is "
@@ -760,13 +766,14 @@ def _add_gibbs_options(parser) -> None:
                              "gibbs: sample them (tau, theta2, theta1 on a grid) by the Gibbs "
                              "sampler of Banerjee, Dunson & Tokdar (docs/gibbs.md)")
     parser.add_argument("--n-iter", type=_int_at_least(1), default=2000,
-                        help="gibbs: sweeps in all")
+                        help=f"gibbs: sweeps in all (at most {MAX_GIBBS_SWEEPS:,})")
     parser.add_argument("--burn-in", type=_int_at_least(0), default=500,
                         help="gibbs: sweeps discarded first")
     parser.add_argument("--thin", type=_int_at_least(1), default=1, help="gibbs: thinning")
     parser.add_argument("--theta1-grid", type=float, nargs=3, metavar=("START", "STOP", "COUNT"),
                         help="gibbs: theta1 = 1 / (2 l^2) on linspace(START, STOP, COUNT), all "
-                             "> 0 (default 100 atoms in (0, 2])")
+                             f"> 0 (default 100 atoms in (0, 2]; COUNT at most "
+                             f"{MAX_THETA1_ATOMS:,})")
     parser.add_argument("--tau-prior", type=_positive_float, nargs=2, default=(1.0, 0.1),
                         metavar=("A1", "B1"), help="gibbs: Ga(shape, rate) prior of the noise "
                                                   "precision (normalized targets)")

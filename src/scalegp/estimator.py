@@ -33,7 +33,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import exact, features, kernels, local as local_models
 from . import knot_learning, parallel
 from . import neighborhoods as neighborhood_models
-from ._memory import ENGINE_MATRICES, check_memory
+from ._limits import MAX_KNOT_ITERATIONS, MAX_RESTARTS, check_count
+from ._memory import ENGINE_MATRICES, check_memory, check_prediction_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
                           check_positive_int, check_positive_scalar, check_vector,
                           check_within_bounds)
@@ -47,6 +48,7 @@ from .hyperparameters import Hyperparameters
 from .noise import floored_rows
 from .objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
+from .systems import EigenSystem
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 
@@ -169,7 +171,9 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         noise_variance = check_positive_scalar(self.noise_variance, "noise_variance")
         noise_bounds = check_bounds(self.noise_variance_bounds, "noise_variance_bounds")
         check_within_bounds(noise_variance, noise_bounds, "noise_variance")
-        n_restarts = check_positive_int(self.n_restarts, "n_restarts", minimum=0)
+        n_restarts = check_count(check_positive_int(self.n_restarts, "n_restarts", minimum=0),
+                                 "n_restarts", MAX_RESTARTS, "each restart is a whole L-BFGS-B "
+                                 "run")
         if streamed:
             data = StreamedData(X, kernel, self.normalize_X, self.normalize_y, progress,
                                 dtype=getattr(self, "dtype", None),
@@ -350,6 +354,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "return_std and return_cov cannot both be True; request one of them"
             )
         X = self._validate_test_inputs(X)
+        if return_cov:
+            check_prediction_memory(X.shape[0], covariance=True)
         out = self.posterior_.predict(X, return_var=return_std, return_cov=return_cov,
                                       include_noise=include_noise,
                                       **self._prediction_options(diag_correction))
@@ -387,9 +393,17 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = as_generator(random_state)
+        X = self._validate_test_inputs(X)
+        # in weight space unless the posterior draws from the n_test x n_test covariance
+        # (the exact GP, a signed rule's eigen system: gp.Posterior.sample)
+        system = getattr(self.posterior_, "system", None)
+        weights = system is not None and not isinstance(system, EigenSystem)
+        check_prediction_memory(X.shape[0], covariance=not weights, n_samples=n_samples,
+                                n_components=self.posterior_.feature_map.n_components
+                                if weights else 0)
         # Drawn in the normalized target units and mapped back (y = mean + std * f), so the
         # covariance is never squared into target units.
-        draws = self.posterior_.sample(self._validate_test_inputs(X), n_samples, rng,
+        draws = self.posterior_.sample(X, n_samples, rng,
                                        **self._prediction_options(diag_correction))
         return _check_finite_prediction(draws * self.y_train_std_ + self.y_train_mean_,
                                         "posterior sample", self.y_train_std_)
@@ -756,6 +770,8 @@ class LowRankGPRegressor(_GPRegressor):
 
     def _check_learn_knots(self, X, kernel) -> None:
         """Refuse ``learn_knots`` before any work where it does not apply."""
+        check_count(self.learn_knots, "learn_knots", MAX_KNOT_ITERATIONS,
+                    "each iteration is a likelihood-and-gradient pass")
         problems = [what for what, bad in (
             (f"approximation='nystrom' (got {self.approximation!r})",
              self.approximation != "nystrom"),

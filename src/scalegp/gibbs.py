@@ -42,7 +42,8 @@ from scipy import linalg as sla
 from scipy.special import ndtr
 
 from . import linalg
-from ._memory import available_bytes, check_memory
+from ._limits import MAX_GIBBS_SWEEPS, MAX_THETA1_ATOMS, check_count
+from ._memory import available_bytes, check_bytes, check_memory
 from ._validation import check_matrix, check_positive_int, check_vector
 from .data import ArraySource
 from .features.base import FeatureMap, FixedBasisFeatureMap
@@ -125,6 +126,8 @@ def check_theta1_grid(grid) -> np.ndarray:
         bad = grid[grid <= 0][0]
         raise ValueError(f"theta1_grid must exclude 0 and negative values (theta1 = 0 is an "
                          f"infinite length scale, a constant kernel), got {bad!r}")
+    check_count(grid.size, "theta1_grid's size", MAX_THETA1_ATOMS,
+                "one feature map and one m x m factor per atom, built before the first sweep")
     if np.unique(grid).size != grid.size:
         raise ValueError("theta1_grid has repeated values; each atom must be distinct")
     return grid
@@ -681,12 +684,17 @@ def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *
     grid = check_theta1_grid(theta1_grid)
     tau_prior = GammaPrior.of(tau_prior, "tau_prior")
     theta2_prior = GammaPrior.of(theta2_prior, "theta2_prior")
-    n_iter = check_positive_int(n_iter, "n_iter")
+    n_iter = check_count(check_positive_int(n_iter, "n_iter"), "n_iter", MAX_GIBBS_SWEEPS,
+                         "each sweep is O(m^3) at least")
     burn_in = check_positive_int(burn_in, "burn_in", minimum=0)
     thin = check_positive_int(thin, "thin")
     if burn_in >= n_iter:
         raise ValueError(f"burn_in must be below n_iter so that draws are kept, got "
                          f"burn_in={burn_in} >= n_iter={n_iter}")
+    n_kept = len(range(burn_in, n_iter, thin))       # each: tau, theta2, the atom, m weights
+    check_bytes(8 * n_kept * (feature_map.n_components + 3),
+                f"keeping {n_kept} Gibbs draws of {feature_map.n_components} weights",
+                "raise thin or lower n_iter")
     if kernel.anisotropic:
         raise ValueError("the Gibbs sampler has one length-scale parameter theta1; give an "
                          "isotropic kernel (one length scale), not an ARD one")

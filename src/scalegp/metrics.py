@@ -19,6 +19,7 @@ import numpy as np
 import scipy.stats
 
 from scalegp import linalg
+from scalegp._memory import check_bytes
 from scalegp._validation import as_generator, check_matrix, check_positive_int, check_vector
 from scalegp.errors import NotPositiveDefiniteError
 
@@ -355,6 +356,9 @@ def sample_kernel_approximation_error(kernel_fn, features_fn, X, n_sample=1000, 
 
     n = X.shape[0]
     m = min(n_sample, n)
+    # the m x m kernel matrix, its approximation and their difference, before any work
+    check_bytes(3 * 8 * m * m, f"the kernel matrices of a subsample of {m} rows",
+                "choose a smaller n_sample")
     rows = np.sort(generator.choice(n, size=m, replace=False))
     X_sample = X[rows]
 
