@@ -110,3 +110,26 @@ def test_a_csv_field_over_the_limit_is_one_line_naming_the_line(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "long.csv: line 4 cannot be read as CSV (field larger than " \
         "field limit (131072)" in err[0]
+
+
+def test_a_model_file_with_fortran_ordered_members_loads_the_same(tmp_path):
+    """io.py reads members with numpy.load (after checking their headers), which takes both
+    orders: a model file rewritten with every 2-D member in Fortran order predicts the same."""
+    import warnings
+
+    import scalegp as sg
+    from scalegp.io import load, save
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(30, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sg.LowRankGPRegressor(n_components=16, optimize=False, random_state=0).fit(
+            X, np.sin(X[:, 0]))
+    save(model, tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as archive:
+        members = {key: archive[key] for key in archive.files}
+    assert any(value.ndim == 2 for value in members.values())
+    np.savez(tmp_path / "f.npz", **{key: np.asfortranarray(value) if value.ndim == 2 else value
+                                   for key, value in members.items()})
+    np.testing.assert_array_equal(load(tmp_path / "f.npz").predict(X),
+                                  load(tmp_path / "m.npz").predict(X))

@@ -298,6 +298,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                               approximation_options=_parse_options(args.option),
                               dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
                               objective=getattr(args, "objective", "dtc"), local=kind,
+                              signed_rule=getattr(args, "signed_rule", "repair"),
                               local_threshold=getattr(args, "local_threshold", 2.0),
                               local_lazy=getattr(args, "local_lazy", False),
                               local_reoptimize=getattr(args, "local_reoptimize", False),
@@ -811,6 +812,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
                      help="normal equations, or the QR variant that never forms Phi^T Phi "
                           "(fixed-basis maps such as glf, float64)")
+    fit.add_argument("--signed-rule", default="repair", choices=["repair", "keep"],
+                     help="a quadrature rule with negative weights (sgq, ...): repair uses the "
+                          "positive part of its approximation, keep the indefinite rule as it "
+                          "is (needed with --noise-variance-column or --objective fitc); "
+                          "docs/positive-part.md")
     fit.add_argument("--n-jobs", type=_thread_count, default=None,
                      help="threads sharing each pass's chunks, one BLAS thread each (-1: every "
                           "core; default: one thread, BLAS's own threading); global models "

@@ -518,7 +518,8 @@ class MarginalLikelihood:
                 and signed_rule == "repair"):
             raise NotImplementedError(
                 "the positive-part repair of a signed rule is defined for homoscedastic noise "
-                "only; use signed_rule='keep' or a map without negative weights")
+                "only; use signed_rule='keep' (--signed-rule keep) or a map without negative "
+                "weights")
         self.variational = bool(variational)
         if self.variational:
             _check_variational(feature_map, self.homoscedastic)
