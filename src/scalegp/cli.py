@@ -449,33 +449,19 @@ def _refuse_on_dask(args) -> None:
                            f"themselves; the maps that stream: {', '.join(streaming)}")
 
 
-def _check_scheduler_address(address: str) -> None:
-    """ValueError unless ``address`` is [SCHEME://]HOST[:PORT] with a scheme Dask knows and
-    a port in 0..65535 (Dask's own parsers, without connecting)."""
-    from distributed.comm.addressing import normalize_address, parse_address, parse_host_port
-    from distributed.comm.registry import get_backend
-    scheme, location = parse_address(normalize_address(address))
-    get_backend(scheme)
-    if scheme != "inproc":
-        try:
-            port = parse_host_port(location, default_port=8786)[1]
-        except ValueError:
-            raise ValueError(f"no port number in {location!r}") from None
-        if not 0 <= port <= 65535:
-            raise ValueError(f"port {port} is not in 0..65535")
-
-
 def _dask_client(args):
     """A ``distributed.Client`` of ``--dask-scheduler``, or a CommandError that says why not."""
     try:
         from distributed import Client
+
+        from .distributed import check_scheduler_address
     except ImportError:
         raise CommandError("--dask-scheduler needs Dask's distributed scheduler: pip install "
                            "'scalegp[dask]'") from None
     try:
         # a malformed address is refused before a Client exists: a Client that failed on
         # one still closes at exit, with a 20 s timeout and a traceback (issue 24)
-        _check_scheduler_address(args.dask_scheduler)
+        check_scheduler_address(args.dask_scheduler)
         client = Client(args.dask_scheduler, timeout=args.dask_timeout, set_as_default=False)
     except ValueError as error:                    # a malformed address
         raise CommandError(f"--dask-scheduler {args.dask_scheduler}: not a scheduler address "
@@ -497,19 +483,10 @@ def _dask_client(args):
     return client
 
 
-def _lost_cluster_errors() -> tuple:
-    """What a ``distributed.Client`` raises when the scheduler dies or its workers keep
-    dying mid-computation (a cancelled future, a closed connection, a killed worker)."""
-    from concurrent.futures import CancelledError
-    from distributed import KilledWorker
-    from distributed.comm.core import CommClosedError
-    return (CancelledError, CommClosedError, KilledWorker)
-
-
 def _fit_on_dask(args) -> None:
     """``fit --dask-scheduler``: the workers read the file and every pass runs on them
     (docs/distributed.md, "From the command line")."""
-    from .distributed import dask_file_source
+    from .distributed import dask_file_source, lost_cluster_errors
     from .io import save
     _refuse_on_dask(args)
     client = _dask_client(args)
@@ -536,7 +513,7 @@ def _fit_on_dask(args) -> None:
                    "read by the workers")
         estimator.fit(source)
         elapsed = time.perf_counter() - start
-    except _lost_cluster_errors() as error:
+    except lost_cluster_errors() as error:
         text = " ".join(str(error).split()) or "no detail"
         raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler or its "
                            f"workers went away during the fit ({type(error).__name__}: "

@@ -33,7 +33,8 @@ from ._validation import check_dtype, check_positive_int
 from .data import ArraySource, Chunk, DataSummary, DistributedSource, SummaryPart
 from .readers import CsvLineError, non_blank_lines, parquet_values, parse_csv_lines
 
-__all__ = ["DaskSource", "is_dask_collection", "dask_file_source", "FILE_BLOCK_ROWS"]
+__all__ = ["DaskSource", "is_dask_collection", "dask_file_source", "FILE_BLOCK_ROWS",
+           "check_scheduler_address", "lost_cluster_errors"]
 
 
 def _dask():
@@ -461,3 +462,29 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
     file_source.n_dropped = n_bad
     return source, file_source, {"n_blocks": source.n_blocks, "n_rows": n_rows,
                                  "n_dropped": n_bad}
+
+
+# ------------------------------------------------------------------ the command line's client
+def check_scheduler_address(address: str) -> None:
+    """ValueError unless ``address`` is [SCHEME://]HOST[:PORT] with a scheme Dask knows and
+    a port in 0..65535 (Dask's own parsers, without connecting)."""
+    from distributed.comm.addressing import normalize_address, parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+    scheme, location = parse_address(normalize_address(address))
+    get_backend(scheme)
+    if scheme != "inproc":
+        try:
+            port = parse_host_port(location, default_port=8786)[1]
+        except ValueError:
+            raise ValueError(f"no port number in {location!r}") from None
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port {port} is not in 0..65535")
+
+
+def lost_cluster_errors() -> tuple:
+    """What a ``distributed.Client`` raises when the scheduler dies or its workers keep
+    dying mid-computation (a cancelled future, a closed connection, a killed worker)."""
+    from concurrent.futures import CancelledError
+    from distributed import KilledWorker
+    from distributed.comm.core import CommClosedError
+    return (CancelledError, CommClosedError, KilledWorker)
