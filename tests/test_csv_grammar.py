@@ -186,3 +186,22 @@ def test_numpys_parser_and_the_grammar_accept_the_same_cells(cell):
     ("\uff11", False), ("0x10", False), ("1e", False), ("", False), ("\u00a01", False)])
 def test_the_grammar(cell, accepted):
     assert (NUMBER.fullmatch(cell) is not None) == accepted
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789+-.eEinfatyINFAT _\t\"x\u0661\uff11\u00a0\x0c\r",
+               max_size=8))
+def test_the_cell_parser_reads_exactly_the_grammar(cell):
+    """_parse_cell uses float behind cheap guards; it must accept exactly NUMBER (or a
+    missing token), with float's value."""
+    from scalegp.readers import MISSING_TOKENS
+    if cell.strip(" \t").lower() in MISSING_TOKENS:
+        assert np.isnan(_parse_cell(cell))
+        return
+    if NUMBER.fullmatch(cell) is None:
+        with pytest.raises(ValueError):
+            _parse_cell(cell)
+    else:
+        value = _parse_cell(cell)
+        expected = float(cell.strip(" \t"))
+        assert (np.isnan(value) and np.isnan(expected)) or value == expected

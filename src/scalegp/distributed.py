@@ -286,11 +286,10 @@ def _csv_block(path: str, start: int, stop: int, has_header: bool, names, csv_fo
     text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig" if first == 0 else "utf-8",
                             errors="surrogateescape", newline=None)
     try:
-        lines = list(non_blank_lines(text, 1))
-        if first == 0 and has_header:
-            lines = lines[1:]
-        values = (parse_csv_lines([t for _, t in lines], lines[0][0], names, csv_format, path)
-                  if lines else np.empty((0, len(names))))
+        lines = list(non_blank_lines(text))
+        skip = 1 if first == 0 and has_header else 0     # the header: line 1 of the file
+        values = (parse_csv_lines(lines[skip:], 1 + skip, names, csv_format, path)
+                  if lines[skip:] else np.empty((0, len(names))))
     except CsvLineError as error:
         raise _BlockLineError(first, error) from None
     return values[:, list(columns)]

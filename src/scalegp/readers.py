@@ -122,7 +122,7 @@ NUMBER = re.compile(r"[ \t]*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9
                     r"|inf(?:inity)?|nan)[ \t]*", re.IGNORECASE)
 #: A block of lines with none of these characters is handed to numpy's parser, whose grammar
 #: on printable ASCII without ``_`` is :data:`NUMBER`'s (tests/test_csv_grammar.py).
-_NOT_PLAIN = re.compile(r"[^\t\x20-\x7e]|_")
+_NOT_PLAIN = re.compile(r"[^\t\x20-\x5e\x60-\x7e]")      # 0x5f is "_"
 #: A byte that is not UTF-8, as decoded with errors="surrogateescape".
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 #: The longest CSV field read (the csv module's own limit, 128 KiB); a longer one is an error.
@@ -130,10 +130,14 @@ MAX_FIELD_CHARS = csv.field_size_limit()
 
 
 def _parse_cell(text: str) -> float:
+    """A cell's value by :data:`NUMBER` (NaN for a missing token). On ASCII text without
+    ``_`` and without whitespace other than spaces and tabs around it, Python's ``float``
+    reads exactly :data:`NUMBER` (tests/test_csv_grammar.py), and it is faster than the
+    regular expression."""
     stripped = text.strip(" \t")
     if stripped.lower() in MISSING_TOKENS:
         return np.nan
-    if NUMBER.fullmatch(text) is None:
+    if not stripped.isascii() or "_" in stripped or stripped != stripped.strip():
         raise ValueError(f"not a number: {text!r}")
     return float(stripped)
 
@@ -195,44 +199,43 @@ def parse_csv_lines(lines, first_line: int, columns, csv_format: dict, path) -> 
                 return values
         except ValueError:
             pass
-    rows = []
-    for i, text in enumerate(lines):
-        line = first_line + i
-        bad = _NOT_UTF8.search(text)
-        if bad is not None:
-            raise CsvLineError(path, line, "line ", f" is not UTF-8 text (byte "
-                               f"0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start()})")
+    joined = "".join(lines)
+    bad = _NOT_UTF8.search(joined)
+    if bad is not None:
+        i = next(i for i, text in enumerate(lines) if _NOT_UTF8.search(text))
+        raise CsvLineError(path, first_line + i, "line ", f" is not UTF-8 text (byte "
+                           f"0x{ord(bad.group()) - 0xDC00:02x})")
+    rows, reader = [], csv.reader(lines, **csv_format)
+    while True:
         try:
-            row = next(csv.reader([text], **csv_format), [])
+            row = next(reader)
+        except StopIteration:
+            break
         except csv.Error as error:
-            raise CsvLineError(path, line, "line ", f" cannot be read as CSV ({error}; a "
-                               f"field may have at most {MAX_FIELD_CHARS} characters)") \
-                from None
+            raise CsvLineError(path, first_line + reader.line_num - 1, "line ",
+                               f" cannot be read as CSV ({error}; a field may have at most "
+                               f"{MAX_FIELD_CHARS} characters)") from None
         if _blank(row):
             continue
+        line = first_line + reader.line_num - 1
         if len(row) != len(columns):
             raise CsvLineError(path, line, "line ", f" has {len(row)} fields, expected "
                                f"{len(columns)}")
-        values = np.empty(len(columns))
-        for j, cell in enumerate(row):
-            try:
-                values[j] = _parse_cell(cell)
-            except ValueError:
-                shown = cell.strip() if len(cell) <= 80 else cell.strip()[:60] + "..."
-                raise CsvLineError(path, line, f"column {columns[j]!r} is not numeric (line ",
-                                   f" has {shown!r})") from None
-        rows.append(values)
+        try:
+            rows.append([_parse_cell(cell) for cell in row])
+        except ValueError:
+            j = next(j for j, cell in enumerate(row) if not _is_number(cell))
+            cell = row[j].strip()
+            shown = cell if len(cell) <= 80 else cell[:60] + "..."
+            raise CsvLineError(path, line, f"column {columns[j]!r} is not numeric (line ",
+                               f" has {shown!r})") from None
     return np.array(rows).reshape(len(rows), len(columns))
 
 
-def non_blank_lines(handle, first_line: int):
-    """(number, text) of the non-blank lines of a text ``handle``, numbered from
-    ``first_line``, without their terminators."""
-    line = first_line
-    for text in handle:
-        if text.strip():
-            yield line, text.rstrip("\r\n")
-            line += 1
+def non_blank_lines(handle):
+    """The non-blank lines of a text ``handle``, without their terminators ("line N" in
+    messages counts these)."""
+    return (text.rstrip("\r\n") for text in handle if text.strip())
 
 
 class CsvReader:
@@ -257,7 +260,7 @@ class CsvReader:
         with open(self.path, newline="", encoding="utf-8-sig",
                   errors="surrogateescape") as handle:
             first = None
-            for line, text in non_blank_lines(handle, 1):
+            for line, text in enumerate(non_blank_lines(handle), start=1):
                 try:
                     first = next(csv.reader([text], **self.csv_format), [])
                 except csv.Error as error:
@@ -277,20 +280,20 @@ class CsvReader:
 
     def blocks(self, rows: int, columns=None):
         columns = list(range(len(self.columns))) if columns is None else list(columns)
-        start = 0
+        start, line = 0, 2 if self.has_header else 1
         with open(self.path, encoding="utf-8-sig", errors="surrogateescape") as handle:
-            lines = non_blank_lines(handle, 1)
+            lines = non_blank_lines(handle)
             if self.has_header:
                 next(lines)
             while True:
                 block = list(itertools.islice(lines, rows))
                 if not block:
                     break
-                values = parse_csv_lines([text for _, text in block], block[0][0],
-                                         self.columns, self.csv_format, self.path)
+                values = parse_csv_lines(block, line, self.columns, self.csv_format,
+                                         self.path)
                 if values.shape[0]:
                     yield start, values[:, columns]
-                start += values.shape[0]
+                start, line = start + values.shape[0], line + len(block)
         if start == 0:
             raise TableError(f"{self.path}: the file has a header but no data rows"
                              if self.has_header else f"{self.path}: the file is empty")
