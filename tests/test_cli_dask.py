@@ -197,3 +197,27 @@ def test_a_scheduler_lost_mid_fit_is_one_line(cluster, files, tmp_path, capsys, 
     assert "the scheduler or its workers went away during the fit (FutureCancelledError" \
         in err[-1]
     assert "internal error" not in err[-1] and not (tmp_path / "m.npz").exists()
+
+
+def test_one_grammar_on_the_workers_of_a_cluster(cluster, files, tmp_path, capsys):
+    """Issue 24, section 5, on worker processes (errors travel pickled): a ragged row late in
+    the file is refused with the serial reader's message, its line counted in the file
+    (pandas truncated `1,2,3,4` to three fields and trained on it); a file with a byte-order
+    mark, CRLF line ends and quoted numbers gives the serial fit's model."""
+    rows = (files / "data.csv").read_text().splitlines()
+    rows[2000] = rows[2000] + ",7"
+    (tmp_path / "ragged.csv").write_text("\n".join(rows) + "\n")
+    address = cluster.scheduler_address
+    assert fit(tmp_path / "ragged.csv", "z", tmp_path / "m.npz") == 2
+    serial = capsys.readouterr().err.strip()
+    assert fit(tmp_path / "ragged.csv", "z", tmp_path / "m.npz", "--dask-scheduler", address,
+               "--dask-block-rows", "700") == 2
+    assert capsys.readouterr().err.strip() == serial
+    assert "ragged.csv: line 2001 has 5 fields, expected 4" in serial
+    rows = (files / "data.csv").read_text().splitlines()
+    quoted = [rows[0]] + ['"' + row.replace(",", '","') + '"' for row in rows[1:]]
+    (tmp_path / "odd.csv").write_bytes(("\ufeff" + "\r\n".join(quoted) + "\r\n").encode())
+    assert fit(tmp_path / "odd.csv", "z", tmp_path / "serial.npz") == 0
+    assert fit(tmp_path / "odd.csv", "z", tmp_path / "dask.npz", "--dask-scheduler", address,
+               "--dask-block-rows", "700") == 0
+    assert_same_predictions(tmp_path / "serial.npz", tmp_path / "dask.npz")
