@@ -1,4 +1,6 @@
-"""Up-front memory checks: refuse an ``n_components`` the machine cannot hold, before any work.
+"""Up-front memory checks: refuse an ``n_components``, a predictive covariance or a set of
+posterior draws the machine cannot hold, before any work (:func:`check_memory`,
+:func:`check_prediction_memory`; :func:`check_bytes` for any other count's cost).
 
 The estimate (:func:`required_bytes`) counts the m x m float64 matrices and the chunk-sized
 buffers of features that are alive at once at the engine's peak (the engine streams the data in
