@@ -202,3 +202,71 @@ def test_a_float32_fit_of_noise_free_data_backs_off_and_reports():
     X_test = rng.uniform(-2, 2, size=(500, 1))
     rmse = np.sqrt(np.mean((model.predict(X_test) - np.sin(3 * X_test[:, 0])) ** 2))
     assert rmse < 1e-3
+
+
+# ------------------------------------------------- every integer parameter of every estimator
+HUGE = 10**12
+#: (estimator, the other settings, parameter) -> what a huge value gives: an error (class,
+#: message) before any work, or None: the count is clamped to the data (a fit of these rows).
+COUNTS = {
+    (sg.LowRankGPRegressor, (("n_components", 16),), "n_restarts"):
+        (ValueError, "n_restarts=1000000000000 is above its limit"),
+    (sg.LowRankGPRegressor, (), "n_components"):
+        (InsufficientMemoryError, "n_components=1000000000000 needs about"),
+    (sg.LowRankGPRegressor, (("n_components", 16), ("local", "neighbors")), "local_neighbors"):
+        None,
+    (sg.LowRankGPRegressor, (("n_components", 16), ("local", "clusters")),
+     "local_learning_centres"): None,
+    (sg.LowRankGPRegressor, (("n_components", 8), ("approximation", "nystrom"),
+                             ("objective", "vfe")), "learn_knots"):
+        (ValueError, "learn_knots=1000000000000 is above its limit"),
+    (sg.LowRankGPRegressor, (("n_components", 16),), "n_jobs"):
+        (InsufficientMemoryError, r"1000000000000 thread\(s\)"),
+    (sg.ExactGPRegressor, (), "n_restarts"): (ValueError, "n_restarts=1000000000000 is above"),
+    (GibbsGPRegressor, (("n_iter", 20), ("burn_in", 5)), "n_components"):
+        (InsufficientMemoryError, "n_components=1000000000000 needs about"),
+    (GibbsGPRegressor, (("n_components", 16), ("burn_in", 5)), "n_iter"):
+        (ValueError, "n_iter=1000000000000 is above its limit"),
+    (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20)), "burn_in"):
+        (ValueError, "burn_in must be below n_iter"),
+    (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20), ("burn_in", 5)), "thin"): None,
+    (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20), ("burn_in", 5)),
+     "feature_cache_bytes"): None,
+    (sg.FeatureMapTransformer, (), "n_components"):
+        (InsufficientMemoryError, "n_components=1000000000000 needs about"),
+}
+
+
+def integer_parameters(cls):
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval
+    return {name for name, constraints in cls._parameter_constraints.items()
+            if Integral in constraints or any(isinstance(c, Interval) and c.type is Integral
+                                              for c in constraints)}
+
+
+def test_every_integer_parameter_has_a_bound_here():
+    """A new count must join COUNTS (a limit, a memory check, or a clamp to the data)."""
+    for cls in (sg.LowRankGPRegressor, sg.ExactGPRegressor, GibbsGPRegressor,
+                sg.FeatureMapTransformer):
+        listed = {name for (owner, _, name) in COUNTS if owner is cls}
+        assert integer_parameters(cls) == listed, cls.__name__
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("key", list(COUNTS), ids=[f"{k[0].__name__}-{k[2]}" for k in COUNTS])
+def test_a_huge_count_is_refused_up_front_or_clamped(key, data):
+    cls, settings, name = key
+    estimator = cls(**dict(settings), **{name: HUGE})
+    X, y = data
+    start = time.perf_counter()
+    fit = (lambda: estimator.fit(X)) if cls is sg.FeatureMapTransformer else \
+        (lambda: estimator.fit(X, y))
+    if COUNTS[key] is None:
+        fit()
+    else:
+        error, message = COUNTS[key]
+        with pytest.raises(error, match=message):
+            fit()
+    assert time.perf_counter() - start < REFUSAL_SECONDS

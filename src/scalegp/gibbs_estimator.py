@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels
+from ._memory import check_memory
 from ._validation import as_generator, check_matrix, check_vector
 from .data import ArraySource
 from .errors import ConvergenceWarning
@@ -189,6 +190,9 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         y_mean, y_std = summary.y_standardization() if self.normalize_y else (0.0, 1.0)
         y_fit = (y - y_mean) / y_std
 
+        if self.n_components is not None:   # before the map is built (the sampler's check)
+            check_memory(self.n_components, n_matrices=grid.size + 6,
+                         what=f"the Gibbs factors of {grid.size} grid points")
         build_rng, chain_rng = as_generator(self.random_state).spawn(2)
         noise_lower = 1.0 / stats.gamma(tau_prior.shape,
                                         scale=1 / tau_prior.rate).ppf(1 - PRIOR_TAIL)
