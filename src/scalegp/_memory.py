@@ -155,7 +155,8 @@ def check_prediction_memory(n_test: int, *, covariance: bool = False, n_samples:
 
 
 def check_memory(n_components: int, *, n_matrices: int, n_chunks: int = ENGINE_CHUNKS,
-                 itemsize: int = 8, what: str = "the fit") -> None:
+                 itemsize: int = 8, what: str = "the fit",
+                 advice: str = "choose a smaller n_components") -> None:
     """Raise :class:`InsufficientMemoryError` if :func:`required_bytes` exceeds what is available.
 
     Parameters
@@ -166,6 +167,8 @@ def check_memory(n_components: int, *, n_matrices: int, n_chunks: int = ENGINE_C
         As :func:`required_bytes`.
     what : str
         What needs the memory, for the message.
+    advice : str
+        What to change, for the message.
     """
     needed = required_bytes(n_components, n_matrices=n_matrices, n_chunks=n_chunks,
                             itemsize=itemsize)
@@ -177,8 +180,7 @@ def check_memory(n_components: int, *, n_matrices: int, n_chunks: int = ENGINE_C
                  if n_matrices else chunks)
         raise InsufficientMemoryError(
             f"n_components={n_components} needs about {_format_bytes(needed)} of memory for "
-            f"{what} ({parts}), but only {_format_bytes(available)} is available; choose a "
-            "smaller n_components"
+            f"{what} ({parts}), but only {_format_bytes(available)} is available; {advice}"
         )
 
 

@@ -741,7 +741,8 @@ class LowRankGPRegressor(_GPRegressor):
         if self.n_components is not None:       # a derived budget respects its own cap
             check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
                          n_chunks=chunks, itemsize=self._dtype.itemsize,
-                         what=f"the fit (solver {self.solver!r}, {self._n_jobs} thread(s))")
+                         what=f"the fit (solver {self.solver!r}, {self._n_jobs} thread(s))",
+                         advice=self._memory_advice())
         if self.learn_knots:
             self._check_learn_knots(X, kernel)
         feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
@@ -752,8 +753,14 @@ class LowRankGPRegressor(_GPRegressor):
             path = "positive_part" if self.signed_rule == "repair" else "eigen"
         check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path] + extra,
                      n_chunks=chunks, itemsize=self._dtype.itemsize,
-                     what=f"the fit ({path!r} path, {self._n_jobs} thread(s))")
+                     what=f"the fit ({path!r} path, {self._n_jobs} thread(s))",
+                     advice=self._memory_advice())
         return feature_map
+
+    def _memory_advice(self) -> str:
+        # each thread of a pass holds its own m x m statistics and chunks
+        return ("choose a smaller n_components" if self._n_jobs == 1 else
+                "choose a smaller n_components or fewer threads (n_jobs)")
 
     def _check_n_jobs(self) -> int:
         """The threads of the engine's passes; refused where a pass has no threaded form."""
