@@ -221,3 +221,30 @@ def test_one_grammar_on_the_workers_of_a_cluster(cluster, files, tmp_path, capsy
     assert fit(tmp_path / "odd.csv", "z", tmp_path / "dask.npz", "--dask-scheduler", address,
                "--dask-block-rows", "700") == 0
     assert_same_predictions(tmp_path / "serial.npz", tmp_path / "dask.npz")
+
+
+@pytest.mark.slow
+def test_a_scheduler_that_dies_mid_fit_is_one_line(files, tmp_path, capsys, monkeypatch):
+    """The real event: an in-process cluster closed as the fit's first pass on it starts
+    (measured: FutureCancelledError after the client's 5 s reconnect attempt, then exit 2,
+    one line)."""
+    from scalegp.distributed import DaskSource
+    cluster = distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                       dashboard_address=None)
+    passes, original = [], DaskSource.map_reduce
+
+    def dying(self, function):
+        passes.append(function)
+        if len(passes) == 1:
+            cluster.close(timeout=5)
+        return original(self, function)
+
+    monkeypatch.setattr(DaskSource, "map_reduce", dying)
+    try:
+        assert fit(files / "data.npy", "2", tmp_path / "m.npz", "--dask-scheduler",
+                   cluster.scheduler_address, "--dask-timeout", "5") == 2
+    finally:
+        cluster.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "the scheduler or its workers went away during the fit" in err[-1]
+    assert not (tmp_path / "m.npz").exists()
