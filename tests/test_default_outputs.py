@@ -166,15 +166,29 @@ def test_read_only_bits_are_refused_also_for_root(tmp_path, mode):
     assert path.read_bytes() == OLD and stat.S_IMODE(os.stat(path).st_mode) == mode
 
 
-def test_a_default_output_that_appears_during_the_write_is_not_replaced(tmp_path):
-    """replace=False moves the file into place with os.link, which fails on an existing
-    target: a file created after the check survives, and no temporary file is left."""
+@pytest.mark.parametrize("when", ["during the write", "after the last check"])
+def test_a_default_output_that_appears_meanwhile_is_not_replaced(tmp_path, monkeypatch,
+                                                                   when):
+    """replace=False checks again after the write and then moves the file into place with
+    os.link, which fails on an existing target: a file another process created in either
+    window survives, and no temporary file is left."""
     path = tmp_path / "figure.png"
+    checks = []
+    real_check = _output.check_output_path
+
+    def check(*args, **kwargs):
+        result = real_check(*args, **kwargs)
+        checks.append(1)
+        if when == "after the last check" and len(checks) == 2:
+            path.write_bytes(OLD)
+        return result
 
     def write(file):
         file.write(b"new")
-        path.write_bytes(OLD)            # another process creates the file meanwhile
+        if when == "during the write":
+            path.write_bytes(OLD)
 
+    monkeypatch.setattr(_output, "check_output_path", check)
     with pytest.raises(UnsafeOutputError, match="already exists"):
         _output.write_atomically(path, write, replace=False)
     assert path.read_bytes() == OLD and os.listdir(tmp_path) == ["figure.png"]
