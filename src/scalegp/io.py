@@ -52,10 +52,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gibbs, gp, kernels, local, systems
+from . import exact, features, gibbs, gp, kernels, local, sketches, systems
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
+from .features._sketching import CERTIFICATES
+from .features.random_projection import REDUCTIONS
 from .gibbs_estimator import GibbsGPRegressor
 from .optimize import OptimizationResult
 
@@ -333,6 +335,11 @@ NONNEGATIVE = _Condition("finite and >= 0", lambda v: np.isfinite(v) & (v >= 0))
 AT_LEAST_ONE = _Condition("finite and >= 1", lambda v: np.isfinite(v) & (v >= 1))
 #: For values that are reported, not computed with (inf is a legitimate "none").
 NOT_NAN_NONNEGATIVE = _Condition(">= 0 (inf allowed, NaN not)", lambda v: v >= 0)
+#: A reported value that may be "not computed" (NaN), else finite and >= 0.
+NAN_OR_NONNEGATIVE = _Condition("finite and >= 0, or NaN (not computed)",
+                                lambda v: np.isnan(v) | (np.isfinite(v) & (v >= 0)))
+#: The best value of every optimizer start (-inf: every start failed); never NaN or +inf.
+NOT_NAN_BELOW_INF = _Condition("not NaN and < inf", lambda v: v < np.inf)
 SIGN = _Condition("-1 or +1", lambda v: (v == 1) | (v == -1))
 PANEL_COUNT = _Condition("1 or 2", lambda v: (v == 1) | (v == 2))
 LOWER_TRIANGULAR = _Condition("0 above the diagonal (a lower triangular factor)",
@@ -382,6 +389,8 @@ _KINDS = {
     "scale": ("a number or a non-empty list of numbers",
               lambda v: _is_number(v) or (isinstance(v, list) and v != []
                                           and all(map(_is_number, v)))),
+    "scalar": ("a finite number, a string or true/false",
+               lambda v: isinstance(v, (str, bool)) or (_is_number(v) and math.isfinite(v))),
     "bounds": ("a list of two numbers or 'fixed'",
                lambda v: v == "fixed" or (isinstance(v, list) and len(v) == 2
                                           and all(map(_is_number, v)))),
@@ -400,12 +409,14 @@ METADATA_ENTRIES = (
     _Entry("kernel.class", "str"),
     _Entry("kernel.params", "object", open=True),
     _Entry("noise_variance", "number", POSITIVE, (LOW_RANK, EXACT)),
+    # finite, or NaN for a local kind without a likelihood (checked with the kind)
     _Entry("log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
     _Entry("y_train_mean", "number", FINITE),
     _Entry("y_train_std", "number", POSITIVE),
     _Entry("optimization", "object", nullable=True, estimators=(LOW_RANK, EXACT)),
     _Entry("optimization.theta", "numbers", FINITE, (LOW_RANK, EXACT)),
-    _Entry("optimization.log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
+    _Entry("optimization.log_marginal_likelihood", "number", NOT_NAN_BELOW_INF,
+           (LOW_RANK, EXACT)),
     _Entry("optimization.n_evaluations", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
     _Entry("optimization.n_starts", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
     _Entry("optimization.converged", "bool", estimators=(LOW_RANK, EXACT)),
@@ -438,11 +449,25 @@ METADATA_ENTRIES = (
 KERNEL_PARAMS = {"length_scale": "scale", "variance": "number", "nu": "number",
                  "length_scale_bounds": "bounds", "variance_bounds": "bounds"}
 
-#: Feature-map fields stored as JSON values (others a map has are passed to it unchecked).
+#: Feature-map fields stored as JSON values; a map's own construction checks their agreement
+#: with its other fields. A field of a map outside the package that neither this table nor
+#: ARRAY_FIELDS declares must be a JSON scalar: a finite number, a string, a bool or null.
 MAP_SCALARS = {
     "n_dims": _Entry("feature_map.n_dims", "int", AT_LEAST_ONE),
     "epsilon": _Entry("feature_map.epsilon", "number", POSITIVE),
     "selection": _Entry("feature_map.selection", "str"),
+    # maclaurin
+    "sketch": _Entry("feature_map.sketch", "str", choices=("explicit", *sketches.SKETCHES)),
+    "expected_error": _Entry("feature_map.expected_error", "number", NAN_OR_NONNEGATIVE),
+    # random projection
+    "rank": _Entry("feature_map.rank", "int", AT_LEAST_ONE),
+    "oversampling": _Entry("feature_map.oversampling", "int", NONNEGATIVE),
+    "reduction": _Entry("feature_map.reduction", "str", choices=REDUCTIONS),
+    "target_error": _Entry("feature_map.target_error", "number", POSITIVE, nullable=True),
+    "certified_error": _Entry("feature_map.certified_error", "number", NONNEGATIVE,
+                              nullable=True),
+    "certificate": _Entry("feature_map.certificate", "str", nullable=True,
+                          choices=CERTIFICATES),
 }
 
 
@@ -518,6 +543,13 @@ ARRAY_FIELDS = (
     # random projection: the points the projection is built on, and the sketch
     _ArrayField(MAP_PREFIX + "inputs", ("points", "d")),
     _ArrayField(MAP_PREFIX + "probes", ("points", "sketch_columns")),
+    # Nystrom: the knots (m of them)
+    _ArrayField(MAP_PREFIX + "knots", ("m", "d")),
+    # maclaurin: D_n per degree, the sketch matrices side by side (imaginary part: complex
+    # sketches only; sum_n n D_n columns, checked by the map)
+    _ArrayField(MAP_PREFIX + "allocation", ("degree",), (AT_LEAST_ONE,), kind="int"),
+    _ArrayField(MAP_PREFIX + "projections", ("d", "projection_columns")),
+    _ArrayField(MAP_PREFIX + "projections_imag", ("d", "projection_columns")),
 )
 #: A feature-map array field without a declaration above (a new map): finite numbers.
 DEFAULT_MAP_ARRAY = _ArrayField(MAP_PREFIX + "*", None, kind="number")
@@ -725,6 +757,7 @@ class _Reader:
                 and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
             raise self.error("uses the approximation 'exact', which only a neighbourhood-local "
                              "model (metadata 'local.kind' = \"neighbors\") has")
+        self._check_likelihood()
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
 
@@ -889,6 +922,21 @@ class _Reader:
                     self.check_value(_Entry(f"local.{name}", json_kind, check), entry[name])
         return cls
 
+    def _check_likelihood(self) -> None:
+        """'log_marginal_likelihood' is finite, or NaN for a local kind that has none."""
+        if self.kind == GIBBS:
+            return
+        value = self.metadata["log_marginal_likelihood"]
+        kind = self.local_kind
+        if kind is None or kind.has_likelihood(self.metadata["local"]):
+            if not math.isfinite(value):
+                raise self.error(f"has metadata 'log_marginal_likelihood' = {value!r}, "
+                                 "expected a finite number")
+        elif not math.isnan(value):
+            raise self.error(f"has metadata 'log_marginal_likelihood' = {value!r}, expected "
+                             f"NaN: a local model of kind {kind.kind!r} with this metadata has "
+                             "no likelihood of its own")
+
     def _applicable_fields(self) -> dict:
         """name -> _ArrayField of every array this file may hold."""
         applicable = {field.name: field for field in ARRAY_FIELDS
@@ -1017,10 +1065,20 @@ class _Reader:
             if key in metadata and len(metadata[key]) != n_dims:
                 raise self.error(f"has metadata {key!r} with {len(metadata[key])} names, "
                                  f"expected n_features_in = {n_dims}")
+            seen = set()
+            for name in metadata.get(key, ()):
+                if name in seen:
+                    raise self.error(f"has metadata {key!r} naming {name!r} twice (a model's "
+                                     "input columns are distinct)")
+                seen.add(name)
         if "feature_names_in" in metadata:
             estimator.feature_names_in_ = np.asarray(metadata["feature_names_in"], dtype=object)
         if "input_columns" in metadata:
             self.require(metadata, "target_column")
+            if metadata["target_column"] in metadata["input_columns"]:
+                raise self.error(f"has metadata 'target_column' = "
+                                 f"{metadata['target_column']!r}, which is also one of its "
+                                 "'input_columns' (the target is not an input)")
             estimator.input_columns_ = list(metadata["input_columns"])
             estimator.target_column_ = metadata["target_column"]
         standardization = self.input_standardization(estimator)
@@ -1163,11 +1221,14 @@ class _Reader:
         """A feature-map field stored as a JSON value."""
         if field.name in MAP_SCALARS:
             self.check_value(MAP_SCALARS[field.name], value)
-        elif MAP_PREFIX + field.name in _DECLARED_MAP_ARRAYS and (
-                value is not None or field.default is not None):
-            raise self.error(f"has metadata 'feature_map.{field.name}' = {_short(value)}, "
-                             f"expected the array {MAP_PREFIX + field.name!r}"
-                             f"{' (or null)' if field.default is None else ''}")
+        elif MAP_PREFIX + field.name in _DECLARED_MAP_ARRAYS:
+            if value is not None or field.default is not None:
+                raise self.error(f"has metadata 'feature_map.{field.name}' = {_short(value)}, "
+                                 f"expected the array {MAP_PREFIX + field.name!r}"
+                                 f"{' (or null)' if field.default is None else ''}")
+        else:                                   # a map outside the package, undeclared
+            self.check_value(_Entry(f"feature_map.{field.name}", "scalar", nullable=True),
+                             value)
         return value
 
     def low_rank_posterior(self, kernel) -> gp.Posterior:
