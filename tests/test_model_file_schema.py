@@ -11,7 +11,11 @@ count. Then the named corruptions of the issue, one per field type.
 
 import json
 import math
+import re
+import time
+import tracemalloc
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -291,3 +295,92 @@ def test_models_without_a_likelihood_store_nan(files, tmp_path, kind):
     assert math.isnan(metadata["log_marginal_likelihood"])
     with pytest.raises(InvalidModelFileError, match=r"expected NaN: a local model of kind"):
         load(tmp_path, edited(metadata, log_marginal_likelihood=-12.5), arrays)
+
+
+# ----------------------------------------------------------------------------- bounded cost
+
+
+def measured_load(path):
+    """(the error loading raised, seconds, tracemalloc peak bytes)."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(InvalidModelFileError) as raised:
+            sg.load(path)
+    finally:
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return str(raised.value), seconds, peak
+
+
+def exact_model_declaring(files, n):
+    """An exact GP of n rows whose deflated members are nearly all zeros."""
+    metadata, _ = files["exact"]
+    arrays = {"X_train": np.zeros((n, 2)), "cholesky_factor": np.eye(n), "alpha": np.zeros(n)}
+    metadata = edited(metadata, arrays={key: {"shape": list(a.shape), "dtype": a.dtype.str}
+                                        for key, a in arrays.items()})
+    return model_file(Saved(metadata, arrays), compression=zipfile.ZIP_DEFLATED)
+
+
+def test_a_small_deflated_file_cannot_demand_large_arrays(files, tmp_path):
+    """Was: an 816 KB exact-GP file (n = 10,000) inflated to 800 MB and 1.05 GB of memory
+    (tests the same at n = 1,500: 18 MB from 20 KB; the slow test below at n = 10,000)."""
+    path = write(tmp_path / "m.npz", exact_model_declaring(files, 1500))
+    assert path.stat().st_size < 40_000
+    message, seconds, peak = measured_load(path)
+    assert re.search(r"has members inflating to \d+ bytes from a file of \d+, more than 16 "
+                     r"times its size", message), message
+    assert seconds < 0.5 and peak < 2**20
+
+
+@pytest.mark.slow
+def test_the_issue_s_exact_file_is_refused_cheaply(files, tmp_path):
+    path = write(tmp_path / "m.npz", exact_model_declaring(files, 10_000))
+    message, seconds, peak = measured_load(path)
+    assert "has members inflating to 800" in message
+    assert seconds < 0.5 and peak < 2**20
+
+
+def neighbourhood_file(files, tmp_path, n_centres, *, centres=None, radius=None,
+                       n_samples=None, rows=300):
+    """The neighbourhood model's file with ``rows`` training rows, every neighbourhood all of
+    them, at ``n_centres`` centres (``centres``, default the mean of the rows, repeated),
+    deflated."""
+    metadata, arrays = files["neighbors exact"]
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(rows, 2))
+    scale = arrays["local.scale"]
+    reach = np.max(np.linalg.norm((X - X.mean(axis=0)) / scale, axis=1))
+    arrays = {**arrays, "local.X_train": X, "local.y_train": np.sin(X).sum(axis=1),
+              "local.centres": np.tile(X.mean(axis=0) if centres is None else centres,
+                                       (n_centres, 1)),
+              "local.blend_radius": np.full(n_centres, 0.5 * reach if radius is None
+                                            else radius),
+              "local.members": np.tile(np.arange(rows, dtype=float), (n_centres, 1))}
+    metadata = edited(metadata, system__n_samples=rows if n_samples is None else n_samples,
+                      arrays={key: {"shape": list(a.shape), "dtype": a.dtype.str}
+                              for key, a in arrays.items()})
+    return write(tmp_path / "n.npz", model_file(Saved(metadata, arrays),
+                                                compression=zipfile.ZIP_DEFLATED))
+
+
+@pytest.mark.parametrize("case, n_centres, options, match", [
+    ("one centre repeated", 250, {}, r"centre 1 lies within 0\.75 blend radii of an earlier"),
+    ("more centres than rows", 1000, {}, r"1000 centres for 300 training rows"),
+    ("radius too small", 250, {"radius": 1e-3}, r"neighbourhood 0 has the blend radius"),
+    ("first centre not the mean", 250, {"centres": np.array([5.0, 5.0])},
+     r"its first centre is not the mean"),
+    ("rows covered", 250, {"n_samples": 299}, r"cover 300 rows, but the file says "
+                                              r"n_samples = 299"),
+])
+def test_a_neighbourhood_file_is_checked_before_it_is_conditioned(files, tmp_path, case,
+                                                                  n_centres, options, match):
+    """Was: a 40 KB file cost 4.3 s and 700 MB of conditioning (1,000 copies of one
+    300-row neighbourhood) before its likelihood refused it; 250 copies here would condition
+    250 factors of 300 x 300 (180 MB)."""
+    path = neighbourhood_file(files, tmp_path, n_centres, **options)
+    assert path.stat().st_size < 40_000
+    message, seconds, peak = measured_load(path)
+    assert re.search(match, message), message
+    assert seconds < 0.5 and peak < 16 * 2**20

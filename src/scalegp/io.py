@@ -9,15 +9,19 @@ bit-identical predictions: every array and float is stored exactly (floats as sh
 round-trip JSON), and the estimator is rebuilt around the same posterior.
 
 Reading trusts nothing in the file. The zip directory's sizes are checked against the file's
-real size, and each listed member's ``.npy`` header against the bytes the member holds,
-before any array is inflated; members the metadata does not list are refused unread. The
+real size (all members together inflate to at most ``MAX_INFLATION`` times it, plus
+``INFLATION_ALLOWANCE``: a small file cannot demand large arrays, nor the work on them), and
+each listed member's ``.npy`` header against the bytes the member holds, before any array is
+inflated; members the metadata does not list are refused unread. The
 metadata (bounded in length and nesting) and every array are then checked against one
 declaration per field (``METADATA_ENTRIES``, ``KERNEL_PARAMS``, ``MAP_SCALARS``,
 ``ARRAY_FIELDS``: JSON kind or dtype, shape in terms of n_features_in, the map's m and the
 other arrays, and the values' domain); the kernel, the feature map and the estimator are
 rebuilt by their own validation, checked against each other, and the rebuilt model must
 predict a finite value. Every failure is an :class:`~scalegp.errors.InvalidModelFileError`
-naming the entry. A new field is one line in these tables.
+naming the entry. A new field is one line in these tables; every field of the package's
+models has one (tests/test_model_file_schema.py enumerates them), and a field of a map from
+outside the package that they do not declare is a finite array or a JSON scalar.
 
 A local model (:mod:`scalegp.local`) has ``system.factorization = "local"``, its kind and the
 kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
@@ -283,6 +287,12 @@ MAX_JSON_INT_DIGITS = 20
 MAX_NPY_HEADER_BYTES = 10_000
 #: Uncompressed over compressed size of a deflated member (deflate cannot exceed 1032).
 MAX_DEFLATE_RATIO = 1100
+#: The bytes all members may inflate to: INFLATION_ALLOWANCE + MAX_INFLATION times the file's
+#: size, so that a small file cannot demand large arrays (and the work they cost). scalegp
+#: stores members uncompressed; recompressed, float64 data deflates about 1.1 times, a
+#: triangular factor 2 times, integer-valued inputs up to about 8 times.
+MAX_INFLATION = 16
+INFLATION_ALLOWANCE = 4 * 2**20
 #: Bytes of an .npy member before its data: magic string and format version.
 NPY_PREAMBLE_BYTES = 8
 
@@ -692,6 +702,12 @@ class _Archive:
         if compressed > file_size:
             raise self.error(f"has members declaring {compressed} bytes, more than the file's "
                              f"{file_size}")
+        inflated = sum(info.file_size for info in infos)
+        if inflated > INFLATION_ALLOWANCE + MAX_INFLATION * file_size:
+            raise self.error(f"has members inflating to {inflated} bytes from a file of "
+                             f"{file_size}, more than {MAX_INFLATION} times its size plus "
+                             f"{INFLATION_ALLOWANCE} (scalegp writes uncompressed model "
+                             "files: store its members uncompressed)")
         return members
 
     def header(self, key: str) -> tuple[tuple, np.dtype]:
