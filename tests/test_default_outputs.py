@@ -211,3 +211,23 @@ def test_help_says_what_is_written(capsys):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         assert phrase in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow
+def test_predict_into_a_closed_pipe_says_so_in_one_line(workspace):
+    """`scalegp predict MODEL DATA | head -2`: the reader closes the pipe early."""
+    import subprocess
+    import sys
+    rows = np.random.default_rng(4).uniform(-1, 1, size=(5_000, 2))   # > a pipe's buffer
+    np.savetxt("many.csv", rows, delimiter=",", header="a,b", comments="")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scalegp", "predict", "model.in.npz", "many.csv", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert process.stdout.readline() == b"mean,std\n"
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 2
+    assert err.strip().splitlines() == ["scalegp predict: error: standard output was closed "
+                                        "before all predictions were written (the output is "
+                                        "incomplete)"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -549,8 +550,14 @@ def command_predict(args) -> None:
                 yield np.column_stack(values)
 
         if to_stdout:
-            written = write_csv_rows(sys.stdout, names, predictions(), lineterminator="\n")
-            sys.stdout.flush()
+            try:
+                written = write_csv_rows(sys.stdout, names, predictions(), lineterminator="\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # the reader stopped (e.g. `| head`): nothing more can be written there
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise CommandError("standard output was closed before all predictions were "
+                                   "written (the output is incomplete)") from None
         else:
             written = write_csv_blocks(args.out, names, predictions(),
                                        inputs=(args.model, args.data))
