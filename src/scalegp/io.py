@@ -1189,10 +1189,11 @@ class _Reader:
             if params["local"] != kind:
                 raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
                                  f"the fitted model's local kind ('local.kind') is {kind!r}")
-            if entry is not None and params.get("local_lazy") != entry.get("lazy", False):
-                raise self.error(f"has metadata 'params.local_lazy' = "
-                                 f"{_short(params.get('local_lazy'))}, but the fitted model's "
-                                 f"'local.lazy' is {json.dumps(entry.get('lazy', False))}")
+            for name, key in (("local_lazy", "lazy"), ("local_reoptimize", "reoptimized")):
+                if entry is not None and params.get(name) != entry.get(key, False):
+                    raise self.error(f"has metadata 'params.{name}' = "
+                                     f"{_short(params.get(name))}, but the fitted model's "
+                                     f"'local.{key}' is {json.dumps(entry.get(key, False))}")
 
     def feature_map(self):
         map_class = self.map_class
