@@ -670,10 +670,10 @@ def command_demo(args) -> None:
     named = args.out is not None
     check_output_path(args.out if named else demo_module.DEFAULT_OUT, suffixes=PNG_SUFFIXES,
                       replace=named)
-    demo_module.run_demo(model=args.model, subsample=args.subsample, n_components=args.n_components,
-             approximation=args.approximation, n_neighbors=args.local_neighbors,
-             out=args.out, seed=args.seed,
-             log=lambda message: _log(args, message) if not args.quiet else None)
+    demo_module.run_demo(
+        model=args.model, subsample=args.subsample, n_components=args.n_components,
+        approximation=args.approximation, n_neighbors=args.local_neighbors, out=args.out,
+        seed=args.seed, log=lambda message: _log(args, message) if not args.quiet else None)
 
 
 def command_experiment(args) -> None:
