@@ -394,3 +394,11 @@ def test_local_flags_agree_with_the_parameters(files, tmp_path):
                                                     r"the fitted model's 'local\.reoptimized' "
                                                     r"is true"):
         load(tmp_path, edited(metadata, local__reoptimized=True), arrays)
+
+
+def test_every_package_kernel_parameter_is_declared():
+    """The kernels of the package (not only those the models above use) store only declared
+    parameters; the generic number rule is for kernels registered from outside."""
+    from scalegp import kernels
+    for name in sorted(kernels.KERNEL_NAMES):
+        assert set(kernels.get(name).get_params()) <= set(model_io.KERNEL_PARAMS), name
