@@ -94,14 +94,15 @@ def test_target_by_index_and_exact(tmp_path, csv_file):
 
 
 def test_missing_file(tmp_path):
-    assert_one_line_error(scalegp("fit", tmp_path / "nope.csv", "--target", "y"),
+    assert_one_line_error(scalegp("fit", tmp_path / "nope.csv", "--target", "y",
+                                  "--out", tmp_path / "m.npz"),
                           "nope.csv: no such file")
 
 
 def test_non_numeric_column(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("a,city,y\n1,Paris,2\n2,Rome,3\n")
-    assert_one_line_error(scalegp("fit", path, "--target", "y"),
+    assert_one_line_error(scalegp("fit", path, "--target", "y", "--out", tmp_path / "m.npz"),
                           "column 'city' is not numeric", "line 2", "'Paris'")
 
 
@@ -110,7 +111,8 @@ def test_nan_rows_error_or_dropped(tmp_path, csv_file):
     lines[5] = "1.0,,0.5"
     lines[9] = "nan,1.0,0.5"
     csv_file.write_text("\n".join(lines) + "\n")
-    assert_one_line_error(scalegp("fit", csv_file, "--target", "target"),
+    assert_one_line_error(scalegp("fit", csv_file, "--target", "target",
+                                  "--out", tmp_path / "m.npz"),
                           "data row 5 has a missing", "2 such row(s)", "--drop-missing")
     result = scalegp("fit", csv_file, "--target", "target", "--drop-missing",
                      "--n-components", 32, "--out", tmp_path / "m.npz")
@@ -118,14 +120,15 @@ def test_nan_rows_error_or_dropped(tmp_path, csv_file):
     assert "dropped 2 row(s) with missing values" in result.stderr
 
 
-def test_unknown_target(csv_file):
-    assert_one_line_error(scalegp("fit", csv_file, "--target", "price"),
+def test_unknown_target(csv_file, tmp_path):
+    assert_one_line_error(scalegp("fit", csv_file, "--target", "price",
+                                  "--out", tmp_path / "m.npz"),
                           "no column 'price'", "a, b, target")
 
 
-def test_unknown_approximation(csv_file):
+def test_unknown_approximation(csv_file, tmp_path):
     assert_one_line_error(scalegp("fit", csv_file, "--target", "target",
-                                  "--approximation", "magic"),
+                                  "--approximation", "magic", "--out", tmp_path / "m.npz"),
                           "approximation must be one of", "rff", "got 'magic'")
 
 

@@ -6,6 +6,7 @@ counts that resolve the exact GP's length scales must hold (and be the smallest)
 """
 
 import math
+import os
 import re
 import struct
 import warnings
@@ -23,10 +24,17 @@ SIZES = dict(model="global", subsample=600, n_components=64, exact_subsample=300
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "demo.png"
+    """The demo with no ``out``: it creates its default figure in the working folder."""
+    folder = tmp_path_factory.mktemp("demo")
     lines = []
-    results = demo.run_demo(**SIZES, out=out, log=lines.append)
-    return results, lines, out
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        results = demo.run_demo(**SIZES, log=lines.append)
+    finally:
+        os.chdir(previous)
+    assert sorted(os.listdir(folder)) == [demo.DEFAULT_OUT]
+    return results, lines, folder / demo.DEFAULT_OUT
 
 
 def line_starting(lines, prefix):

@@ -8,7 +8,13 @@ Which targets are accepted
 --------------------------
 1. A regular file that the user may write is replaced; a path that does not exist yet is
    created. A folder, a device (``/dev/null``), a FIFO or a socket is refused untouched:
-   only ``os.lstat`` looks at it.
+   only ``os.lstat`` looks at it. A read-only file is refused: one whose permission bits
+   grant nobody writing (``chmod a-w``; checked on the bits, so also for root, whom
+   ``os.access`` always allows) or that this process may not write.
+   A default output, a path the user did not name (``replace=False``: ``scalegp demo``'s
+   figure, ``scalegp experiment``'s folder), is only ever created: anything already at that
+   path is refused untouched, and the file is moved into place by ``os.link``, which fails
+   rather than replace a file that appeared meanwhile.
 2. A symbolic link at the target is refused: scalegp never writes through a link and never
    replaces one (a link may point anywhere, e.g. one planted in a shared folder). Name the
    link's target instead. Links among the folders above the target are followed as usual.
@@ -78,6 +84,8 @@ HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdi
 RANDOM_HEX_DIGITS = 16
 CREATE_ATTEMPTS = 100
 NEW_FILE_MODE = 0o666
+#: The write permission bits of user, group and others: none set is a read-only file.
+WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                             if hasattr(signal, name))
 
@@ -87,7 +95,8 @@ _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
 
 
 # ------------------------------------------------------------------------------ checks
-def check_output_path(path, *, inputs=(), suffixes=None, what="--out") -> str:
+def check_output_path(path, *, inputs=(), suffixes=None, what="--out",
+                      replace: bool = True) -> str:
     """Refuse an output path that writing could destroy something through; see the module.
 
     Parameters
@@ -100,6 +109,9 @@ def check_output_path(path, *, inputs=(), suffixes=None, what="--out") -> str:
         Accepted endings of the file name (compared case-insensitively).
     what : str
         How the path is named in error messages (a CLI option or a parameter name).
+    replace : bool
+        False for a default output (a path the user did not name): an existing entry at the
+        path is refused, whatever it is.
 
     Returns
     -------
@@ -121,6 +133,8 @@ def check_output_path(path, *, inputs=(), suffixes=None, what="--out") -> str:
     folder = os.path.dirname(target)
     folder_exists = os.path.isdir(folder)
     status = _lstat(target, shown) if folder_exists else None
+    if status is not None and not replace:
+        raise _exists_error(text, what)
     if status is not None:
         _check_replaceable(target, status, shown)
     if suffixes and not name.lower().endswith(tuple(s.lower() for s in suffixes)):
@@ -190,9 +204,16 @@ def _check_replaceable(target: str, status: os.stat_result, shown: str) -> None:
     if kind is not None:
         raise UnsafeOutputError(f"{shown}: is {kind}; scalegp replaces only a regular file "
                                 "or creates a missing one")
-    if not os.access(target, os.W_OK):
+    if not status.st_mode & WRITE_BITS or not os.access(target, os.W_OK):
         raise UnsafeOutputError(f"{shown}: is a read-only file; scalegp does not replace a "
                                 "file you cannot write (make it writable or remove it first)")
+
+
+def _exists_error(text: str, what: str) -> UnsafeOutputError:
+    """A default output (not named by the user) found something at its path."""
+    return UnsafeOutputError(
+        f"{text!r} already exists, and scalegp never replaces a file you did not name: give "
+        f"{what} {text} to replace it, or {what} with another path")
 
 
 def _same_file(target: str, source: str) -> bool:
@@ -204,7 +225,7 @@ def _same_file(target: str, source: str) -> bool:
 
 # ------------------------------------------------------------------------------ writing
 def write_atomically(path, write, *, binary=True, inputs=(), suffixes=None,
-                     what="path") -> None:
+                     what="path", replace: bool = True) -> None:
     """Write a file through a temporary file and ``os.replace``; see the module docstring.
 
     Parameters
@@ -216,8 +237,9 @@ def write_atomically(path, write, *, binary=True, inputs=(), suffixes=None,
         UTF-8 text file object without newline translation when ``binary`` is False).
     binary : bool
         Whether ``file`` is binary.
-    inputs, suffixes, what
-        As in :func:`check_output_path`.
+    inputs, suffixes, what, replace
+        As in :func:`check_output_path`; with ``replace=False`` the complete file is moved
+        into place by ``os.link``, which refuses a target that appeared during the write.
 
     Raises
     ------
@@ -228,7 +250,8 @@ def write_atomically(path, write, *, binary=True, inputs=(), suffixes=None,
         names ``path``.
     """
     def check():
-        return check_output_path(path, inputs=inputs, suffixes=suffixes, what=what)
+        return check_output_path(path, inputs=inputs, suffixes=suffixes, what=what,
+                                 replace=replace)
 
     target = check()
     folder, name = os.path.split(target)
@@ -245,7 +268,11 @@ def write_atomically(path, write, *, binary=True, inputs=(), suffixes=None,
                 file.flush()
                 os.fsync(file.fileno())
             check()                     # the target may have changed during the write
-            os.replace(temporary, target)
+            if replace:
+                os.replace(temporary, target)
+            else:
+                _create_from(temporary, target, lambda: _exists_error(
+                    os.fsdecode(os.fspath(path)), what))
         except BaseException as error:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
@@ -253,6 +280,24 @@ def write_atomically(path, write, *, binary=True, inputs=(), suffixes=None,
                 raise _naming(error, path) from None
             raise
     _fsync_folder(folder)
+
+
+def _create_from(temporary: str, target: str, exists) -> None:
+    """Give the complete temporary file the target's name without replacing anything: a hard
+    link fails with EEXIST if the target appeared meanwhile (``exists()`` is then raised).
+    Where the file system has no hard links, the target was checked absent just before and
+    ``os.replace`` moves it."""
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise exists() from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                               errno.EMLINK, errno.ENOSYS):
+            raise
+        os.replace(temporary, target)
+        return
+    os.unlink(temporary)
 
 
 def _mode_of(target: str) -> tuple[int, bool]:

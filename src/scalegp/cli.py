@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from . import __version__, experiments, features, kernels, local
+from . import demo as demo_module
 from ._output import (CSV_SUFFIXES, MODEL_SUFFIXES, PNG_SUFFIXES, check_output_dir,
                       check_output_path)
 from .errors import NonFiniteResultError
@@ -31,7 +33,7 @@ from ._training_data import _power_of_two_scale
 from .parallel import resolve_n_jobs
 from .readers import HEADER_MODES, HEADER_RULE, TableError, open_reader, select_columns
 from .sources import PassReporter, checked_blocks, gather_rows, open_source, to_arrays
-from .tables import write_csv_blocks
+from .tables import write_csv_blocks, write_csv_rows
 
 EXIT_NON_FINITE = 1
 EXIT_USAGE = 2
@@ -542,7 +544,9 @@ def _describe_scaling(args, kernel) -> str:
 
 def command_predict(args) -> None:
     from .io import load
-    check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
+    to_stdout = args.out == "-"
+    if not to_stdout:
+        check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
     model = load(args.model)
     reader, columns = _prediction_columns(args, model)
     names = ["mean", "std"]
@@ -562,9 +566,20 @@ def command_predict(args) -> None:
                     progress(start + len(X))
                 yield np.column_stack(values)
 
-        written = write_csv_blocks(args.out, names, predictions(),
-                                   inputs=(args.model, args.data))
-    _log(args, f"wrote {written} predictions ({', '.join(names)}) to {args.out}")
+        if to_stdout:
+            try:
+                written = write_csv_rows(sys.stdout, names, predictions(), lineterminator="\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # the reader stopped (e.g. `| head`): nothing more can be written there
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise CommandError("standard output was closed before all predictions were "
+                                   "written (the output is incomplete)") from None
+        else:
+            written = write_csv_blocks(args.out, names, predictions(),
+                                       inputs=(args.model, args.data))
+    where = "standard output" if to_stdout else args.out
+    _log(args, f"wrote {written} predictions ({', '.join(names)}) to {where}")
 
 
 def _is_number(text: str) -> bool:
@@ -678,17 +693,20 @@ def command_list(args) -> None:
 
 
 def command_demo(args) -> None:
-    check_output_path(args.out, suffixes=PNG_SUFFIXES)
-    from .demo import run_demo
-    run_demo(model=args.model, subsample=args.subsample, n_components=args.n_components,
-             approximation=args.approximation, n_neighbors=args.local_neighbors,
-             out=args.out, seed=args.seed,
-             log=lambda message: _log(args, message) if not args.quiet else None)
+    named = args.out is not None
+    check_output_path(args.out if named else demo_module.DEFAULT_OUT, suffixes=PNG_SUFFIXES,
+                      replace=named)
+    demo_module.run_demo(
+        model=args.model, subsample=args.subsample, n_components=args.n_components,
+        approximation=args.approximation, n_neighbors=args.local_neighbors, out=args.out,
+        seed=args.seed, log=lambda message: _log(args, message) if not args.quiet else None)
 
 
 def command_experiment(args) -> None:
-    check_output_dir(args.out_dir)
-    written = experiments.run(args.name, args.out_dir, quick=args.quick)
+    named = args.out_dir is not None
+    folder = args.out_dir if named else experiments.DEFAULT_OUTPUT_DIR
+    check_output_dir(folder)
+    written = experiments.run(args.name, folder, quick=args.quick, replace=named)
     for path in written:
         print(path)
 
@@ -836,8 +854,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "an input (name or 0-based index)")
     fit.add_argument("--drop-missing", action="store_true",
                      help="drop rows with missing values instead of failing")
-    fit.add_argument("--out", default="model.npz",
-                     help="model file to write (.npz); checked before the fit. " + OUT_RULES)
+    fit.add_argument("--out", required=True, metavar="MODEL.npz",
+                     help="model file to write (.npz; required: scalegp writes no file you "
+                          "did not name); checked before the fit. " + OUT_RULES)
     fit.add_argument("--dask-scheduler", metavar="ADDRESS",
                      help="fit on a Dask cluster (e.g. tcp://HOST:8786; needs pip install "
                           "'scalegp[dask]'): the workers read DATA (CSV, .npy or Parquet) "
@@ -859,9 +878,12 @@ def build_parser() -> argparse.ArgumentParser:
                              description=COLUMN_RULE)
     predict.add_argument("model")
     predict.add_argument("data")
-    predict.add_argument("--out", default="predictions.csv",
+    predict.add_argument("--out", default="-", metavar="FILE.csv",
                          help="predictions to write (.csv, columns mean and std); must not be "
-                              "the model or the data. " + OUT_RULES)
+                              "the model or the data. Without --out, or with --out -, the CSV "
+                              "goes to standard output (nothing else does: messages go to "
+                              "stderr; after an error, exit code not 0, the rows written so "
+                              "far may be incomplete). " + OUT_RULES)
     predict.add_argument("--include-noise", action="store_true",
                          help="std of a new noisy observation instead of the latent function")
     _add_header_option(predict)
@@ -905,15 +927,19 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the map (default: exact local GPs for neighbors, glf for global)")
     demo.add_argument("--local-neighbors", type=_int_at_least(1), default=300, metavar="K",
                       help="training points per neighbourhood of --model neighbors")
-    demo.add_argument("--out", default="scalegp-demo.png",
-                      help="figure to write (.png); checked before the fit. " + OUT_RULES)
+    demo.add_argument("--out", metavar="FILE.png",
+                      help=f"figure to write (.png; default {demo_module.DEFAULT_OUT}, "
+                           "created only if nothing is there: a file you did not name is "
+                           "never replaced); checked before the fit. " + OUT_RULES)
     demo.set_defaults(handler=command_demo)
 
     experiment = sub.add_parser("experiment", parents=[common],
                                 help="regenerate a paper's figures and tables")
     experiment.add_argument("name", help="see `scalegp list`")
-    experiment.add_argument("--out-dir", default="experiment-output",
-                            help="folder for the figures and tables (created if missing); "
+    experiment.add_argument("--out-dir", metavar="FOLDER",
+                            help=f"folder for the figures and tables (created if missing; "
+                                 f"default {experiments.DEFAULT_OUTPUT_DIR}, where no existing "
+                                 "file is replaced: name the folder to replace its files); "
                                  "each file in it follows the rules of --out: " + OUT_RULES)
     experiment.add_argument("--quick", action="store_true", help="reduced sizes")
     experiment.set_defaults(handler=command_experiment)

@@ -42,6 +42,8 @@ from .errors import BoundaryWarning
 from .metrics import nlpd, rmse
 from .optimize import BOUNDARY_TOLERANCE
 
+#: The figure written when no path is named: created, never replacing anything there.
+DEFAULT_OUT = "scalegp-demo.png"
 #: Width and height of the demo figure in pixels.
 FIGURE_PIXELS = (1500, 500)
 N_TEST = 5000
@@ -69,7 +71,7 @@ EXPLAINED_WARNINGS = (UserWarning, BoundaryWarning)
 def run_demo(*, model: str = "neighbors", subsample: int | None = None,
              n_components: int = 2048, approximation: str | None = None,
              kernel: str = "matern52", exact_subsample: int = EXACT_SUBSAMPLE,
-             n_neighbors: int = N_NEIGHBORS, out="scalegp-demo.png", seed: int = 0,
+             n_neighbors: int = N_NEIGHBORS, out=None, seed: int = 0,
              log=print) -> dict:
     """Fit, evaluate, compare with the exact GP and draw; returns the printed metrics.
 
@@ -95,9 +97,11 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
         model's.
     n_neighbors : int, default=N_NEIGHBORS
         Training points per neighbourhood of ``model="neighbors"``.
-    out : path, default="scalegp-demo.png"
-        A ``.png`` file, checked before the fit and written atomically
-        (:mod:`scalegp._output` says what is refused).
+    out : path or None, default=None
+        A ``.png`` file, checked before the fit and written atomically, replacing a file
+        there (:mod:`scalegp._output` says what is refused). None: :data:`DEFAULT_OUT` in the
+        working folder, created only if nothing is at that path (a file the caller did not
+        name is never replaced).
     seed : int, default=0
         Seed of the train / test split and of the map's randomness.
     log : callable, default=print
@@ -121,7 +125,9 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
     if approximation == "exact" and not local:
         raise ValueError("approximation='exact' needs model='neighbors' (the demo's exact GP "
                          "on exact_subsample points is always drawn for comparison)")
-    check_output_path(out, suffixes=PNG_SUFFIXES, what="out")
+    replace = out is not None
+    out = DEFAULT_OUT if out is None else out
+    check_output_path(out, suffixes=PNG_SUFFIXES, what="out", replace=replace)
     relief = load_east_africa_relief()
     n = len(relief.y)
     if subsample is None:
@@ -177,7 +183,7 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
                          kernel_name=kernel, budget=n_components):
         log(line)
     grid_mean, grid_std = model.predict(relief.X, return_std=True)
-    _draw(relief, y_km, grid_mean, grid_std, train, out)
+    _draw(relief, y_km, grid_mean, grid_std, train, out, replace)
     log(f"wrote {out}")
     return results
 
@@ -403,7 +409,7 @@ def _scales_sit(mask) -> str:
     return "scales sit" if np.sum(mask) > 1 else "scale sits"
 
 
-def _draw(relief, y_km, grid_mean, grid_std, train, out) -> None:
+def _draw(relief, y_km, grid_mean, grid_std, train, out, replace: bool) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -430,6 +436,6 @@ def _draw(relief, y_km, grid_mean, grid_std, train, out) -> None:
     axes[0].plot(lon[train[:2000]], lat[train[:2000]], ",", color="k", alpha=0.3)
     try:
         write_atomically(out, lambda file: fig.savefig(file, dpi=dpi, format="png"),
-                         suffixes=PNG_SUFFIXES, what="out")
+                         suffixes=PNG_SUFFIXES, what="out", replace=replace)
     finally:
         plt.close(fig)

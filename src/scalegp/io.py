@@ -9,15 +9,19 @@ bit-identical predictions: every array and float is stored exactly (floats as sh
 round-trip JSON), and the estimator is rebuilt around the same posterior.
 
 Reading trusts nothing in the file. The zip directory's sizes are checked against the file's
-real size, and each listed member's ``.npy`` header against the bytes the member holds,
-before any array is inflated; members the metadata does not list are refused unread. The
+real size (all members together inflate to at most ``MAX_INFLATION`` times it, plus
+``INFLATION_ALLOWANCE``: a small file cannot demand large arrays, nor the work on them), and
+each listed member's ``.npy`` header against the bytes the member holds, before any array is
+inflated; members the metadata does not list are refused unread. The
 metadata (bounded in length and nesting) and every array are then checked against one
 declaration per field (``METADATA_ENTRIES``, ``KERNEL_PARAMS``, ``MAP_SCALARS``,
 ``ARRAY_FIELDS``: JSON kind or dtype, shape in terms of n_features_in, the map's m and the
 other arrays, and the values' domain); the kernel, the feature map and the estimator are
 rebuilt by their own validation, checked against each other, and the rebuilt model must
 predict a finite value. Every failure is an :class:`~scalegp.errors.InvalidModelFileError`
-naming the entry. A new field is one line in these tables.
+naming the entry. A new field is one line in these tables; every field of the package's
+models has one (tests/test_model_file_schema.py enumerates them), and a field of a map from
+outside the package that they do not declare is a finite array or a JSON scalar.
 
 A local model (:mod:`scalegp.local`) has ``system.factorization = "local"``, its kind and the
 kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
@@ -52,10 +56,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from . import exact, features, gibbs, gp, kernels, local, systems
+from . import exact, features, gibbs, gp, kernels, local, sketches, systems
 from ._output import MODEL_SUFFIXES, write_atomically
 from .errors import InvalidModelFileError
 from .estimator import ExactGPRegressor, LowRankGPRegressor
+from .features._sketching import CERTIFICATES
+from .features.random_projection import REDUCTIONS
 from .gibbs_estimator import GibbsGPRegressor
 from .optimize import OptimizationResult
 
@@ -281,6 +287,12 @@ MAX_JSON_INT_DIGITS = 20
 MAX_NPY_HEADER_BYTES = 10_000
 #: Uncompressed over compressed size of a deflated member (deflate cannot exceed 1032).
 MAX_DEFLATE_RATIO = 1100
+#: The bytes all members may inflate to: INFLATION_ALLOWANCE + MAX_INFLATION times the file's
+#: size, so that a small file cannot demand large arrays (and the work they cost). scalegp
+#: stores members uncompressed; recompressed, float64 data deflates about 1.1 times, a
+#: triangular factor 2 times, integer-valued inputs up to about 8 times.
+MAX_INFLATION = 16
+INFLATION_ALLOWANCE = 4 * 2**20
 #: Bytes of an .npy member before its data: magic string and format version.
 NPY_PREAMBLE_BYTES = 8
 
@@ -333,6 +345,11 @@ NONNEGATIVE = _Condition("finite and >= 0", lambda v: np.isfinite(v) & (v >= 0))
 AT_LEAST_ONE = _Condition("finite and >= 1", lambda v: np.isfinite(v) & (v >= 1))
 #: For values that are reported, not computed with (inf is a legitimate "none").
 NOT_NAN_NONNEGATIVE = _Condition(">= 0 (inf allowed, NaN not)", lambda v: v >= 0)
+#: A reported value that may be "not computed" (NaN), else finite and >= 0.
+NAN_OR_NONNEGATIVE = _Condition("finite and >= 0, or NaN (not computed)",
+                                lambda v: np.isnan(v) | (np.isfinite(v) & (v >= 0)))
+#: The best value of every optimizer start (-inf: every start failed); never NaN or +inf.
+NOT_NAN_BELOW_INF = _Condition("not NaN and < inf", lambda v: v < np.inf)
 SIGN = _Condition("-1 or +1", lambda v: (v == 1) | (v == -1))
 PANEL_COUNT = _Condition("1 or 2", lambda v: (v == 1) | (v == 2))
 LOWER_TRIANGULAR = _Condition("0 above the diagonal (a lower triangular factor)",
@@ -382,6 +399,8 @@ _KINDS = {
     "scale": ("a number or a non-empty list of numbers",
               lambda v: _is_number(v) or (isinstance(v, list) and v != []
                                           and all(map(_is_number, v)))),
+    "scalar": ("a finite number, a string or true/false",
+               lambda v: isinstance(v, (str, bool)) or (_is_number(v) and math.isfinite(v))),
     "bounds": ("a list of two numbers or 'fixed'",
                lambda v: v == "fixed" or (isinstance(v, list) and len(v) == 2
                                           and all(map(_is_number, v)))),
@@ -400,12 +419,14 @@ METADATA_ENTRIES = (
     _Entry("kernel.class", "str"),
     _Entry("kernel.params", "object", open=True),
     _Entry("noise_variance", "number", POSITIVE, (LOW_RANK, EXACT)),
+    # finite, or NaN for a local kind without a likelihood (checked with the kind)
     _Entry("log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
     _Entry("y_train_mean", "number", FINITE),
     _Entry("y_train_std", "number", POSITIVE),
     _Entry("optimization", "object", nullable=True, estimators=(LOW_RANK, EXACT)),
     _Entry("optimization.theta", "numbers", FINITE, (LOW_RANK, EXACT)),
-    _Entry("optimization.log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
+    _Entry("optimization.log_marginal_likelihood", "number", NOT_NAN_BELOW_INF,
+           (LOW_RANK, EXACT)),
     _Entry("optimization.n_evaluations", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
     _Entry("optimization.n_starts", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
     _Entry("optimization.converged", "bool", estimators=(LOW_RANK, EXACT)),
@@ -438,11 +459,25 @@ METADATA_ENTRIES = (
 KERNEL_PARAMS = {"length_scale": "scale", "variance": "number", "nu": "number",
                  "length_scale_bounds": "bounds", "variance_bounds": "bounds"}
 
-#: Feature-map fields stored as JSON values (others a map has are passed to it unchecked).
+#: Feature-map fields stored as JSON values; a map's own construction checks their agreement
+#: with its other fields. A field of a map outside the package that neither this table nor
+#: ARRAY_FIELDS declares must be a JSON scalar: a finite number, a string, a bool or null.
 MAP_SCALARS = {
     "n_dims": _Entry("feature_map.n_dims", "int", AT_LEAST_ONE),
     "epsilon": _Entry("feature_map.epsilon", "number", POSITIVE),
     "selection": _Entry("feature_map.selection", "str"),
+    # maclaurin
+    "sketch": _Entry("feature_map.sketch", "str", choices=("explicit", *sketches.SKETCHES)),
+    "expected_error": _Entry("feature_map.expected_error", "number", NAN_OR_NONNEGATIVE),
+    # random projection
+    "rank": _Entry("feature_map.rank", "int", AT_LEAST_ONE),
+    "oversampling": _Entry("feature_map.oversampling", "int", NONNEGATIVE),
+    "reduction": _Entry("feature_map.reduction", "str", choices=REDUCTIONS),
+    "target_error": _Entry("feature_map.target_error", "number", POSITIVE, nullable=True),
+    "certified_error": _Entry("feature_map.certified_error", "number", NONNEGATIVE,
+                              nullable=True),
+    "certificate": _Entry("feature_map.certificate", "str", nullable=True,
+                          choices=CERTIFICATES),
 }
 
 
@@ -518,6 +553,13 @@ ARRAY_FIELDS = (
     # random projection: the points the projection is built on, and the sketch
     _ArrayField(MAP_PREFIX + "inputs", ("points", "d")),
     _ArrayField(MAP_PREFIX + "probes", ("points", "sketch_columns")),
+    # Nystrom: the knots (m of them)
+    _ArrayField(MAP_PREFIX + "knots", ("m", "d")),
+    # maclaurin: D_n per degree, the sketch matrices side by side (imaginary part: complex
+    # sketches only; sum_n n D_n columns, checked by the map)
+    _ArrayField(MAP_PREFIX + "allocation", ("degree",), (AT_LEAST_ONE,), kind="int"),
+    _ArrayField(MAP_PREFIX + "projections", ("d", "projection_columns")),
+    _ArrayField(MAP_PREFIX + "projections_imag", ("d", "projection_columns")),
 )
 #: A feature-map array field without a declaration above (a new map): finite numbers.
 DEFAULT_MAP_ARRAY = _ArrayField(MAP_PREFIX + "*", None, kind="number")
@@ -660,6 +702,12 @@ class _Archive:
         if compressed > file_size:
             raise self.error(f"has members declaring {compressed} bytes, more than the file's "
                              f"{file_size}")
+        inflated = sum(info.file_size for info in infos)
+        if inflated > INFLATION_ALLOWANCE + MAX_INFLATION * file_size:
+            raise self.error(f"has members inflating to {inflated} bytes from a file of "
+                             f"{file_size}, more than {MAX_INFLATION} times its size plus "
+                             f"{INFLATION_ALLOWANCE} (scalegp writes uncompressed model "
+                             "files: store its members uncompressed)")
         return members
 
     def header(self, key: str) -> tuple[tuple, np.dtype]:
@@ -725,6 +773,7 @@ class _Reader:
                 and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
             raise self.error("uses the approximation 'exact', which only a neighbourhood-local "
                              "model (metadata 'local.kind' = \"neighbors\") has")
+        self._check_likelihood()
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
 
@@ -889,6 +938,21 @@ class _Reader:
                     self.check_value(_Entry(f"local.{name}", json_kind, check), entry[name])
         return cls
 
+    def _check_likelihood(self) -> None:
+        """'log_marginal_likelihood' is finite, or NaN for a local kind that has none."""
+        if self.kind == GIBBS:
+            return
+        value = self.metadata["log_marginal_likelihood"]
+        kind = self.local_kind
+        if kind is None or kind.has_likelihood(self.metadata["local"]):
+            if not math.isfinite(value):
+                raise self.error(f"has metadata 'log_marginal_likelihood' = {value!r}, "
+                                 "expected a finite number")
+        elif not math.isnan(value):
+            raise self.error(f"has metadata 'log_marginal_likelihood' = {value!r}, expected "
+                             f"NaN: a local model of kind {kind.kind!r} with this metadata has "
+                             "no likelihood of its own")
+
     def _applicable_fields(self) -> dict:
         """name -> _ArrayField of every array this file may hold."""
         applicable = {field.name: field for field in ARRAY_FIELDS
@@ -1017,10 +1081,20 @@ class _Reader:
             if key in metadata and len(metadata[key]) != n_dims:
                 raise self.error(f"has metadata {key!r} with {len(metadata[key])} names, "
                                  f"expected n_features_in = {n_dims}")
+            seen = set()
+            for name in metadata.get(key, ()):
+                if name in seen:
+                    raise self.error(f"has metadata {key!r} naming {name!r} twice (a model's "
+                                     "input columns are distinct)")
+                seen.add(name)
         if "feature_names_in" in metadata:
             estimator.feature_names_in_ = np.asarray(metadata["feature_names_in"], dtype=object)
         if "input_columns" in metadata:
             self.require(metadata, "target_column")
+            if metadata["target_column"] in metadata["input_columns"]:
+                raise self.error(f"has metadata 'target_column' = "
+                                 f"{metadata['target_column']!r}, which is also one of its "
+                                 "'input_columns' (the target is not an input)")
             estimator.input_columns_ = list(metadata["input_columns"])
             estimator.target_column_ = metadata["target_column"]
         standardization = self.input_standardization(estimator)
@@ -1115,10 +1189,11 @@ class _Reader:
             if params["local"] != kind:
                 raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
                                  f"the fitted model's local kind ('local.kind') is {kind!r}")
-            if entry is not None and params.get("local_lazy") != entry.get("lazy", False):
-                raise self.error(f"has metadata 'params.local_lazy' = "
-                                 f"{_short(params.get('local_lazy'))}, but the fitted model's "
-                                 f"'local.lazy' is {json.dumps(entry.get('lazy', False))}")
+            for name, key in (("local_lazy", "lazy"), ("local_reoptimize", "reoptimized")):
+                if entry is not None and params.get(name) != entry.get(key, False):
+                    raise self.error(f"has metadata 'params.{name}' = "
+                                     f"{_short(params.get(name))}, but the fitted model's "
+                                     f"'local.{key}' is {json.dumps(entry.get(key, False))}")
 
     def feature_map(self):
         map_class = self.map_class
@@ -1163,11 +1238,14 @@ class _Reader:
         """A feature-map field stored as a JSON value."""
         if field.name in MAP_SCALARS:
             self.check_value(MAP_SCALARS[field.name], value)
-        elif MAP_PREFIX + field.name in _DECLARED_MAP_ARRAYS and (
-                value is not None or field.default is not None):
-            raise self.error(f"has metadata 'feature_map.{field.name}' = {_short(value)}, "
-                             f"expected the array {MAP_PREFIX + field.name!r}"
-                             f"{' (or null)' if field.default is None else ''}")
+        elif MAP_PREFIX + field.name in _DECLARED_MAP_ARRAYS:
+            if value is not None or field.default is not None:
+                raise self.error(f"has metadata 'feature_map.{field.name}' = {_short(value)}, "
+                                 f"expected the array {MAP_PREFIX + field.name!r}"
+                                 f"{' (or null)' if field.default is None else ''}")
+        else:                                   # a map outside the package, undeclared
+            self.check_value(_Entry(f"feature_map.{field.name}", "scalar", nullable=True),
+                             value)
         return value
 
     def low_rank_posterior(self, kernel) -> gp.Posterior:

@@ -501,6 +501,12 @@ class LocalModel(abc.ABC):
         """The names of the arrays a file of this kind with this metadata holds."""
 
     @classmethod
+    def has_likelihood(cls, metadata: dict) -> bool:
+        """Whether a model of this kind with this metadata has a log marginal likelihood of
+        its own (finite in its model file; NaN where it has none)."""
+        return True
+
+    @classmethod
     @abc.abstractmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
                         n_samples, metadata, arrays, dtype, map_builder=None) -> "LocalModel":
@@ -674,6 +680,11 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                 **training}
 
     @classmethod
+    def has_likelihood(cls, metadata) -> bool:
+        """A lazy model's likelihood would need every centre: it has none (NaN)."""
+        return not metadata["lazy"]
+
+    @classmethod
     def stored_arrays(cls, metadata):
         training = {"X_train", "y_train"}
         if metadata["lazy"]:
@@ -827,6 +838,11 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
     @classmethod
     def stored_arrays(cls, metadata):
         return {"X_train", "y_train"}
+
+    @classmethod
+    def has_likelihood(cls, metadata) -> bool:
+        """No marginal likelihood of its own (NaN; class docstring)."""
+        return False
 
     @classmethod
     def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,

@@ -50,14 +50,16 @@ from .hyperparameters import Hyperparameters
 from .local import LocalContext, LocalModel
 from .objectives import low_rank_objective
 
-__all__ = ["Neighborhoods", "cover", "NeighborhoodLikelihood", "NeighborhoodPosterior",
-           "blend_weights", "required_bytes", "check_memory"]
+__all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
+           "NeighborhoodPosterior", "blend_weights", "required_bytes", "check_memory"]
 
 #: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
 #: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
 OVERLAP = 0.75
 #: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
 MAX_CENTRES = 20_000
+#: Relative tolerance of :func:`check_cover` (a float32 fit's distances round at 6e-8).
+COVER_TOLERANCE = 1e-5
 
 
 def _one_blas_thread():
@@ -156,6 +158,55 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
             break
         centre = Z[worst].copy()
     return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
+                tolerance: float = COVER_TOLERANCE) -> None:
+    """Raise ValueError unless ``neighborhoods`` keeps the rules of :func:`cover` that bound
+    its size (a model file's cover, checked before any neighbourhood is conditioned).
+
+    In scaled units z = x / scale: at most one centre per row plus the first, which is the
+    mean of the z's; the blend radius of each centre is half the distance of its farthest
+    member (1 if 0); and each later centre lies farther than ``overlap`` blend radii from
+    every earlier one (the greedy rule: centres pack like those of a fit, so a file cannot
+    repeat one centre many times). A radius is at least half the distance of the k-th
+    nearest row, so this bounds the number of centres as the fit's rule does. Comparisons
+    allow a relative ``tolerance`` (the fit may have computed in float32). Cost
+    O(n_centres (k + n_centres) d + N d), against O(n_centres k^3) for conditioning. Which
+    rows each neighbourhood holds is checked afterwards, by the likelihood of the model.
+    """
+    Z = X / neighborhoods.scale
+    C = neighborhoods.centres / neighborhoods.scale
+    radii = neighborhoods.blend_radius
+    n_rows, n_centres = Z.shape[0], C.shape[0]
+    if n_centres > n_rows + 1:
+        raise ValueError(f"it has {n_centres} centres for {n_rows} training rows (a cover has "
+                         "at most one per row, plus their mean)")
+    size = 1.0 + float(np.max(np.abs(Z)))
+    if np.max(np.abs(C[0] - Z.mean(axis=0))) > tolerance * size:
+        raise ValueError("its first centre is not the mean of the training rows")
+    for c, rows in enumerate(neighborhoods.members):
+        reach = float(np.max(_distances(Z[rows], C[c:c + 1])))
+        radius = 0.5 * reach if reach > 0 else 1.0
+        if abs(radii[c] - radius) > tolerance * radius:
+            raise ValueError(f"neighbourhood {c} has the blend radius {radii[c]!r}, not half "
+                             f"the distance of its farthest row ({radius!r})")
+    chunk = max(1, 2**20 // n_centres)
+    for start in range(1, n_centres, chunk):
+        stop = min(start + chunk, n_centres)
+        between = _distances(C[:stop], C[start:stop])          # (stop, stop - start)
+        for j, c in enumerate(range(start, stop)):
+            if np.any(between[:c, j] <= overlap * radii[:c] * (1 - tolerance)):
+                raise ValueError(f"centre {c} lies within {overlap} blend radii of an earlier "
+                                 "centre, which the cover never chooses")
+
+
+def _distances(Z, C) -> np.ndarray:
+    """|z - c| for every row of Z and C, shape (len(Z), len(C)), by differences."""
+    squared = np.zeros((Z.shape[0], C.shape[0]))
+    for j in range(Z.shape[1]):
+        squared += (Z[:, j, None] - C[None, :, j]) ** 2
+    return np.sqrt(squared)
 
 
 def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
@@ -388,6 +439,13 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
             raise ValueError("each row of 'members' must be strictly increasing")
         cover = Neighborhoods(arrays["centres"], tuple(members), arrays["blend_radius"],
                               arrays["scale"])
+        covered = len(np.unique(members))
+        if covered != n_samples:
+            raise ValueError(f"its neighbourhoods cover {covered} rows, but the file says "
+                             f"n_samples = {n_samples}")
+        # everything conditioning costs (O(n_centres k^3)) is checked first
+        check_cover(cover, arrays["X_train"])
+        check_memory(cover, feature_map)
         hyperparameters = Hyperparameters(kernel, noise_variance)
         model = NeighborhoodLikelihood(hyperparameters, cover, arrays["X_train"],
                                        arrays["y_train"], feature_map=feature_map,
@@ -397,9 +455,6 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
             raise ValueError(
                 f"its log marginal likelihood is {model.log_marginal_likelihood!r} on the "
                 f"stored rows, but the file says {log_marginal_likelihood!r}")
-        if model.n_samples != n_samples:
-            raise ValueError(f"its neighbourhoods cover {model.n_samples} rows, but the file "
-                             f"says n_samples = {n_samples}")
         return model
 
     def predict(self, X, *, return_var: bool = False, return_cov: bool = False,

@@ -17,7 +17,7 @@ from ._output import CSV_SUFFIXES, write_atomically
 from .readers import (HEADER_MODES, HEADER_RULE, MISSING_TOKENS, TableError, check_unique,
                       open_reader)
 
-__all__ = ["Table", "TableError", "read_table", "write_csv", "write_csv_blocks",
+__all__ = ["Table", "TableError", "read_table", "write_csv", "write_csv_blocks", "write_csv_rows",
            "HEADER_MODES", "HEADER_RULE", "MISSING_TOKENS"]
 
 #: Rows a whole-table read takes per block.
@@ -66,11 +66,20 @@ def write_csv_blocks(path, columns, blocks, *, inputs=()) -> int:
 
     def write(handle):
         nonlocal written
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for values in blocks:
-            writer.writerows((repr(float(v)) for v in row) for row in values)
-            written += len(values)
+        written = write_csv_rows(handle, columns, blocks)
 
     write_atomically(path, write, binary=False, inputs=inputs, suffixes=CSV_SUFFIXES)
+    return written
+
+
+def write_csv_rows(handle, columns, blocks, *, lineterminator: str = "\r\n") -> int:
+    """Write a header and the rows of ``blocks`` to an open text stream (a file of
+    :func:`write_csv_blocks`, or standard output with ``lineterminator="\\n"``); returns
+    the number of rows written. Values are written with ``repr`` (they read back exactly)."""
+    writer = csv.writer(handle, lineterminator=lineterminator)
+    writer.writerow(columns)
+    written = 0
+    for values in blocks:
+        writer.writerows((repr(float(v)) for v in row) for row in values)
+        written += len(values)
     return written

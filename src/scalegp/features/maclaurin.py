@@ -159,6 +159,40 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
     description = "Maclaurin features of the Gaussian kernel: explicit (1-D) or sketched"
     reference = "Wacker & Filippone 2022, Eqs. 3-5; Wacker, Kanagawa & Filippone 2022"
 
+    def __post_init__(self):
+        """The fields agree (a model file's are rebuilt through here): D_n >= 1 integers; W
+        finite, of shape (n_dims, sum_n n D_n), with an imaginary part exactly for a complex
+        sketch; the explicit map (d = 1) has D_n = 1 and W = 1 (Phi_n(u) = u^n)."""
+        explicit = self.sketch == "explicit"
+        if not explicit:
+            sketches.check_sketch(self.sketch)
+        allocation = np.asarray(self.allocation)
+        if allocation.ndim != 1 or allocation.dtype.kind not in "iu" or np.any(allocation < 1):
+            raise ValueError(f"allocation must be a 1-D array of integers >= 1, got "
+                             f"{allocation!r}")
+        columns = int(np.sum(np.arange(1, allocation.size + 1) * allocation))
+        parts = {"projections": self.projections, "projections_imag": self.projections_imag}
+        if (self.projections_imag is not None) != (not explicit
+                                                   and sketches.is_complex(self.sketch)):
+            raise ValueError(f"projections_imag must be given exactly for a complex sketch "
+                             f"(sketch {self.sketch!r})")
+        for name, W in parts.items():
+            if W is None:
+                continue
+            W = np.asarray(W)
+            if W.shape != (self.n_dims, columns) or not np.all(np.isfinite(W)):
+                raise ValueError(f"{name} must be finite, of shape (n_dims, sum_n n D_n) = "
+                                 f"{(self.n_dims, columns)}, got shape {W.shape}")
+        if explicit and (self.n_dims != 1 or np.any(allocation != 1)
+                         or np.any(self.projections != 1)):
+            raise ValueError("the explicit map (d = 1) has allocation 1 per degree and "
+                             "projections 1")
+        error = self.expected_error
+        if not (isinstance(error, (int, float)) and not isinstance(error, bool)
+                and (math.isnan(error) or 0 <= error < math.inf)):
+            raise ValueError(f"expected_error must be NaN or a finite number >= 0, got "
+                             f"{error!r}")
+
     @classmethod
     def supports(cls, kernel: Kernel) -> bool:
         """Gaussian kernel only: the expansion is of exp(x~^T y~) (Eq. 3)."""
