@@ -49,7 +49,8 @@ from .features.base import FeatureMap, FixedBasisFeatureMap
 from .gp import BasisStatistics, accumulate_statistics
 from .kernels import Kernel
 
-__all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_theta1_grid", "effective_sample_size",
+__all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_predictive_draws",
+           "check_theta1_grid", "effective_sample_size",
            "length_scale_of", "sample_posterior", "COST_MODELS"]
 
 #: Relative floor of the FITC-style diagonal c(x) >= DIAG_FLOOR * k(x, x) (docs/gibbs.md,
@@ -61,6 +62,12 @@ FEATURE_CACHE_BYTES = 2**30
 COST_MODELS = ("statistics", "rows-cached", "rows-recomputed")
 #: Bytes of the (F, V) draws of one block of test rows in predictions.
 PREDICTION_BYTES = 64 * 2**20
+#: Kept draws a prediction needs. The predictive variance avg_s V_s + var_s F_s (Eq. G13) is
+#: the spread of the draws (V = 0 without the diagonal): one draw gives std 0, and the sample
+#: std of S independent draws falls below half the true std with probability
+#: P(chi2_{S-1} < (S-1)/4): 38 % for S = 2, 9 % for 5, 2.8 % for 8, and below 2.5 % from
+#: S = 9 on (correlated draws need more; the effective sample sizes say how many).
+MIN_PREDICTIVE_DRAWS = 9
 
 
 # ============================================================================ priors, grid
@@ -108,6 +115,18 @@ class GammaPrior:
     def updated(self, shape_add: float, rate_add: float) -> "GammaPrior":
         """The conjugate update Ga(a + shape_add, b + rate_add)."""
         return GammaPrior(self.shape + shape_add, self.rate + rate_add)
+
+
+def check_predictive_draws(n_draws: int, settings: str) -> None:
+    """Raise ValueError when ``n_draws`` kept draws are fewer than ``MIN_PREDICTIVE_DRAWS``;
+    ``settings`` names the chain settings that kept them."""
+    if n_draws < MIN_PREDICTIVE_DRAWS:
+        raise ValueError(
+            f"{settings} keep {n_draws} draw(s); "
+            f"a prediction needs at least {MIN_PREDICTIVE_DRAWS}: its std is the spread of "
+            "the kept draws (one draw gives std 0, and fewer than "
+            f"{MIN_PREDICTIVE_DRAWS} independent draws understate it by more than a factor "
+            "2 with probability above 2.5 %); raise n_iter or lower burn_in or thin")
 
 
 def check_theta1_grid(grid) -> np.ndarray:
@@ -575,7 +594,10 @@ class GibbsSamples:
         return F, V
 
     def _mixtures(self, X, include_noise: bool):
-        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``."""
+        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``;
+        refused for fewer than ``MIN_PREDICTIVE_DRAWS`` draws (:func:`check_predictive_draws`)."""
+        check_predictive_draws(self.n_draws, f"the chain's n_iter={self.n_iter}, "
+                                             f"burn_in={self.burn_in}, thin={self.thin}")
         X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
         rows = max(1, PREDICTION_BYTES // (16 * max(self.n_draws, 1)))
         for start in range(0, X.shape[0], rows):
