@@ -222,3 +222,30 @@ def test_command_line_refuses_too_few_kept_draws(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "keep 1 draw(s); a prediction needs at least 9" in error[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("approximation, map_per_atom", [
+    ("nystrom", False), ("random-projection", False), ("random-projection", True)])
+def test_nystrom_type_maps_predict_the_prior_spread_far_from_the_data(approximation,
+                                                                      map_per_atom):
+    """Without the diagonal the chain's f = psi^T w has variance q(x, x) / theta2, 0 away
+    from the knots (measured: std 0.000 at (50, 50) with 40 knots); the predictive adds
+    eps(x*) ~ N(0, c(x*) / theta2) at test points, so far from the data the std is the
+    prior's sqrt(avg_s 1 / theta2_s) y_std (k(x*, X) ~ exp(-2500) there: exact in floats)."""
+    X, y = data(n=80, d=2)
+    model = sg.GibbsGPRegressor(approximation, **{**FAST, "n_components": 20,
+                                                  "map_per_atom": map_per_atom}).fit(X, y)
+    assert model.samples_.corrects_test_points and not model.diag_correction
+    _, std = model.predict(np.array([[50.0, 50.0], [-40.0, 60.0]]), return_std=True)
+    prior = np.sqrt(model.samples_.variance.mean()) * model.y_train_std_
+    np.testing.assert_allclose(std, prior, rtol=1e-12)
+
+
+def test_other_maps_predict_the_chain_spread_only():
+    """A Fourier map's f = psi^T w is the chain's whole model: no eps is added at test
+    points (V = 0), as before."""
+    X, y = data()
+    model = sg.GibbsGPRegressor(**FAST).fit(X, y)
+    assert not model.samples_.corrects_test_points
+    F, V = model.samples_.latent_draws(np.array([[0.3], [9.0]]))
+    assert np.all(V == 0)

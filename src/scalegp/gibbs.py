@@ -247,6 +247,11 @@ class AtomMaps:
         return int(self.ranks.max())
 
     @property
+    def bounded_by_kernel(self) -> bool:
+        """True when every atom's map is a Nystrom-type projection (FeatureMap's flag)."""
+        return all(fmap.bounded_by_kernel for fmap in self.maps)
+
+    @property
     def signs(self):
         """None when every map is unsigned (the sampler needs that)."""
         return next((fmap.signs for fmap in self.maps if fmap.signs is not None), None)
@@ -577,9 +582,19 @@ class GibbsSamples:
         return np.concatenate([[effective_sample_size(row) for row in F]
                                for F, _ in self._mixtures(X, False)])
 
+    @property
+    def corrects_test_points(self) -> bool:
+        """Whether predictions add eps(x*) ~ N(0, c(x*) / theta2) at each test point: with the
+        diagonal (the chain's own model), and for a Nystrom-type map (``bounded_by_kernel``:
+        nystrom, random projection) without it too. Their f = psi_1^T w has prior variance
+        q(x*, x*) / theta2, which vanishes away from the knots, so without eps the std there
+        is 0 (the subset-of-regressors collapse); with it each draw's predictive is the DTC
+        one of docs/nystrom.md, section 4 (the chain itself is unchanged)."""
+        return self.diag_correction or bool(self.feature_map.bounded_by_kernel)
+
     def latent_draws(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(F, V): F[i, s] = psi_1(x_i; theta1_s)^T w_s and V[i, s] = c(x_i) / theta2_s, the
-        variance of eps (0 without the diagonal), shapes (n_test, S)."""
+        variance of eps (0 unless ``corrects_test_points``), shapes (n_test, S)."""
         X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
         F = np.empty((X.shape[0], self.n_draws))
         V = np.zeros_like(F)
@@ -588,7 +603,7 @@ class GibbsSamples:
             fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.theta1_grid, h)
             Psi = np.asarray(fmap.features(X), dtype=np.float64)
             F[:, draws] = Psi @ self.weights[draws, :Psi.shape[1]].T
-            if self.diag_correction:
+            if self.corrects_test_points:
                 c = np.maximum(kernel_h.diag(X) - np.einsum("ij,ij->i", Psi, Psi), 0.0)
                 V[:, draws] = c[:, None] / self.theta2[draws]
         return F, V
