@@ -91,11 +91,14 @@ def test_absurd_widths_reach_the_default_box_optimum(lower, kernel_name, model):
         default.log_marginal_likelihood_value_, abs=1e-3)
 
 
-def test_default_boxes_are_searched_as_before():
-    """No default box reaches further than WIDE_BOX from its default start, so the windows
-    never apply to it: the search is L-BFGS-B in the whole box (same path, same floats)."""
+@pytest.mark.parametrize("noise_start", [1e-2, 0.1])     # the estimators', the CLI's
+@pytest.mark.parametrize("kernel_name", ["matern52", "gaussian"])
+def test_default_boxes_are_searched_as_before(noise_start, kernel_name):
+    """No default box reaches further than WIDE_BOX from its default start (kernel bounds
+    (1e-2, 1e2) and (1e-5, 1e5) from 1, noise (1e-6, 1e5) from 1e-2 or 0.1), so the windows
+    never apply to them: the search is L-BFGS-B in the whole box (same path, same floats)."""
     X, y = _data_1d(80)
-    hyperparameters = Hyperparameters(kernels.get("matern52"), 0.1, (1e-6, 1e5))
+    hyperparameters = Hyperparameters(kernels.get(kernel_name), noise_start, (1e-6, 1e5))
     objective = sg.ExactMarginalLikelihood(hyperparameters, X, y)
     learned = optimize.maximize_likelihood(objective, hyperparameters.theta,
                                            hyperparameters.bounds, windows=True)

@@ -485,7 +485,7 @@ class LowRankGPRegressor(_GPRegressor):
     optimize : bool, default=True
         Maximize the log marginal likelihood over the hyperparameters (L-BFGS-B).
     n_restarts : int, default=0
-        Extra optimizer starts drawn uniformly in the box (within a factor 1e6 of the start
+        Extra optimizer starts drawn uniformly in the box (within a factor 1e7 of the start
         for a parameter whose box is wider: :mod:`scalegp.optimize`).
     approximation_options : dict, optional
         Extra keyword arguments of the map's ``build``. Options a map lists in its

@@ -6,7 +6,7 @@ The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
 coincide are held fixed. Restarts are drawn uniformly in the box from an
 explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`.
 
-A log-parameter whose box reaches further than ``WIDE_BOX`` (a factor 1e6) from its start is
+A log-parameter whose box reaches further than ``WIDE_BOX`` (a factor 1e7) from its start is
 searched in windows of a factor 100 around the current point, moved while the optimum sits
 on a window face: L-BFGS-B's first step is the raw gradient, which only the box stops
 (:func:`_windowed_search`). A run that reports convergence without leaving a start where the
@@ -30,9 +30,9 @@ from .hyperparameters import Hyperparameters
 #: An optimum closer than this (in log units) to a bound counts as "on the bound".
 BOUNDARY_TOLERANCE = 1e-5
 #: A parameter whose box reaches further than this (log units) from its start, which no
-#: default box does (the widest, the noise variance's 1e-6..1e5 from 0.1, reaches 1e6), is
-#: searched in windows (:func:`_windowed_search`) ...
-WIDE_BOX = math.log(1e6)
+#: default box does from its default start (the widest, the noise variance's 1e-6..1e5 from
+#: the estimators' 1e-2, reaches 1e7), is searched in windows (:func:`_windowed_search`) ...
+WIDE_BOX = math.log(1e7)
 #: ... of this half-width: a factor 100 either side of the current point.
 WINDOW = math.log(1e2)
 #: A run that ended at its start although the gradient there is not zero is retried with
