@@ -151,3 +151,101 @@ def test_command_line_fit_and_predict(tmp_path):
     mean, std = model.predict(X, return_std=True)
     np.testing.assert_allclose(values[:, -4], mean, rtol=1e-12)
     np.testing.assert_allclose(values[:, -3], std, rtol=1e-12)
+
+
+# ------------------------------------------------------- too few kept draws (issue 24, 2b)
+def test_the_minimum_of_kept_draws_is_the_derived_one():
+    """MIN_PREDICTIVE_DRAWS is the smallest S for which the sample std of S independent
+    draws falls below half the true one with probability below 2.5 %:
+    P(chi2_{S-1} < (S-1)/4) < 0.025."""
+    from scipy import stats
+    from scalegp.gibbs import MIN_PREDICTIVE_DRAWS
+    smallest = next(S for S in range(2, 100) if stats.chi2.cdf((S - 1) / 4, S - 1) < 0.025)
+    assert MIN_PREDICTIVE_DRAWS == smallest == 9
+
+
+@pytest.mark.parametrize("n_iter, burn_in, thin", [
+    (21, 20, 1),            # the issue's case: one kept draw, which predicted std 0
+    (22, 20, 1), (28, 20, 1), (60, 20, 5), (60, 0, 8), (100, 40, 10)])
+def test_fewer_kept_draws_than_a_prediction_needs_are_refused_before_any_work(
+        n_iter, burn_in, thin, monkeypatch):
+    from scalegp import gibbs_estimator
+    kept = len(range(burn_in, n_iter, thin))
+    assert kept < 9
+    monkeypatch.setattr(gibbs_estimator, "_build_feature_map",
+                        lambda *a, **k: pytest.fail("a map was built"))
+    X, y = data()
+    with pytest.raises(ValueError, match=rf"keep {kept} draw\(s\); a prediction needs at "
+                                         r"least 9: its std is the spread"):
+        sg.GibbsGPRegressor(**{**FAST, "n_iter": n_iter, "burn_in": burn_in,
+                               "thin": thin}).fit(X, y)
+
+
+@pytest.mark.parametrize("diag", [False, True])
+def test_nine_kept_draws_predict_a_positive_spread(diag):
+    """At the minimum the std is the draws' spread, positive at every test point (with the
+    diagonal also far from the data)."""
+    X, y = data()
+    model = sg.GibbsGPRegressor(**{**FAST, "n_iter": 29, "burn_in": 20,
+                                   "diag_correction": diag}).fit(X, y)
+    assert model.samples_.n_draws == 9
+    _, std = model.predict(np.linspace(-4, 4, 17)[:, None], return_std=True)
+    assert np.all(std > 0)
+
+
+def test_a_chain_with_too_few_draws_does_not_predict():
+    """sample_posterior itself may keep few draws (timing a sweep), but its predictive,
+    interval and prediction ESS refuse them: one draw has no spread."""
+    from scalegp.gibbs import sample_posterior
+    from scalegp.transformers import _build_feature_map
+    X, y = data()
+    kernel = sg.Gaussian()
+    fmap = _build_feature_map("rff", X, kernel, 8, None, np.random.default_rng(0))
+    samples = sample_posterior(fmap, kernel, X, y, theta1_grid=[0.3, 1.0], n_iter=3,
+                               burn_in=2, rng=0)
+    assert samples.n_draws == 1
+    for call in (lambda: samples.predict(X, return_var=True),
+                 lambda: samples.interval(X, 0.95),
+                 lambda: samples.prediction_effective_sample_sizes(X)):
+        with pytest.raises(ValueError, match="n_iter=3, burn_in=2, thin=1 keep 1 draw"):
+            call()
+
+
+def test_command_line_refuses_too_few_kept_draws(tmp_path, capsys):
+    X, y = data()
+    table = tmp_path / "train.csv"
+    np.savetxt(table, np.column_stack([X, y]), delimiter=",", header="x,y", comments="")
+    out = tmp_path / "model.npz"
+    code = main(["fit", str(table), "--target", "y", "--sampler", "gibbs", "--kernel",
+                 "gaussian", "--n-iter", "21", "--burn-in", "20", "--out", str(out)])
+    assert code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "keep 1 draw(s); a prediction needs at least 9" in error[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("approximation, map_per_atom", [
+    ("nystrom", False), ("random-projection", False), ("random-projection", True)])
+def test_nystrom_type_maps_predict_the_prior_spread_far_from_the_data(approximation,
+                                                                      map_per_atom):
+    """Without the diagonal the chain's f = psi^T w has variance q(x, x) / theta2, 0 away
+    from the knots (measured: std 0.000 at (50, 50) with 40 knots); the predictive adds
+    eps(x*) ~ N(0, c(x*) / theta2) at test points, so far from the data the std is the
+    prior's sqrt(avg_s 1 / theta2_s) y_std (k(x*, X) ~ exp(-2500) there: exact in floats)."""
+    X, y = data(n=80, d=2)
+    model = sg.GibbsGPRegressor(approximation, **{**FAST, "n_components": 20,
+                                                  "map_per_atom": map_per_atom}).fit(X, y)
+    assert model.samples_.corrects_test_points and not model.diag_correction
+    _, std = model.predict(np.array([[50.0, 50.0], [-40.0, 60.0]]), return_std=True)
+    prior = np.sqrt(model.samples_.variance.mean()) * model.y_train_std_
+    np.testing.assert_allclose(std, prior, rtol=1e-12)
+
+
+def test_other_maps_predict_the_chain_spread_only():
+    """A Fourier map's f = psi^T w is the chain's whole model: no eps is added at test
+    points (V = 0), as before."""
+    X, y = data()
+    model = sg.GibbsGPRegressor(**FAST).fit(X, y)
+    assert not model.samples_.corrects_test_points
+    F, V = model.samples_.latent_draws(np.array([[0.3], [9.0]]))
+    assert np.all(V == 0)

@@ -229,7 +229,8 @@ COUNTS = {
         (ValueError, "n_iter=1000000000000 is above its limit"),
     (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20)), "burn_in"):
         (ValueError, "burn_in must be below n_iter"),
-    (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20), ("burn_in", 5)), "thin"): None,
+    (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20), ("burn_in", 5)), "thin"):
+        (ValueError, r"keep 1 draw\(s\); a prediction needs at least 9"),
     (GibbsGPRegressor, (("n_components", 16), ("n_iter", 20), ("burn_in", 5)),
      "feature_cache_bytes"): None,
     (sg.FeatureMapTransformer, (), "n_components"):

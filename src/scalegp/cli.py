@@ -548,6 +548,7 @@ def command_predict(args) -> None:
     if not to_stdout:
         check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
     model = load(args.model)
+    variance = _variance_option(args, model)
     reader, columns = _prediction_columns(args, model)
     names = ["mean", "std"]
     if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too
@@ -558,7 +559,8 @@ def command_predict(args) -> None:
 
         def predictions():
             for start, X in checked_blocks(reader, columns):
-                mean, std = model.predict(X, return_std=True, include_noise=args.include_noise)
+                mean, std = model.predict(X, return_std=True, include_noise=args.include_noise,
+                                          **variance)
                 values = [mean, std]
                 if len(names) > 2:
                     values += model.predict_interval(X, 0.95, include_noise=args.include_noise)
@@ -580,6 +582,20 @@ def command_predict(args) -> None:
                                        inputs=(args.model, args.data))
     where = "standard output" if to_stdout else args.out
     _log(args, f"wrote {written} predictions ({', '.join(names)}) to {where}")
+
+
+def _variance_option(args, model) -> dict:
+    """``predict``'s keyword for ``--[no-]diag-correction`` (none: the model's default), refused
+    up front for a model without the choice (exact, Gibbs, local)."""
+    if args.diag_correction is None:
+        return {}
+    if getattr(model, "local_model_", True) is not None:
+        flag = "--diag-correction" if args.diag_correction else "--no-diag-correction"
+        raise CommandError(f"{flag} chooses the variance of a global low-rank model; "
+                           f"{args.model} is {type(model).__name__}"
+                           + (" with a local model" if getattr(model, "local_model_", None)
+                              is not None else ""))
+    return {"diag_correction": args.diag_correction}
 
 
 def _is_number(text: str) -> bool:
@@ -819,8 +835,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--objective", default="dtc", choices=["dtc", "fitc", "vfe"],
                      help="what learning maximizes (docs/nystrom.md): the DTC / subset-of-"
                           "regressors likelihood, the FITC-style corrected one, or Titsias' "
-                          "VFE bound (nystrom only); predictions of fitc and vfe models add "
-                          "the diagonal correction to the variance")
+                          "VFE bound (nystrom only); predictions of fitc and vfe models, and "
+                          "of nystrom and random-projection under any objective, add the "
+                          "diagonal correction to the variance (predict --diag-correction)")
     fit.add_argument("--local", choices=sorted(local.LOCAL_KINDS),
                      help="a local (centred) model around the approximation "
                           "(docs/local-models.md): test-points centres every test point on "
@@ -886,6 +903,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "far may be incomplete). " + OUT_RULES)
     predict.add_argument("--include-noise", action="store_true",
                          help="std of a new noisy observation instead of the latent function")
+    predict.add_argument("--diag-correction", action=argparse.BooleanOptionalAction,
+                         default=None,
+                         help="global low-rank models (predict's diag_correction): add the "
+                              "prior variance the model misses, max(k(x, x) - q(x, x), 0), "
+                              "to the std (the DTC / FITC / SGPR predictive), or not (the "
+                              "subset-of-regressors std, which vanishes away from Nystrom "
+                              "knots); default: the model's own, on for nystrom and "
+                              "random-projection and for the fitc and vfe objectives")
     _add_header_option(predict)
     predict.set_defaults(handler=command_predict)
 

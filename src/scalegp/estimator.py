@@ -45,7 +45,7 @@ from ._training_data import noise_only_log_marginal_likelihood  # noqa: F401 (pu
 from .data import ArraySource, DataSource
 from .distributed import DaskSource, is_dask_collection
 from .hyperparameters import Hyperparameters
-from .noise import floored_rows
+from .noise import default_diag_correction, floored_rows
 from .objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from .optimize import learn_hyperparameters
 from .systems import EigenSystem
@@ -340,8 +340,11 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             :class:`LowRankGPRegressor` only: add the prior variance the low-rank model misses,
             max(k(x, x) - psi(x)^T S psi(x), 0), to the latent variance (docs/nystrom.md,
             section 4). None: True for ``objective="fitc"`` and ``"vfe"`` (the FITC and
-            SGPR predictive distributions), False for ``"dtc"`` (the subset-of-regressors
-            predictive; True gives the DTC one). The mean does not depend on it.
+            SGPR predictive distributions) and for the Nystrom-type maps (``"nystrom"``,
+            ``"random-projection"``) under any objective (the DTC predictive: without it their
+            variance collapses to 0 away from the knots); False for the other maps under
+            ``"dtc"`` (the subset-of-regressors predictive)
+            (:func:`scalegp.noise.default_diag_correction`). The mean does not depend on it.
 
         Returns
         -------
@@ -381,8 +384,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         n_samples : int, default=1
         random_state : None, int, numpy.random.Generator, default=0
         diag_correction : bool or None, default=None
-            :class:`LowRankGPRegressor` only, as in :meth:`predict` (None: True for
-            ``objective="fitc"`` and ``"vfe"``): the draws then have the covariance of
+            :class:`LowRankGPRegressor` only, as in :meth:`predict` (None resolved the same
+            way): the draws then have the covariance of
             ``predict(X, return_cov=True, diag_correction=True)``.
 
         Returns
@@ -496,7 +499,8 @@ class LowRankGPRegressor(_GPRegressor):
     optimize : bool, default=True
         Maximize the log marginal likelihood over the hyperparameters (L-BFGS-B).
     n_restarts : int, default=0
-        Extra optimizer starts drawn uniformly in the box.
+        Extra optimizer starts drawn uniformly in the box (within a factor 1e7 of the start
+        for a parameter whose box is wider: :mod:`scalegp.optimize`).
     approximation_options : dict, optional
         Extra keyword arguments of the map's ``build``. Options a map lists in its
         ``fit_context`` are filled from ``fit`` unless given here: for ``"glf"`` the
@@ -963,7 +967,7 @@ class LowRankGPRegressor(_GPRegressor):
         if self.local_model_ is not None:
             return super()._prediction_options(diag_correction)
         if diag_correction is None:
-            diag_correction = self.objective in ("fitc", "vfe")
+            diag_correction = default_diag_correction(self.feature_map_, self.objective)
         return {"diag_correction": bool(diag_correction)}
 
 

@@ -50,7 +50,8 @@ from .features.base import FeatureMap, FixedBasisFeatureMap
 from .gp import BasisStatistics, accumulate_statistics
 from .kernels import Kernel
 
-__all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_theta1_grid", "effective_sample_size",
+__all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_predictive_draws",
+           "check_theta1_grid", "effective_sample_size",
            "length_scale_of", "sample_posterior", "COST_MODELS"]
 
 #: Relative floor of the FITC-style diagonal c(x) >= DIAG_FLOOR * k(x, x) (docs/gibbs.md,
@@ -62,6 +63,12 @@ FEATURE_CACHE_BYTES = 2**30
 COST_MODELS = ("statistics", "rows-cached", "rows-recomputed")
 #: Bytes of the (F, V) draws of one block of test rows in predictions.
 PREDICTION_BYTES = 64 * 2**20
+#: Kept draws a prediction needs. The predictive variance avg_s V_s + var_s F_s (Eq. G13) is
+#: the spread of the draws (V = 0 without the diagonal): one draw gives std 0, and the sample
+#: std of S independent draws falls below half the true std with probability
+#: P(chi2_{S-1} < (S-1)/4): 38 % for S = 2, 9 % for 5, 2.8 % for 8, and below 2.5 % from
+#: S = 9 on (correlated draws need more; the effective sample sizes say how many).
+MIN_PREDICTIVE_DRAWS = 9
 
 
 # ============================================================================ priors, grid
@@ -109,6 +116,18 @@ class GammaPrior:
     def updated(self, shape_add: float, rate_add: float) -> "GammaPrior":
         """The conjugate update Ga(a + shape_add, b + rate_add)."""
         return GammaPrior(self.shape + shape_add, self.rate + rate_add)
+
+
+def check_predictive_draws(n_draws: int, settings: str) -> None:
+    """Raise ValueError when ``n_draws`` kept draws are fewer than ``MIN_PREDICTIVE_DRAWS``;
+    ``settings`` names the chain settings that kept them."""
+    if n_draws < MIN_PREDICTIVE_DRAWS:
+        raise ValueError(
+            f"{settings} keep {n_draws} draw(s); "
+            f"a prediction needs at least {MIN_PREDICTIVE_DRAWS}: its std is the spread of "
+            "the kept draws (one draw gives std 0, and fewer than "
+            f"{MIN_PREDICTIVE_DRAWS} independent draws understate it by more than a factor "
+            "2 with probability above 2.5 %); raise n_iter or lower burn_in or thin")
 
 
 def check_theta1_grid(grid) -> np.ndarray:
@@ -229,6 +248,11 @@ class AtomMaps:
     def n_components(self) -> int:
         """The largest rank, the length of the sampler's weight vectors."""
         return int(self.ranks.max())
+
+    @property
+    def bounded_by_kernel(self) -> bool:
+        """True when every atom's map is a Nystrom-type projection (FeatureMap's flag)."""
+        return all(fmap.bounded_by_kernel for fmap in self.maps)
 
     @property
     def signs(self):
@@ -561,9 +585,19 @@ class GibbsSamples:
         return np.concatenate([[effective_sample_size(row) for row in F]
                                for F, _ in self._mixtures(X, False)])
 
+    @property
+    def corrects_test_points(self) -> bool:
+        """Whether predictions add eps(x*) ~ N(0, c(x*) / theta2) at each test point: with the
+        diagonal (the chain's own model), and for a Nystrom-type map (``bounded_by_kernel``:
+        nystrom, random projection) without it too. Their f = psi_1^T w has prior variance
+        q(x*, x*) / theta2, which vanishes away from the knots, so without eps the std there
+        is 0 (the subset-of-regressors collapse); with it each draw's predictive is the DTC
+        one of docs/nystrom.md, section 4 (the chain itself is unchanged)."""
+        return self.diag_correction or bool(self.feature_map.bounded_by_kernel)
+
     def latent_draws(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(F, V): F[i, s] = psi_1(x_i; theta1_s)^T w_s and V[i, s] = c(x_i) / theta2_s, the
-        variance of eps (0 without the diagonal), shapes (n_test, S)."""
+        variance of eps (0 unless ``corrects_test_points``), shapes (n_test, S)."""
         X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
         F = np.empty((X.shape[0], self.n_draws))
         V = np.zeros_like(F)
@@ -572,13 +606,16 @@ class GibbsSamples:
             fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.theta1_grid, h)
             Psi = np.asarray(fmap.features(X), dtype=np.float64)
             F[:, draws] = Psi @ self.weights[draws, :Psi.shape[1]].T
-            if self.diag_correction:
+            if self.corrects_test_points:
                 c = np.maximum(kernel_h.diag(X) - np.einsum("ij,ij->i", Psi, Psi), 0.0)
                 V[:, draws] = c[:, None] / self.theta2[draws]
         return F, V
 
     def _mixtures(self, X, include_noise: bool):
-        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``."""
+        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``;
+        refused for fewer than ``MIN_PREDICTIVE_DRAWS`` draws (:func:`check_predictive_draws`)."""
+        check_predictive_draws(self.n_draws, f"the chain's n_iter={self.n_iter}, "
+                                             f"burn_in={self.burn_in}, thin={self.thin}")
         X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
         rows = max(1, PREDICTION_BYTES // (16 * max(self.n_draws, 1)))
         for start in range(0, X.shape[0], rows):

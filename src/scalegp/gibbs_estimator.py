@@ -27,8 +27,8 @@ from ._memory import check_memory
 from ._validation import as_generator, check_matrix, check_vector
 from .data import ArraySource
 from .errors import ConvergenceWarning
-from .gibbs import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
-                    length_scale_of, sample_posterior, unit_kernel)
+from .gibbs import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_predictive_draws,
+                    check_theta1_grid, length_scale_of, sample_posterior, unit_kernel)
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 
@@ -67,6 +67,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         Gamma priors of the noise precision and of the inverse kernel variance (the paper's
         abalone choice), in the units of the (normalized, if ``normalize_y``) targets.
     n_iter, burn_in, thin : int, default=2000, 500, 1
+        They must keep at least :data:`scalegp.gibbs.MIN_PREDICTIVE_DRAWS` (9) draws, since
+        the predictive std is their spread (``fit`` refuses fewer before any work).
     collapsed : bool, default=False
         Draw theta1 with the latent field integrated out (better mixing; not the paper's).
     diag_correction : bool, default=False
@@ -173,6 +175,10 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        if self.burn_in < self.n_iter:      # (else sample_posterior names the problem)
+            check_predictive_draws(len(range(self.burn_in, self.n_iter, self.thin)),
+                                   f"n_iter={self.n_iter}, burn_in={self.burn_in}, "
+                                   f"thin={self.thin}")
         X, y = validate_data(self, X, y, y_numeric=True, ensure_all_finite=False)
         X = check_matrix(X, "X")
         y = check_vector(y, "y", n_samples=X.shape[0])

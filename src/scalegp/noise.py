@@ -31,7 +31,8 @@ import numpy as np
 
 from .data import DataSource, DistributedSource
 
-__all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance", "floored_rows"]
+__all__ = ["NoiseModel", "HOMOSCEDASTIC", "FITC", "missing_prior_variance", "floored_rows",
+           "default_diag_correction"]
 
 #: Rows per chunk of :func:`floored_rows`.
 _FLOOR_CHUNK = 4096
@@ -40,6 +41,24 @@ _FLOOR_CHUNK = 4096
 def missing_prior_variance(kernel, X, Psi, signs) -> np.ndarray:
     """c(x) = max(k(x, x) - psi(x)^T S psi(x), 0) for each row, with ``Psi`` = psi(X)."""
     return np.maximum(kernel.diag(X) - _approximate_prior_variance(Psi, signs), 0.0)
+
+
+def default_diag_correction(feature_map, objective: str) -> bool:
+    """Whether a low-rank model's predictive variance adds c(x*) by default (the estimators'
+    ``diag_correction=None``; docs/nystrom.md, section 4).
+
+    True for ``objective="fitc"`` and ``"vfe"`` (their own predictive: FITC's test
+    conditional, SGPR's), and for every map with ``bounded_by_kernel`` (Nystrom, random
+    projection) under any objective: their q(x*, x*) = |psi(x*)|^2 is the projection of
+    k(., x*) on the span of the knots (or of the projection's basis), which vanishes away from
+    them, so the subset-of-regressors variance s2 psi*^T M^{-1} psi* <= q(x*, x*) collapses
+    to 0 where the model knows least, and even with every training point as a knot it is not
+    the exact GP's off the training inputs. With c(x*) = k(x*, x*) - q(x*, x*) >= 0 it is
+    the DTC predictive, which with all training points as knots is the exact GP's. False
+    for the other maps under "dtc" (the weight-space GP of a Fourier or quadrature map, whose
+    q(x*, x*) approximates k(x*, x*) everywhere).
+    """
+    return objective in ("fitc", "vfe") or bool(feature_map.bounded_by_kernel)
 
 
 def floored_rows(at_map, X) -> int:
