@@ -65,9 +65,11 @@ def resolved_radius(degree: int, variance: float, noise_variance: float) -> floa
 
 def local_truncation_ratios(feature_map, kernel, noise_variance: float, X_train,
                             centres) -> np.ndarray:
-    """Per centre, max over the training rows within reach of s P(p + 1, r_i^2) / s2 (the
-    module docstring); the map provides ``truncation_share(r2)``. Cost O(n_centres n_rows d),
-    in blocks of ``_BLOCK_ENTRIES`` distances."""
+    """Per centre, max over the training rows within reach of e_i / s2, with e_i the map's
+    ``centred_kernel_error`` at x_i - c: s P(p + 1, r_i^2), plus the sketch's standard
+    deviation for sketched maps (the module docstring). Cost O(n_centres n_rows d), and
+    O(p d) more per row within reach for sketches, in blocks of ``_BLOCK_ENTRIES``
+    distances."""
     X_train = np.asarray(X_train, dtype=np.float64)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
     scale = np.asarray(kernel.length_scale, dtype=np.float64)
@@ -80,8 +82,11 @@ def local_truncation_ratios(feature_map, kernel, noise_variance: float, X_train,
     for start in range(0, C.shape[0], block):
         diff = U[None, :, :] - C[start:start + block, None, :]
         r2 = np.einsum("bnd,bnd->bn", diff, diff)
-        share = np.where(r2 <= reach2, feature_map.truncation_share(r2), 0.0)
-        ratios[start:start + block] = share.max(axis=1) * variance / noise_variance
+        within = r2 <= reach2
+        error = np.zeros(r2.shape)
+        if np.any(within):
+            error[within] = feature_map.centred_kernel_error(diff[within] * scale, kernel)
+        ratios[start:start + block] = error.max(axis=1) / noise_variance
     return ratios
 
 
@@ -90,13 +95,13 @@ def warn_unresolved_local(feature_map, kernel, noise_variance: float, X_train, c
     """Warn once (:class:`~scalegp.errors.ApproximationWarning`) when a centre is not resolved
     by the map's truncation, naming the degree, the radius r_p it resolves, the reach and the
     worst ratio; return the boolean mask of unresolved centres. Maps without
-    ``truncation_share`` (every map but Maclaurin features) are exact in this sense: no
-    check, all False."""
+    ``centred_kernel_error`` (every map but Maclaurin features: centring a Fourier map changes
+    nothing, docs/local-models.md) are not checked: all False."""
     centres = np.atleast_2d(np.asarray(centres))
-    if not hasattr(feature_map, "truncation_share"):
+    if not hasattr(feature_map, "centred_kernel_error"):
         return np.zeros(centres.shape[0], dtype=bool)
     ratios = local_truncation_ratios(feature_map, kernel, noise_variance, X_train, centres)
-    bad = ratios > LOCAL_TAIL_LIMIT
+    bad = ~(ratios <= LOCAL_TAIL_LIMIT)            # NaN (an overflowed variance) too
     if np.any(bad):
         variance = float(kernel.variance)
         degree = feature_map.degree
@@ -107,8 +112,9 @@ def warn_unresolved_local(feature_map, kernel, noise_variance: float, X_train, c
             f"training rows within the reach of {math.sqrt(_reach2(variance, noise_variance)):.3g}"
             f" length scales (prior correlation >= (s2/s)^{REACH_FACTOR / 2:g}) lie beyond "
             f"the {resolved_radius(degree, variance, noise_variance):.3g} length scales the "
-            f"truncation resolves, where the missing prior variance s P(p+1, r^2) reaches "
-            f"{ratios[first]:.3g} x the noise variance s2 (limit {LOCAL_TAIL_LIMIT:g} x s2; "
+            f"truncation resolves, where the missing prior variance s P(p+1, r^2) (plus the "
+            f"sketch's standard deviation) reaches {ratios[first]:.3g} x the noise variance s2 "
+            f"(limit {LOCAL_TAIL_LIMIT:g} x s2; "
             f"s = {variance:.4g}, s2 = {noise_variance:.4g}); predictions there can be many "
             "standard deviations from the exact GP's: raise the degree (the 1-D explicit map "
             "has p = n_components - 1; sketches: approximation_options max_degree and "

@@ -280,6 +280,17 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
         squared scaled distance r2 from the expansion point (:func:`truncation_share`)."""
         return truncation_share(self.degree, r2)
 
+    def centred_kernel_error(self, U, kernel: Kernel) -> np.ndarray:
+        """Per row u of U (inputs minus the expansion point), the scale of the error of
+        psi(u)^T psi(u) against k(u, u) = s: the truncation's bias s P(p + 1, |u~|^2) plus
+        the sketch's standard deviation sqrt(Var[psi(u)^T psi(u)]) (0 for the explicit map)
+        (docs/local-models.md, "Where the truncation resolves a local model")."""
+        U = self.check_input(U, kernel).astype(float)
+        scaled = U / kernel.length_scale
+        bias = kernel.variance * self.truncation_share(np.sum(scaled * scaled, axis=1))
+        # the closed-form variance is 0 up to rounding where the sketch is exact (1-D)
+        return bias + np.sqrt(np.maximum(self.kernel_variance(U, U, kernel), 0.0))
+
     def kernel_variance(self, X, Y, kernel: Kernel) -> np.ndarray:
         """Var[psi(x)^T psi(y)] of the randomized map for pairs of rows (Eq. 5 variance):
         s^2 e^{-|x~|^2 - |y~|^2} sum_n Var[Phi_n(x~)^T Phi_n(y~)] / (n!)^2."""
