@@ -133,7 +133,8 @@ def test_1d_the_band_check_is_not_vacuous():
 @pytest.mark.parametrize("options", [
     {"sketch": "complex-srht", "allocation": [60, 30, 20, 10, 5]},
     {"sketch": "rademacher", "allocation": [100, 60, 30, 10]},
-    {"sketch": "complex-srht"}])
+    {"sketch": "complex-srht"},
+    {"sketch": "gaussian", "allocation": [2, 2, 2, 2, 2]}])     # bias resolved, variance not
 @pytest.mark.parametrize("length_scale, noise_variance", [(2.0, 0.01), (10.0, 0.1)])
 def test_2d_resolved_points_are_within_the_exact_band(seed, options, length_scale,
                                                       noise_variance):
