@@ -13,9 +13,10 @@ docs/engine.md, "Resolution checks"):
   noise it does not know about. The centre is *resolved* when, on every training row within
   the reach r^2 <= REACH_FACTOR ln(s / s2) (rows whose prior correlation with the centre,
   e^{-r^2/2}, is at least (s2 / s)^{REACH_FACTOR / 2}), that unmodelled variance is at most
-  ``LOCAL_TAIL_LIMIT`` times the noise variance s2:
+  ``LOCAL_TAIL_LIMIT`` times the noise variance s2 (for a sketch, its standard deviation
+  sd_i = sqrt(Var[psi(x_i - c)^T psi(x_i - c)]) is added to the bias):
 
-      max_{i: r_i^2 <= rho^2} s P(p + 1, r_i^2) <= LOCAL_TAIL_LIMIT s2.
+      max_{i: r_i^2 <= rho^2} s P(p + 1, r_i^2) + sd_i <= LOCAL_TAIL_LIMIT s2.
 
   Equivalently, the truncation resolves the rows within r_p = sqrt(P^{-1}(p + 1,
   LOCAL_TAIL_LIMIT s2 / s)) length scales of the centre, and the centre is resolved when no
