@@ -2,7 +2,7 @@
 
 from . import (clustering, exact, features, gibbs, gp, kernels, linalg, local, metrics,
                optimize)
-from .errors import (BoundaryWarning, ConvergenceWarning, FitQualityWarning,
+from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
 from .exact import ExactMarginalLikelihood, ExactPosterior
@@ -17,7 +17,7 @@ from .transformers import FeatureMapTransformer
 __version__ = "0.1.0"
 
 __all__ = [
-    "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning", "FitQualityWarning",
+    "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning", "FitQualityWarning",
     "NonFiniteResultError", "ExactMarginalLikelihood", "ExactPosterior",
     "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",

@@ -43,3 +43,9 @@ class NonFiniteResultError(ValueError):
 class InsufficientMemoryError(ValueError, MemoryError):
     """A parameter (e.g. ``n_components``) needs more memory than the machine has available;
     raised before any work, with the estimate (see :mod:`scalegp._memory`)."""
+
+
+class ApproximationWarning(UserWarning):
+    """A feature map cannot resolve the kernel in this setting (a measured kernel error, or a
+    truncation remainder, above the stated limit): its predictions may be far from the exact
+    GP's (see :mod:`scalegp.resolution`)."""

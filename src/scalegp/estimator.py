@@ -31,7 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, features, kernels, local as local_models
-from . import knot_learning, parallel
+from . import knot_learning, parallel, resolution
 from . import neighborhoods as neighborhood_models
 from ._limits import MAX_KNOT_ITERATIONS, MAX_RESTARTS, check_count
 from ._memory import ENGINE_MATRICES, check_memory, check_prediction_memory
@@ -276,11 +276,15 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "the data worse than white noise; check the input scales (normalize_X=True), "
                 "fixed hyperparameters, the bounds and the starting point",
                 FitQualityWarning))
-        return diagnostics + self._approximation_diagnostics(posterior)
+        return diagnostics + self._approximation_diagnostics(posterior, data, probe)
 
-    def _approximation_diagnostics(self, posterior) -> list:
-        """[(message, warning class)] about the approximation itself (none by default)."""
+    def _approximation_diagnostics(self, posterior, data, probe) -> list:
+        """[(message, warning class)] about the approximation itself (none by default);
+        ``probe`` are the training rows predictions were checked at."""
         return []
+
+    def _check_resolution(self, X, diag_correction) -> None:
+        """Warn where the model cannot resolve the test rows X (nothing by default)."""
 
     def _probe_rows(self) -> int:
         """Training rows at which ``fit`` checks that predictions are finite."""
@@ -362,6 +366,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         out = self.posterior_.predict(X, return_var=return_std, return_cov=return_cov,
                                       include_noise=include_noise,
                                       **self._prediction_options(diag_correction))
+        self._check_resolution(X, diag_correction)
         scale = self.y_train_std_
         mean, spread = (out, None) if not (return_std or return_cov) else out
         mean = _check_finite_prediction(mean * scale + self.y_train_mean_, "predictive mean",
@@ -945,15 +950,31 @@ class LowRankGPRegressor(_GPRegressor):
         return not (isinstance(posterior, local_models.LocalModel)
                     and math.isnan(posterior.log_marginal_likelihood))
 
-    def _approximation_diagnostics(self, posterior) -> list:
+    def _approximation_diagnostics(self, posterior, data, probe) -> list:
+        # the training box, for the prediction check (resolution.exact_variance_floor)
+        self._training_box = None
         if isinstance(posterior, local_models.LocalModel):
             return []
+        self._training_box = (data.build_inputs.min(axis=0), data.build_inputs.max(axis=0))
+        diagnostics = resolution.warn_training_kernel_error(posterior, probe, data.n_samples)
         part = posterior.system.positive_part
         if part is None or part.negative_mass == 0:    # nothing dropped on the training inputs
-            return []
+            return diagnostics
         return [(f"{posterior.feature_map.name} is a signed quadrature rule and its approximation "
                  f"Psi S Psi^T is indefinite; the model uses its positive part "
-                 f"(signed_rule='repair'): {part.describe()}", NumericalWarning)]
+                 f"(signed_rule='repair'): {part.describe()}", NumericalWarning)] + diagnostics
+
+    def _check_resolution(self, X, diag_correction) -> None:
+        """Warn at test rows where this global model is more confident than the exact GP can
+        be (:func:`scalegp.resolution.warn_overconfident`); needs the training box of a fit
+        (a loaded model has none: not checked)."""
+        box = getattr(self, "_training_box", None)
+        if box is None or self.local_model_ is not None:
+            return
+        options = self._prediction_options(diag_correction)
+        resolution.warn_overconfident(
+            self.posterior_, X, box, self.posterior_.n_samples,
+            lambda rows: self.posterior_.predict(rows, return_var=True, **options)[1])
 
     def _coefficients(self, posterior):
         if isinstance(posterior, local_models.LocalModel):

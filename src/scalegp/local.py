@@ -78,7 +78,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import gp, linalg
+from . import gp, linalg, resolution
 from ._memory import _format_bytes, available_bytes
 from ._validation import check_dtype
 from .clustering import farthest_point_centres, nearest_centres
@@ -800,6 +800,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         each block."""
         self._check_no_cov(return_cov)
         X = self.feature_map.check_input(X, self.kernel)
+        resolution.warn_unresolved_local(self.feature_map, self.kernel, self.noise_variance,
+                                         self.source.X, X)
         progress = progress or self.progress
         at_map = self.feature_map.at(self.kernel)
         psi0 = np.asarray(at_map.features(np.zeros((1, X.shape[1]), dtype=X.dtype))[0],

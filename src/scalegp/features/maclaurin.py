@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import gammainc, gammaln
 
 from .. import sketches
 from .._validation import as_generator, check_matrix, check_positive_int
@@ -34,8 +35,22 @@ MIN_DEGREE, MAX_DEGREE = 2, 15
 N_SUBSAMPLE = 500
 
 
-def _factorials(degree: int) -> np.ndarray:
-    return np.array([float(math.factorial(n)) for n in range(1, degree + 1)])
+def _log_factorials(degree: int) -> np.ndarray:
+    """log n! for n = 1..degree (n! itself overflows float64 from n = 171)."""
+    return gammaln(np.arange(2, degree + 2, dtype=float))
+
+
+def truncation_share(degree: int, r2) -> np.ndarray:
+    """The share of k(x, x) = s that the degree-p truncation misses at x~ with |x~|^2 = r2:
+
+        1 - k_p(x, x) / s = 1 - e^{-r2} sum_{n<=p} r2^n / n! = P(p + 1, r2),
+
+    the regularized lower incomplete gamma function (the Maclaurin remainder of e^{r2}
+    relative to e^{r2}; P[Poisson(r2) > p]). The tail k - k_p is positive semi-definite
+    (the dropped terms are inner products of features), so |k(x, y) - k_p(x, y)| <=
+    s sqrt(P(p + 1, |x~|^2) P(p + 1, |y~|^2)) for every pair (docs/maclaurin.md,
+    "Where the truncation resolves a local model")."""
+    return gammainc(degree + 1, np.asarray(r2, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -294,6 +309,22 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
     def at(self, kernel: Kernel) -> "MaclaurinAtTheta":
         return MaclaurinAtTheta(self, kernel)
 
+    def truncation_share(self, r2) -> np.ndarray:
+        """P(p + 1, r2): the share of the prior variance the truncation at p misses at
+        squared scaled distance r2 from the expansion point (:func:`truncation_share`)."""
+        return truncation_share(self.degree, r2)
+
+    def centred_kernel_error(self, U, kernel: Kernel) -> np.ndarray:
+        """Per row u of U (inputs minus the expansion point), the scale of the error of
+        psi(u)^T psi(u) against k(u, u) = s: the truncation's bias s P(p + 1, |u~|^2) plus
+        the sketch's standard deviation sqrt(Var[psi(u)^T psi(u)]) (0 for the explicit map)
+        (docs/local-models.md, "Where the truncation resolves a local model")."""
+        U = self.check_input(U, kernel).astype(float)
+        scaled = U / kernel.length_scale
+        bias = kernel.variance * self.truncation_share(np.sum(scaled * scaled, axis=1))
+        # the closed-form variance is 0 up to rounding where the sketch is exact (1-D)
+        return bias + np.sqrt(np.maximum(self.kernel_variance(U, U, kernel), 0.0))
+
     def kernel_variance(self, X, Y, kernel: Kernel) -> np.ndarray:
         """Var[psi(x)^T psi(y)] of the randomized map for pairs of rows (Eq. 5 variance):
         s^2 e^{-|x~|^2 - |y~|^2} sum_n Var[Phi_n(x~)^T Phi_n(y~)] / (n!)^2."""
@@ -318,13 +349,35 @@ class MaclaurinAtTheta(MapAtTheta):
     def __init__(self, feature_map: MaclaurinFeatures, kernel: Kernel):
         super().__init__(feature_map, kernel)
         self.blocks = list(feature_map._projection_blocks())
-        self.kind = "rademacher" if feature_map.sketch == "explicit" else feature_map.sketch
-        self.scales = np.sqrt(_factorials(feature_map.degree))
+        self.kind = feature_map.sketch
+        self.scales = np.exp(0.5 * _log_factorials(feature_map.degree))
+
+    def _explicit(self, U, with_grad: bool):
+        """The 1-D map of Eq. 4 in log space, so that no degree overflows:
+        psi_n = sign(u)^n sqrt(s) exp(n log|u| - u^2 / 2 - log(n!) / 2) (each term is at
+        most sqrt(s): they are the square roots of the Poisson(u^2) probabilities), and
+        d psi_n / d log l = psi_n (u^2 - n), d psi / d log s = psi / 2."""
+        u = U[:, 0]
+        n = np.arange(self.feature_map.degree + 1, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_terms = n * np.log(np.abs(u))[:, None] - 0.5 * np.concatenate(
+                [[0.0], _log_factorials(self.feature_map.degree)])
+        log_terms[:, 0] = 0.0                       # u^0 = 1, also at u = 0
+        signs = np.where((u[:, None] < 0) & (n % 2 == 1), -1.0, 1.0)
+        Psi = (math.sqrt(self.kernel.variance) * signs
+               * np.exp(log_terms - 0.5 * (u * u)[:, None]))
+        if not with_grad:
+            return Psi, None
+        return Psi, np.stack([Psi * ((u * u)[:, None] - n), 0.5 * Psi])
 
     def _evaluate(self, X, with_grad: bool):
         X = self.check_input(X)
         dtype = feature_dtype(X)
         U = X.astype(np.float64) / self.kernel.length_scale
+        if self.kind == "explicit":
+            Psi, dPsi = self._explicit(U, with_grad)
+            return Psi.astype(dtype, copy=False), (None if dPsi is None
+                                                   else dPsi.astype(dtype, copy=False))
         q = math.sqrt(self.kernel.variance) * np.exp(-0.5 * np.sum(U * U, axis=1))
         columns, grads = [np.ones((len(U), 1))], []
         anisotropic = self.kernel.anisotropic
