@@ -31,7 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, features, kernels, local as local_models
-from . import knot_learning, parallel
+from . import knot_learning, parallel, rowwise
 from . import neighborhoods as neighborhood_models
 from ._memory import ENGINE_MATRICES, check_memory
 from ._validation import (as_generator, check_bounds, check_dtype, check_matrix,
@@ -70,17 +70,13 @@ def _non_finite(values) -> str | None:
 
 
 def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) -> np.ndarray:
-    """Return values, or raise NonFiniteResultError naming ``what`` and the target scale."""
-    bad = ~np.isfinite(values)
-    if np.any(bad):
-        rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1))
-        advice = ("; the covariance is in squared target units: use return_std=True"
-                  if what == "predictive covariance" else "")
-        raise NonFiniteResultError(
-            f"the {what} is not finite at test row {rows[0]} ({rows.size} row(s)): float64 "
-            f"overflowed in the target scale (y_train_std_ = {y_train_std:.3g}){advice}"
-        )
-    return values
+    """Return values, or raise NonFiniteResultError naming ``what``, the first test row and
+    the target scale."""
+    advice = ("; the covariance is in squared target units: use return_std=True"
+              if what == "predictive covariance" else "")
+    return rowwise.check_finite_rows(
+        values, what, f"float64 overflowed in the target scale (y_train_std_ = "
+                      f"{y_train_std:.3g}){advice}")
 
 
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -355,6 +351,9 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                       **self._prediction_options(diag_correction))
         scale = self.y_train_std_
         mean, spread = (out, None) if not (return_std or return_cov) else out
+        rowwise.check_finite_rows(mean, "predictive mean", rowwise.UNEVALUABLE)
+        if return_std:
+            rowwise.check_finite_rows(spread, "predictive std", rowwise.UNEVALUABLE)
         mean = _check_finite_prediction(mean * scale + self.y_train_mean_, "predictive mean",
                                         scale)
         if spread is None:

@@ -37,7 +37,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from . import exact
 from ._memory import available_bytes
@@ -49,6 +48,7 @@ from .gp import default_chunk_size
 from .hyperparameters import Hyperparameters
 from .local import LocalContext, LocalModel
 from .objectives import low_rank_objective
+from .rowwise import one_blas_thread
 
 __all__ = ["Neighborhoods", "cover", "NeighborhoodLikelihood", "NeighborhoodPosterior",
            "blend_weights", "required_bytes", "check_memory"]
@@ -65,7 +65,7 @@ def _one_blas_thread():
     for threaded BLAS, whose idle threads spin; on the shared 2-core machine the East Africa
     fit took 199 s with OpenBLAS's default threads and 58 s with one (docs/decisions.md,
     "One BLAS thread for local systems")."""
-    return threadpool_limits(limits=1, user_api="blas")
+    return one_blas_thread()
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,8 +98,9 @@ class Neighborhoods:
         Z = X / self.scale
         C = self.centres / self.scale
         squared = np.zeros((Z.shape[0], C.shape[0]))
-        for j in range(Z.shape[1]):        # per dimension: no cancellation, O(n n_centres)
-            squared += (Z[:, j, None] - C[None, :, j]) ** 2
+        with np.errstate(over="ignore"):    # a row too far to measure: inf, outside all
+            for j in range(Z.shape[1]):    # per dimension: no cancellation, O(n n_centres)
+                squared += (Z[:, j, None] - C[None, :, j]) ** 2
         return np.sqrt(squared)
 
 
