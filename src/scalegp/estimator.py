@@ -446,7 +446,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _validate_test_inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
-        return self._prediction_input((X - self.X_train_mean_) / self.X_train_scale_)
+        return self._prediction_input(rowwise.standardized(X, self.X_train_mean_,
+                                                           self.X_train_scale_))
 
 
 class LowRankGPRegressor(_GPRegressor):

@@ -255,7 +255,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
-        return (check_matrix(X, "X") - self.X_train_mean_) / self.X_train_scale_
+        return rowwise.standardized(X, self.X_train_mean_, self.X_train_scale_)
 
     def predict(self, X, return_std=False, include_noise=False):
         """Posterior predictive mean (and std) averaged over the draws (Eq. G13).

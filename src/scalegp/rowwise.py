@@ -23,9 +23,10 @@ import functools
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from ._validation import check_matrix
 from .errors import NonFiniteResultError
 
-__all__ = ["BLOCK_ROWS", "in_blocks", "one_blas_thread", "check_finite_rows"]
+__all__ = ["BLOCK_ROWS", "in_blocks", "one_blas_thread", "check_finite_rows", "standardized"]
 
 #: Why a posterior's own value (before the target scaling) is not finite at a row.
 UNEVALUABLE = ("the model cannot evaluate that input in float64 (its kernel values or "
@@ -89,3 +90,14 @@ def check_finite_rows(values, what: str, reason: str) -> np.ndarray:
             f"the {what} is not finite at test row {rows[0]} ({rows.size} row(s)): {reason}",
             rows=rows, reason=f"the {what} is not finite: {reason}")
     return values
+
+
+def standardized(X, mean, scale) -> np.ndarray:
+    """(X - mean) / scale of finite test inputs X (a non-finite value is a ValueError naming
+    its row and column); a row that overflows float64 there (|x| near 1.8e308 and a scale
+    below 1) raises :class:`~scalegp.errors.NonFiniteResultError` naming it."""
+    X = check_matrix(X, "X")
+    with np.errstate(over="ignore"):
+        Z = (X - mean) / scale
+    return check_finite_rows(Z, "standardized input", "(x - X_train_mean_) / X_train_scale_ "
+                                                      "overflows float64 there")
