@@ -56,6 +56,8 @@ MODELS = {
     "rff-normalized": lambda: sg.LowRankGPRegressor(n_components=16, normalize_X=True,
                                                     normalize_y=True, optimize=False,
                                                     random_state=0),
+    "rff-float32": lambda: sg.LowRankGPRegressor(n_components=16, dtype="float32",
+                                                 optimize=False, random_state=0),
     "exact": lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False),
     "exact-matern-ard": lambda: sg.ExactGPRegressor(
         kernel=sg.Matern(nu=2.5, length_scale=[0.7, 1.3]), optimize=False),
