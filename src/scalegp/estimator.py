@@ -931,7 +931,13 @@ class LowRankGPRegressor(_GPRegressor):
         return posterior.system.beta
 
     def _prediction_input(self, X):
-        return check_matrix(X, "X", dtype=self._dtype)
+        if self._dtype == np.float64:
+            return X
+        with np.errstate(over="ignore"):
+            X = X.astype(self._dtype)
+        return rowwise.check_finite_rows(
+            X, "input in float32", "it exceeds float32's range (3.4e38), which a float32 "
+                                   "model cannot evaluate; fit with dtype='float64'")
 
     def _prediction_options(self, diag_correction) -> dict:
         if self.local_model_ is not None:
