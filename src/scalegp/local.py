@@ -155,8 +155,8 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
     the features of the rows shifted by each centre are formed in a call of their own, and
     the centre's Gram is a symmetric rank-k update, as in
     :func:`scalegp.gp.accumulate_statistics`: a centre's statistics are bitwise those it has
-    alone, whatever the other centres (a test point's, for test-point centring). Memory: one m x m Gram per centre
-    plus one chunk of features (docs/local-models.md, "One pass").
+    alone, whatever the other centres (a test point's, for test-point centring). Memory: one
+    m x m Gram per centre plus one chunk of features (docs/local-models.md, "One pass").
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
