@@ -427,6 +427,19 @@ def test_in_blocks_pads_to_whole_blocks_and_drops_the_padding():
     np.testing.assert_array_equal(first[:, 0], X[:, 0])
 
 
+def test_a_kernel_operator_never_splits_a_prediction_block():
+    """Random-projection features k(x, X_train) T go through row blocks sized by the
+    training set: a prediction block is one of them however large n d is, so its rows meet
+    the same products (mutation caught: 41 + 7 rows for n d = 50,000)."""
+    from scalegp.features import _sketching as sketching
+    for n_cols, width in [(10, 1), (10_000, 5), (200_000, 8)]:
+        sizes = {s.stop - s.start for s in sketching.row_blocks(rowwise.BLOCK_ROWS, n_cols,
+                                                                width)}
+        assert sizes == {rowwise.BLOCK_ROWS}
+    assert all((s.stop - s.start) % rowwise.BLOCK_ROWS == 0
+               for s in list(sketching.row_blocks(10_000, 10_000, 5))[:-1])
+
+
 def test_a_failing_matrix_leaves_the_others_factors_bitwise():
     """batched_cholesky: a stack with one matrix that needs jitter factorizes the others
     alone by the same LAPACK call, bitwise the batched factors."""
