@@ -440,6 +440,20 @@ def test_a_kernel_operator_never_splits_a_prediction_block():
                for s in list(sketching.row_blocks(10_000, 10_000, 5))[:-1])
 
 
+def test_nested_one_blas_thread_contexts_keep_the_limit_until_the_last_exits():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return [pool["num_threads"] for pool in threadpool_info()
+                if pool["user_api"] == "blas"]
+    before = blas_threads()
+    with rowwise.one_blas_thread():
+        with rowwise.one_blas_thread():
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}           # the inner exit did not lift it
+    assert blas_threads() == before
+
+
 def test_a_failing_matrix_leaves_the_others_factors_bitwise():
     """batched_cholesky: a stack with one matrix that needs jitter factorizes the others
     alone by the same LAPACK call, bitwise the batched factors."""
