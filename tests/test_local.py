@@ -210,15 +210,13 @@ def test_local_models_beat_vanilla_with_a_short_length_scale(taylor):
 # ----------------------------------------------------------------------------- one pass
 
 
-@pytest.mark.parametrize("group", [1, 4])
-def test_one_pass_equals_a_pass_per_centre(group):
+def test_one_pass_equals_a_pass_per_centre():
     X, y = data_2d(90)
     kernel = sg.Matern(nu=1.5, length_scale=[0.8, 1.2])
     fmap = features.get("rff").build(X, kernel, 24, np.random.default_rng(0))
     at_map = fmap.at(kernel)
     centres = X[[0, 5, 17, 40, 63]]
-    together = local.centred_statistics(at_map, ArraySource(X, y), centres, chunk_size=16,
-                                        group=group)
+    together = local.centred_statistics(at_map, ArraySource(X, y), centres, chunk_size=16)
     for centre, statistics in zip(centres, together):
         alone = gp.accumulate_statistics(at_map, ArraySource(X - centre, y), chunk_size=16)
         np.testing.assert_allclose(statistics.gram, alone.gram, rtol=1e-12, atol=1e-13)

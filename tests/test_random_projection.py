@@ -228,6 +228,7 @@ def test_row_blocks_equal_one_block(monkeypatch, regression_data):
     V = np.random.default_rng(0).standard_normal((60, 5))
     operator = sketching.KernelOperator(kernel, X)
     monkeypatch.setattr(sketching, "BLOCK_ELEMENTS", 7 * 60 * 3)
+    monkeypatch.setattr(sketching, "BLOCK_ROWS", 1)         # whole blocks of one row
     monkeypatch.setattr(sketching, "DENSE_BYTES", 0)        # blocks, not the kept K
     assert len(list(sketching.row_blocks(60, 60, 3))) == 9
     KV, dKV = operator.matmat(V, grad_V=V[:, :2])

@@ -559,11 +559,21 @@ def command_predict(args) -> None:
 
         def predictions():
             for start, X in checked_blocks(reader, columns):
-                mean, std = model.predict(X, return_std=True, include_noise=args.include_noise,
-                                          **variance)
-                values = [mean, std]
-                if len(names) > 2:
-                    values += model.predict_interval(X, 0.95, include_noise=args.include_noise)
+                try:
+                    mean, std = model.predict(X, return_std=True,
+                                              include_noise=args.include_noise, **variance)
+                    values = [mean, std]
+                    if len(names) > 2:
+                        values += model.predict_interval(X, 0.95,
+                                                         include_noise=args.include_noise)
+                except NonFiniteResultError as error:     # name the file's row, 1-based
+                    if error.rows is None:
+                        raise
+                    raise NonFiniteResultError(
+                        f"{args.data}: data row {start + error.rows[0] + 1} "
+                        f"({error.rows.size} row(s) of data rows {start + 1}-{start + len(X)}): "
+                        f"{error.reason}", rows=error.rows + start,
+                        reason=error.reason) from None
                 if progress is not None:
                     progress(start + len(X))
                 yield np.column_stack(values)

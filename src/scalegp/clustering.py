@@ -12,14 +12,13 @@ import warnings
 
 import numpy as np
 
+from . import rowwise
 from ._validation import as_generator, check_matrix, check_positive_int, check_positive_vector
 
-__all__ = ["farthest_point_centres", "nearest_centres", "MAX_CENTRES", "ROUTING_BYTES"]
+__all__ = ["farthest_point_centres", "nearest_centres", "MAX_CENTRES"]
 
 #: The default cap on the number of centres of :func:`farthest_point_centres` (the authors').
 MAX_CENTRES = 10_000
-#: Bytes of the (rows x centres) distance block :func:`nearest_centres` forms at once.
-ROUTING_BYTES = 16 * 2**20
 
 
 def _scaled(X, length_scale, name: str) -> np.ndarray:
@@ -100,8 +99,10 @@ def farthest_point_centres(X, threshold, *, length_scale, first="mean",
 def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     """The index of each row's nearest centre in length-scale units, argmin_c |x/l - c/l|.
 
-    Computed in blocks of rows (``ROUTING_BYTES`` of distances at once); ties go to the
-    lower index.
+    Row by row: with u = x / l - o and v = c / l - o, o the centres' mean (a reference of the
+    model, not of X), |u - v|^2 = |u|^2 - 2 u.v + |v|^2, and |u|^2 is common to a row and
+    drops out; the products go through the fixed blocks of :func:`scalegp.rowwise.in_blocks`,
+    so a row's route is that of the row alone, bitwise. Ties go to the lower index.
 
     Returns
     -------
@@ -111,11 +112,11 @@ def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     V = _scaled(centres, length_scale, "centres")
     if V.shape[1] != U.shape[1]:
         raise ValueError(f"centres have {V.shape[1]} columns, X has {U.shape[1]}")
+    origin = V.mean(axis=0)
+    V = V - origin
     V_norm2 = np.einsum("ij,ij->i", V, V)
-    rows = max(1, ROUTING_BYTES // (8 * V.shape[0]))
-    index = np.empty(U.shape[0], dtype=np.intp)
-    for start in range(0, U.shape[0], rows):
-        block = U[start:start + rows]
-        # |u - v|^2 = |u|^2 - 2 u.v + |v|^2; |u|^2 is common to a row and drops out
-        index[start:start + rows] = np.argmin(V_norm2 - 2.0 * block @ V.T, axis=1)
-    return index
+
+    def route(rows):
+        with np.errstate(over="ignore", invalid="ignore"):    # a row too far: any centre
+            return np.argmin(V_norm2 - 2.0 * (rows - origin) @ V.T, axis=1)
+    return rowwise.in_blocks(route, U)

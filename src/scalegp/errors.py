@@ -37,7 +37,16 @@ class FitQualityWarning(UserWarning):
 
 
 class NonFiniteResultError(ValueError):
-    """A fit or prediction produced a NaN or infinite value (e.g. float64 overflow)."""
+    """A fit or prediction produced a NaN or infinite value (e.g. float64 overflow).
+
+    Raised by a prediction, it carries ``rows``, the 0-based test rows affected, and
+    ``reason``, the message without the row, so that a caller which knows where the rows came
+    from (the command line: a file's data rows) can name them its own way; both are None
+    otherwise."""
+
+    def __init__(self, message, *, rows=None, reason=None):
+        super().__init__(message)
+        self.rows, self.reason = rows, reason
 
 
 class InsufficientMemoryError(ValueError, MemoryError):

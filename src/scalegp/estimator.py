@@ -31,7 +31,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import exact, features, kernels, local as local_models
-from . import knot_learning, parallel, resolution
+from . import knot_learning, parallel, resolution, rowwise
 from . import neighborhoods as neighborhood_models
 from ._limits import MAX_KNOT_ITERATIONS, MAX_RESTARTS, check_count
 from ._memory import ENGINE_MATRICES, check_memory, check_prediction_memory
@@ -72,17 +72,13 @@ def _non_finite(values) -> str | None:
 
 
 def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) -> np.ndarray:
-    """Return values, or raise NonFiniteResultError naming ``what`` and the target scale."""
-    bad = ~np.isfinite(values)
-    if np.any(bad):
-        rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1))
-        advice = ("; the covariance is in squared target units: use return_std=True"
-                  if what == "predictive covariance" else "")
-        raise NonFiniteResultError(
-            f"the {what} is not finite at test row {rows[0]} ({rows.size} row(s)): float64 "
-            f"overflowed in the target scale (y_train_std_ = {y_train_std:.3g}){advice}"
-        )
-    return values
+    """Return values, or raise NonFiniteResultError naming ``what``, the first test row and
+    the target scale."""
+    advice = ("; the covariance is in squared target units: use return_std=True"
+              if what == "predictive covariance" else "")
+    return rowwise.check_finite_rows(
+        values, what, f"float64 overflowed in the target scale (y_train_std_ = "
+                      f"{y_train_std:.3g}){advice}")
 
 
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -369,6 +365,9 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self._check_resolution(X, diag_correction)
         scale = self.y_train_std_
         mean, spread = (out, None) if not (return_std or return_cov) else out
+        rowwise.check_finite_rows(mean, "predictive mean", rowwise.UNEVALUABLE)
+        if return_std:
+            rowwise.check_finite_rows(spread, "predictive std", rowwise.UNEVALUABLE)
         mean = _check_finite_prediction(mean * scale + self.y_train_mean_, "predictive mean",
                                         scale)
         if spread is None:
@@ -469,7 +468,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _validate_test_inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
-        return self._prediction_input((X - self.X_train_mean_) / self.X_train_scale_)
+        return self._prediction_input(rowwise.standardized(X, self.X_train_mean_,
+                                                           self.X_train_scale_))
 
 
 class LowRankGPRegressor(_GPRegressor):
@@ -982,7 +982,13 @@ class LowRankGPRegressor(_GPRegressor):
         return posterior.system.beta
 
     def _prediction_input(self, X):
-        return check_matrix(X, "X", dtype=self._dtype)
+        if self._dtype == np.float64:
+            return X
+        with np.errstate(over="ignore"):
+            X = X.astype(self._dtype)
+        return rowwise.check_finite_rows(
+            X, "input in float32", "it exceeds float32's range (3.4e38), which a float32 "
+                                   "model cannot evaluate; fit with dtype='float64'")
 
     def _prediction_options(self, diag_correction) -> dict:
         if self.local_model_ is not None:

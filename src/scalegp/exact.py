@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import linalg
+from . import linalg, rowwise
 from ._validation import check_matrix, check_positive_scalar, check_vector
 from .hyperparameters import Hyperparameters
 from .kernels import Kernel
@@ -107,22 +107,32 @@ class ExactPosterior:
 
     def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
                 include_noise: bool = False):
-        """Predictive mean, and optionally the latent variance or covariance."""
+        """Predictive mean, and optionally the latent variance or covariance.
+
+        Row by row (:mod:`scalegp.rowwise`): k(x*, X_train) is shifted by the training
+        inputs' mean, so a row's prediction is a function of that row alone. The covariance
+        is a joint quantity; its test-test block k(X*, X*) comes from the differences
+        (:meth:`~scalegp.kernels.Kernel.by_differences`), accurate for any spread of X*."""
         if return_var and return_cov:
             raise ValueError("return_var and return_cov cannot both be True")
         X = check_matrix(X, "X", n_dims=self.X_train.shape[1])
-        K_star = self.kernel(self.X_train, X)
-        mean = K_star.T @ self.alpha
-        if not (return_var or return_cov):
-            return mean
-        V = linalg.solve_lower(self.cholesky_factor, K_star)
         noise = self.noise_variance if include_noise else 0.0
         if return_cov:
-            cov = self.kernel(X) - V.T @ V
+            K_star = self.kernel(X, self.X_train)
+            V = linalg.solve_lower(self.cholesky_factor, K_star.T)
+            cov = self.kernel.by_differences(X) - V.T @ V
             cov[np.diag_indices_from(cov)] += noise
-            return mean, cov
-        var = np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
-        return mean, var + noise
+            return K_star @ self.alpha, cov
+
+        def block(rows):
+            K_star = self.kernel(rows, self.X_train)
+            mean = K_star @ self.alpha
+            if not return_var:
+                return mean
+            V = linalg.solve_lower(self.cholesky_factor, K_star.T)
+            var = np.maximum(self.kernel.diag(rows) - np.einsum("ij,ij->j", V, V), 0.0)
+            return mean, var + noise
+        return rowwise.in_blocks(block, X)
 
     def sample(self, X, n_samples: int, rng: np.random.Generator) -> np.ndarray:
         """Draws of the latent function at X, shape (n_test, n_samples), from the

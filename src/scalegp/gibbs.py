@@ -41,7 +41,7 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.special import ndtr
 
-from . import linalg
+from . import linalg, rowwise
 from ._limits import MAX_GIBBS_SWEEPS, MAX_THETA1_ATOMS, check_count
 from ._memory import available_bytes, check_bytes, check_memory
 from ._validation import check_matrix, check_positive_int, check_vector
@@ -582,8 +582,8 @@ class GibbsSamples:
 
     def prediction_effective_sample_sizes(self, X) -> np.ndarray:
         """ESS (Eq. G12) of the chain of predicted values F_s(x) at each row of X."""
-        return np.concatenate([[effective_sample_size(row) for row in F]
-                               for F, _ in self._mixtures(X, False)])
+        return self._per_row(
+            lambda F, V: np.array([effective_sample_size(row) for row in F]), X, False)
 
     @property
     def corrects_test_points(self) -> bool:
@@ -611,28 +611,30 @@ class GibbsSamples:
                 V[:, draws] = c[:, None] / self.theta2[draws]
         return F, V
 
-    def _mixtures(self, X, include_noise: bool):
-        """(F, V) of consecutive blocks of test rows, each about ``PREDICTION_BYTES``;
-        refused for fewer than ``MIN_PREDICTIVE_DRAWS`` draws (:func:`check_predictive_draws`)."""
+    def _per_row(self, reduce, X, include_noise: bool):
+        """reduce(F, V) (per-row results) of the mixtures at the rows of X, in the fixed blocks
+        of :func:`scalegp.rowwise.in_blocks` (a row's value is bitwise the one it has alone):
+        up to ten blocks of 48 rows at once, as ``PREDICTION_BYTES`` of draws allow; refused
+        for fewer than ``MIN_PREDICTIVE_DRAWS`` draws (:func:`check_predictive_draws`)."""
         check_predictive_draws(self.n_draws, f"the chain's n_iter={self.n_iter}, "
                                              f"burn_in={self.burn_in}, thin={self.thin}")
         X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
-        rows = max(1, PREDICTION_BYTES // (16 * max(self.n_draws, 1)))
-        for start in range(0, X.shape[0], rows):
-            F, V = self.latent_draws(X[start:start + rows])
+        per_block = 16 * max(self.n_draws, 1) * rowwise.BLOCK_ROWS
+        rows = rowwise.BLOCK_ROWS * min(10, max(1, PREDICTION_BYTES // per_block))
+
+        def block(rows_X):
+            F, V = self.latent_draws(rows_X)
             if include_noise:
                 V = V + (1.0 / self.tau)[None, :]
-            yield F, V
+            return reduce(F, V)
+        return rowwise.in_blocks(block, X, block_rows=rows)
 
     def predict(self, X, *, return_var: bool = False, include_noise: bool = False):
         """Posterior predictive mean (and variance) averaged over the draws (Eq. G13):
         mean = avg_s F_s, var = avg_s V_s + var_s F_s."""
-        blocks = [(F.mean(axis=1), V.mean(axis=1) + F.var(axis=1))
-                  for F, V in self._mixtures(X, include_noise)]
-        mean = np.concatenate([block[0] for block in blocks])
-        if not return_var:
-            return mean
-        return mean, np.concatenate([block[1] for block in blocks])
+        mean, var = self._per_row(lambda F, V: (F.mean(axis=1), V.mean(axis=1) + F.var(axis=1)),
+                                  X, include_noise)
+        return (mean, var) if return_var else mean
 
     def interval(self, X, level: float = 0.95, *, include_noise: bool = False):
         """Equal-tailed posterior predictive interval of the mixture over the draws
@@ -640,10 +642,8 @@ class GibbsSamples:
         if not (0 < level < 1):
             raise ValueError(f"level must be in (0, 1), got {level!r}")
         tail = 0.5 * (1 - level)
-        blocks = [(mixture_quantile(F, V, tail), mixture_quantile(F, V, 1 - tail))
-                  for F, V in self._mixtures(X, include_noise)]
-        return (np.concatenate([block[0] for block in blocks]),
-                np.concatenate([block[1] for block in blocks]))
+        return self._per_row(lambda F, V: (mixture_quantile(F, V, tail),
+                                           mixture_quantile(F, V, 1 - tail)), X, include_noise)
 
 
 #: Bisection steps of :func:`mixture_quantile` (the bracket shrinks 2^-60: below rounding).

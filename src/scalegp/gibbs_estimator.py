@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import kernels
+from . import kernels, rowwise
 from ._memory import check_memory
 from ._validation import as_generator, check_matrix, check_vector
 from .data import ArraySource
@@ -265,7 +265,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _inputs(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, ensure_all_finite=False)
-        return (check_matrix(X, "X") - self.X_train_mean_) / self.X_train_scale_
+        return rowwise.standardized(X, self.X_train_mean_, self.X_train_scale_)
 
     def predict(self, X, return_std=False, include_noise=False):
         """Posterior predictive mean (and std) averaged over the draws (Eq. G13).
@@ -282,12 +282,12 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         mean : ndarray (n_test,)
         std : ndarray (n_test,), if ``return_std``
         """
-        out = self.samples_.predict(self._inputs(X), return_var=return_std,
-                                    include_noise=include_noise)
-        if not return_std:
-            return out * self.y_train_std_ + self.y_train_mean_
-        mean, var = out
-        return mean * self.y_train_std_ + self.y_train_mean_, np.sqrt(var) * self.y_train_std_
+        mean, var = self.samples_.predict(self._inputs(X), return_var=True,
+                                          include_noise=include_noise)
+        rowwise.check_finite_rows(mean, "predictive mean", rowwise.UNEVALUABLE)
+        rowwise.check_finite_rows(var, "predictive std", rowwise.UNEVALUABLE)
+        mean = mean * self.y_train_std_ + self.y_train_mean_
+        return (mean, np.sqrt(var) * self.y_train_std_) if return_std else mean
 
     def predict_interval(self, X, level=0.95, include_noise=False):
         """Equal-tailed predictive interval of the mixture over the draws (Eq. G14).
@@ -298,6 +298,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         """
         lower, upper = self.samples_.interval(self._inputs(X), level,
                                               include_noise=include_noise)
+        rowwise.check_finite_rows(np.column_stack([lower, upper]), "predictive interval",
+                                  rowwise.UNEVALUABLE)
         return (lower * self.y_train_std_ + self.y_train_mean_,
                 upper * self.y_train_std_ + self.y_train_mean_)
 

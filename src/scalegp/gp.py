@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import linalg, parallel
+from . import linalg, parallel, rowwise
 from ._validation import check_dtype
 from .data import DistributedSource, as_source
 from .features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
@@ -69,11 +69,6 @@ CHUNK_BYTES = 16 * 2**20
 def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
     """Rows per chunk so that one chunk of Psi takes about ``CHUNK_BYTES``."""
     return max(256, CHUNK_BYTES // (itemsize * max(n_components, 1)))
-
-
-def _chunks(n_samples: int, chunk_size: int):
-    for start in range(0, n_samples, chunk_size):
-        yield start, min(start + chunk_size, n_samples)
 
 
 @dataclass(frozen=True)
@@ -699,10 +694,11 @@ class Posterior:
         return self.system.project(self.at_map.features(X).astype(np.float64))
 
     def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
-                include_noise: bool = False, diag_correction: bool = False,
-                chunk_size: int | None = None):
+                include_noise: bool = False, diag_correction: bool = False):
         """Predictive mean, and optionally the variance (n,) or covariance (n, n).
 
+        Mean and variance are computed row by row, in the fixed blocks of
+        :func:`scalegp.rowwise.in_blocks`: each row's value is bitwise that of the row alone.
         ``return_cov`` builds an n_test x n_test matrix: for small test sets only.
         """
         if return_var and return_cov:
@@ -717,19 +713,19 @@ class Posterior:
             if include_noise:
                 cov[np.diag_indices_from(cov)] += self.system.noise_variance
             return Psi @ self.system.beta, cov
-        chunk_size = chunk_size or default_chunk_size(self.feature_map.n_components)
-        mean = np.empty(X.shape[0])
-        var = np.empty(X.shape[0]) if return_var else None
-        for start, stop in _chunks(X.shape[0], chunk_size):
-            Psi = self._features(X[start:stop])
-            mean[start:stop] = Psi @ self.system.beta
-            if return_var:
-                chunk_var = self.system.noise_variance * self.system.quadratic_diagonal(Psi)
-                if diag_correction:
-                    chunk_var += self._missing_prior_variance(X[start:stop], Psi)
-                var[start:stop] = chunk_var
+
+        def block(rows):
+            Psi = self._features(rows)
+            mean = Psi @ self.system.beta
+            if not return_var:
+                return mean
+            var = self.system.noise_variance * self.system.quadratic_diagonal(Psi)
+            if diag_correction:
+                var += self._missing_prior_variance(rows, Psi)
+            return mean, var
         if not return_var:
-            return mean
+            return rowwise.in_blocks(block, X)
+        mean, var = rowwise.in_blocks(block, X)
         np.maximum(var, 0.0, out=var)
         if include_noise:
             var += self.system.noise_variance

@@ -280,8 +280,7 @@ class Kernel(abc.ABC):
         X = check_matrix(X, "X")
         Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
         self.check_n_dims(X.shape[1])
-        scale = self._length_scale
-        return (X[:, None, :] - Y[None, :, :]) / scale
+        return (X[:, None, :] - Y[None, :, :]) / self._length_scale
 
     #: True for a radial kernel kappa(u) = f(|u|^2) with f smooth at 0 (Gaussian, Matern 3/2
     #: and 5/2), which implements ``_profile``, ``_profile_log_scale_sum`` and
@@ -293,27 +292,69 @@ class Kernel(abc.ABC):
         """(r^2, A, B): r^2_ia = |a_i - b_a|^2 with a = (x - c) / l, b = (y - c) / l and c the
         mean of Y, as |a|^2 + |b|^2 - 2 a^T b (a GEMM), floored at 0.
 
-        The shift c makes the rounding of r^2 about eps (spread / l)^2 rather than eps (|x| /
-        l)^2; f smooth in r^2 at 0 turns an error delta of r^2 into delta f'(0), so the
-        matrix is as accurate as from the differences (a kink at r = 0, Matern 1/2, would
-        turn it into sqrt(delta): those kernels keep the differences).
+        The shift c is the mean of Y, the reference set (training inputs, knots; X itself for
+        k(X)), never of X: row i of r^2 is a function of x_i and Y alone, so a far row in a
+        prediction batch X moves no other row's distances (a shift by the batch's mean did).
+
+        Rounding: the expansion's terms carry relative errors of about (d + 4) eps, so
+        |delta r^2| <= (d + 4) eps (|a| + |b|)^2 to first order. With beta = max_a |b_a| (the
+        spread of Y about its mean, in length scales) and |a| <= |b| + r,
+
+            |delta r^2| <= (d + 4) eps (8 beta^2 + 2 r^2):
+
+        an absolute error set by the reference set's spread, not by the data's offset |x| / l
+        (as without the shift), plus a relative one for far pairs. f smooth in r^2 at 0 turns
+        an error delta of r^2 into delta f'(0), so the matrix is as accurate as from the
+        differences (a kink at r = 0, Matern 1/2, would turn it into sqrt(delta): those
+        kernels keep the differences). A row (or column) whose |a|^2 overflows, |a| > 1.3e154
+        length scales, gets r^2 = inf, so k = 0 exactly, not inf - inf = NaN.
         """
         X = check_matrix(X, "X")
         Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
         self.check_n_dims(X.shape[1])
         shift = Y.mean(axis=0)
-        A = (X - shift) / self._length_scale
-        B = A if Y is X else (Y - shift) / self._length_scale
-        r2 = -2.0 * (A @ B.T)
-        r2 += np.einsum("ij,ij->i", A, A)[:, None]
-        r2 += np.einsum("ij,ij->i", B, B)[None, :]
-        return np.maximum(r2, 0.0, out=r2), A, B
+        with np.errstate(over="ignore", invalid="ignore"):   # far rows: handled below
+            A = (X - shift) / self._length_scale
+            B = A if Y is X else (Y - shift) / self._length_scale
+            a2 = np.einsum("ij,ij->i", A, A)
+            b2 = a2 if B is A else np.einsum("ij,ij->i", B, B)
+            r2 = -2.0 * (A @ B.T)
+            r2 += a2[:, None]
+            r2 += b2[None, :]
+        np.maximum(r2, 0.0, out=r2)
+        r2[~np.isfinite(a2)] = np.inf
+        r2[:, ~np.isfinite(b2)] = np.inf
+        return r2, A, B
+
+    def by_differences(self, X, Y=None) -> np.ndarray:
+        """k(X, Y) from the coordinate differences (x_j - y_j) / l_j, one dimension at a time:
+        accurate to rounding at any offset and free of any shift, in O(len(X) len(Y)) memory
+        and O(len(X) len(Y) d) time without a GEMM. For the joint covariance of a prediction
+        batch, where neither set is a fixed reference for the shift of :meth:`__call__`."""
+        if not self.smooth_in_r2:
+            return self(X, Y)                    # already from the differences
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        scale = np.broadcast_to(self._length_scale, (X.shape[1],))
+        r2 = np.zeros((X.shape[0], Y.shape[0]))
+        with np.errstate(over="ignore"):        # a far row: r^2 = inf, k = 0
+            for j in range(X.shape[1]):
+                u = np.subtract.outer(X[:, j], Y[:, j])
+                u /= scale[j]
+                r2 += np.square(u, out=u)
+        return self._variance * self._profile(r2)
 
     def __call__(self, X, Y=None) -> np.ndarray:
-        """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X."""
+        """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X.
+
+        Y is the reference set (training inputs, knots) and X the rows evaluated against it:
+        row i depends on x_i and Y alone (:meth:`_scaled_squared_distances`), so pass a
+        prediction batch as X. A row farther than float64 can measure gets k = 0."""
         if self.smooth_in_r2:
             return self._variance * self._profile(self._scaled_squared_distances(X, Y)[0])
-        return self._variance * self._correlation(self._scaled_differences(X, Y))
+        with np.errstate(over="ignore"):       # a row too far to measure: |u| = inf, k = 0
+            return self._variance * self._correlation(self._scaled_differences(X, Y))
 
     def diag(self, X) -> np.ndarray:
         """k(x, x) for each row of X: the variance s for a stationary kernel."""
@@ -742,6 +783,9 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
         if self.nu == 0.5:
             return np.exp(-a, out=a)
         a *= np.sqrt(2.0 * self.nu)
+        # e^{-a} is 0 in float64 beyond a = 745.2, so capping a at 1e3 changes no value and
+        # keeps a = inf (a row too far to measure) from giving inf * 0 = NaN
+        np.minimum(a, 1e3, out=a)
         e = np.exp(-a)
         if self.nu == 1.5:
             a += 1.0

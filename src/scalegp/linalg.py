@@ -124,8 +124,9 @@ def batched_cholesky(A, *, name: str = "matrix") -> tuple[np.ndarray, np.ndarray
     """Lower Cholesky factors of a stack of matrices A (B, m, m), factorized together.
 
     One batched call factorizes the whole stack; if any matrix of it is not numerically
-    positive definite, each matrix is factorized alone and those that fail get the adaptive
-    jitter of :func:`cholesky` (warned, recorded).
+    positive definite, each matrix is factorized alone, by the same LAPACK call (so its factor
+    is bitwise the one of the batched call: a failing neighbour changes nothing), and those
+    that fail get the adaptive jitter of :func:`cholesky` (warned, recorded).
 
     Returns
     -------
@@ -145,7 +146,10 @@ def batched_cholesky(A, *, name: str = "matrix") -> tuple[np.ndarray, np.ndarray
         pass
     L, jitter = np.empty_like(A), np.zeros(A.shape[0])
     for j in range(A.shape[0]):
-        L[j], jitter[j] = cholesky(A[j], name=f"{name} [{j}]")
+        try:
+            L[j] = np.linalg.cholesky(A[j])
+        except np.linalg.LinAlgError:
+            L[j], jitter[j] = cholesky(A[j], name=f"{name} [{j}]")
     return L, jitter
 
 

@@ -147,24 +147,23 @@ def _symmetrize_in_place(G_upper: np.ndarray) -> np.ndarray:
 
 
 def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int | None = None,
-                       dtype=None, progress=None, group: int = 1) -> list[gp.Statistics]:
+                       dtype=None, progress=None) -> list[gp.Statistics]:
     """The statistics of every centre, G_c = Psi_c^T Psi_c and b_c = Psi_c^T y with
     Psi_c = psi(X - c), in one pass over ``source`` (each chunk read once).
 
     ``at_maps`` is one map at theta shared by all centres, or one per centre. For each chunk
-    the features of the shifted rows are formed ``group`` centres at a time (one call on
-    group x rows inputs; a shared map only) and each centre's Gram is a symmetric rank-k
-    update, as in :func:`scalegp.gp.accumulate_statistics`. Memory: one m x m Gram per centre
-    plus one chunk of features (docs/local-models.md, "One pass").
+    the features of the rows shifted by each centre are formed in a call of their own, and
+    the centre's Gram is a symmetric rank-k update, as in
+    :func:`scalegp.gp.accumulate_statistics`: a centre's statistics are bitwise those it has
+    alone, whatever the other centres (a test point's, for test-point centring). Memory: one
+    m x m Gram per centre plus one chunk of features (docs/local-models.md, "One pass").
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
     n_centres = centres.shape[0]
-    shared = isinstance(at_maps, MapAtTheta)
     maps = _maps_per_centre(at_maps, n_centres)
-    group = max(1, int(group)) if shared else 1
     m = maps[0].n_components
-    chunk_size = chunk_size or max(1, gp.default_chunk_size(m, dtype.itemsize) // group)
+    chunk_size = chunk_size or gp.default_chunk_size(m, dtype.itemsize)
     G_upper = [np.zeros((m, m), order="F") for _ in range(n_centres)]
     b = np.zeros((n_centres, m))
     chunk_gram = None if dtype == np.float64 else np.zeros((m, m), dtype=dtype, order="F")
@@ -172,21 +171,15 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
     for chunk in source.chunks(chunk_size):
         rows = chunk.X.shape[0]
         y = chunk.y.astype(dtype, copy=False)
-        for start in range(0, n_centres, group):
-            block = centres[start:start + group]
-            shifted = (chunk.X[None, :, :] - block[:, None, :]).reshape(-1, centres.shape[1])
-            Psi_block = np.asarray(maps[start].features(shifted.astype(dtype, copy=False)),
-                                   dtype=dtype)
-            for k in range(block.shape[0]):
-                j = start + k
-                Psi = Psi_block[k * rows:(k + 1) * rows]
-                if chunk_gram is None:
-                    G_upper[j] = linalg.symmetric_rank_k_update(G_upper[j], Psi)
-                else:
-                    chunk_gram = linalg.symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
-                    G_upper[j] += chunk_gram
-                b[j] += Psi.T @ y
-            del Psi_block
+        for j, centre in enumerate(centres):
+            Psi = np.asarray(maps[j].features((chunk.X - centre).astype(dtype, copy=False)),
+                             dtype=dtype)
+            if chunk_gram is None:
+                G_upper[j] = linalg.symmetric_rank_k_update(G_upper[j], Psi)
+            else:
+                chunk_gram = linalg.symmetric_rank_k_update(chunk_gram, Psi, beta=0.0)
+                G_upper[j] += chunk_gram
+            b[j] += Psi.T @ y
         y_norm2 += float(chunk.y @ chunk.y)
         n_samples += rows
         if progress is not None:
@@ -744,9 +737,10 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         v_* = L_*^{-1} psi(0),  w_* = L_*^{-1} Psi_*^T y.
 
     Blocks of test points are done together: one pass over the training rows gives the
-    statistics of the whole block (the features of block x chunk shifted inputs in one
-    call), and the block's m x m systems are factorized in one batched call
-    (:func:`scalegp.linalg.batched_cholesky`). Cost O(N* (N m^2 + m^3)).
+    statistics of the whole block (each point's features of a chunk in a call of their own,
+    so that a point's prediction is bitwise the one it has alone), and the block's m x m
+    systems are factorized in one batched call (:func:`scalegp.linalg.batched_cholesky`).
+    Cost O(N* (N m^2 + m^3)).
 
     The model needs the training rows at prediction, so it keeps them, and its model file
     stores them. It has no marginal likelihood of its own (``log_marginal_likelihood`` is NaN);
@@ -812,15 +806,18 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         for start in range(0, X.shape[0], self.block_size):
             block = X[start:start + self.block_size].astype(np.float64)
             statistics = centred_statistics(at_map, self.source, block,
-                                            chunk_size=self.chunk_size, dtype=self.dtype,
-                                            group=block.shape[0])
+                                            chunk_size=self.chunk_size, dtype=self.dtype)
             A = np.stack([s.gram for s in statistics])
             A[:, np.arange(m), np.arange(m)] += s2
+            # a point whose features overflow (too far for the map) predicts NaN, which the
+            # estimator reports with its row; the other points are factorized as they are
+            finite = np.isfinite(A).all(axis=(1, 2))
+            A[~finite] = np.eye(m)
             L, _ = linalg.batched_cholesky(A, name="Psi^T Psi + noise_variance I")
             for k, s in enumerate(statistics):
                 V = linalg.solve_lower(L[k], np.column_stack([psi0, s.projection]))
-                mean[start + k] = V[:, 0] @ V[:, 1]
-                var[start + k] = s2 * (V[:, 0] @ V[:, 0])
+                mean[start + k] = V[:, 0] @ V[:, 1] if finite[k] else np.nan
+                var[start + k] = s2 * (V[:, 0] @ V[:, 0]) if finite[k] else np.nan
             if progress is not None:
                 progress(start + block.shape[0])
         if not return_var:

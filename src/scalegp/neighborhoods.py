@@ -37,7 +37,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from . import exact
 from ._memory import available_bytes
@@ -49,6 +48,7 @@ from .gp import default_chunk_size
 from .hyperparameters import Hyperparameters
 from .local import LocalContext, LocalModel
 from .objectives import low_rank_objective
+from .rowwise import one_blas_thread
 
 __all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
            "NeighborhoodPosterior", "blend_weights", "required_bytes", "check_memory"]
@@ -67,7 +67,7 @@ def _one_blas_thread():
     for threaded BLAS, whose idle threads spin; on the shared 2-core machine the East Africa
     fit took 199 s with OpenBLAS's default threads and 58 s with one (docs/decisions.md,
     "One BLAS thread for local systems")."""
-    return threadpool_limits(limits=1, user_api="blas")
+    return one_blas_thread()
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,8 +100,9 @@ class Neighborhoods:
         Z = X / self.scale
         C = self.centres / self.scale
         squared = np.zeros((Z.shape[0], C.shape[0]))
-        for j in range(Z.shape[1]):        # per dimension: no cancellation, O(n n_centres)
-            squared += (Z[:, j, None] - C[None, :, j]) ** 2
+        with np.errstate(over="ignore"):    # a row too far to measure: inf, outside all
+            for j in range(Z.shape[1]):    # per dimension: no cancellation, O(n n_centres)
+                squared += (Z[:, j, None] - C[None, :, j]) ** 2
         return np.sqrt(squared)
 
 
@@ -473,27 +474,32 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
         return mean, var
 
     def _blend(self, X, return_var: bool, chunk_size: int):
-        """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X."""
+        """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X.
+
+        The weights come ``chunk_size`` rows at a time (an O(chunk n_centres) matrix); each
+        centre then predicts all its rows of the batch in one call, and each row adds its
+        centres' terms in the centres' order: a row's value is the one it has alone."""
+        rows, centres, weights = [], [], []
+        for start in range(0, X.shape[0], chunk_size):
+            chunk_weights = blend_weights(self.neighborhoods, X[start:start + chunk_size])
+            row, centre = np.nonzero(chunk_weights)
+            rows.append(row + start)
+            centres.append(centre)
+            weights.append(chunk_weights[row, centre])
+        rows, centres, weights = (np.concatenate(part) for part in (rows, centres, weights))
+        order = np.argsort(centres, kind="stable")          # by centre, rows ascending
+        rows, centres, weights = rows[order], centres[order], weights[order]
+        starts = np.flatnonzero(np.diff(centres, prepend=-1))
         mean = np.zeros(X.shape[0])
         second = np.zeros(X.shape[0]) if return_var else None
-        for start in range(0, X.shape[0], chunk_size):
-            rows = slice(start, min(start + chunk_size, X.shape[0]))
-            weights = blend_weights(self.neighborhoods, X[rows])
-            block_mean = np.zeros(weights.shape[0])
-            block_second = np.zeros(weights.shape[0])
-            for c in np.flatnonzero(weights.any(axis=0)):
-                used = np.flatnonzero(weights[:, c])
-                w = weights[used, c]
-                result = self.local_posteriors[c].predict(X[rows][used], return_var=return_var)
-                if return_var:
-                    local_mean, local_var = result
-                    block_second[used] += w * (local_var + local_mean**2)
-                else:
-                    local_mean = result
-                block_mean[used] += w * local_mean
-            mean[rows] = block_mean
+        for start, stop in zip(starts, np.append(starts[1:], rows.size)):
+            used, w = rows[start:stop], weights[start:stop]
+            result = self.local_posteriors[centres[start]].predict(X[used],
+                                                                   return_var=return_var)
+            local_mean = result[0] if return_var else result
+            mean[used] += w * local_mean
             if return_var:
-                second[rows] = block_second
+                second[used] += w * (result[1] + local_mean**2)
         return mean, second
 
 

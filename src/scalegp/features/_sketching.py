@@ -29,6 +29,7 @@ import scipy.linalg
 from .. import linalg
 from .._memory import available_bytes
 from .._validation import check_positive_int
+from ..rowwise import BLOCK_ROWS
 
 #: Kernel entries (times max(d, n_params)) formed at once by a row block: 2^21 float64
 #: values are 16 MiB, so a product costs O(n c) memory plus this block.
@@ -45,8 +46,12 @@ HALKO_FACTOR = 10.0 * math.sqrt(2.0 / math.pi)
 
 
 def row_blocks(n_rows: int, n_cols: int, width: int = 1):
-    """Slices of at most BLOCK_ELEMENTS / (n_cols width) rows (at least one)."""
-    step = max(1, BLOCK_ELEMENTS // max(1, n_cols * width))
+    """Slices of a whole number of prediction blocks (:data:`scalegp.rowwise.BLOCK_ROWS`
+    rows), at most BLOCK_ELEMENTS / (n_cols width) rows where that allows one block: a
+    prediction block is then never split, so its rows meet the same products wherever they
+    sit in it (memory: at least BLOCK_ROWS n_cols width entries)."""
+    blocks = BLOCK_ELEMENTS // max(1, n_cols * width) // BLOCK_ROWS
+    step = BLOCK_ROWS * max(1, blocks)
     for start in range(0, n_rows, step):
         yield slice(start, min(start + step, n_rows))
 
