@@ -173,7 +173,7 @@ def test_table3_verdicts_of_a_better_projection():
 # ----------------------------------------------------------------------------- clusters
 def cluster_row(dataset, D, method, theta, kl, rmse):
     return {"dataset": dataset, "D": D, "method": method, "theta": theta,
-            "kl_seeds": kl, "rmse_seeds": rmse}
+            "kl_seeds": kl, "rmse_seeds": rmse, "rmse": np.mean(rmse) if rmse else 0.5}
 
 
 def test_cluster_verdicts_follow_the_seed_rule():
@@ -193,3 +193,8 @@ def test_cluster_verdicts_follow_the_seed_rule():
     assert "**tie**" in found["- kin40k, D = 32"]
     rmse = [line for line in lines if "lower test RMSE" in line]
     assert "than RFF: **not reproduced**" in rmse[0] and "than SORF: **tie**" in rmse[1]
+    assert lines[-1] == "Failures: none."
+    kl_rows.append(cluster_row("yacht (paper's l)", 32, "local Maclaurin", 2.0, [7e5] * 2,
+                               [45.6, 45.7]) | {"rmse": 45.64})
+    assert maclaurin.cluster_verdicts(kl_rows, [])[-1] == (
+        "Failures: yacht (paper's l) local Maclaurin theta = 2 l D = 32 (RMSE 45.6).")

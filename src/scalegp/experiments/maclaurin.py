@@ -328,6 +328,13 @@ def cluster_verdicts(kl_rows, rmse_rows) -> list[str]:
                 lines.append(f"- {dataset}, D = {D}: local Maclaurin (theta = "
                              f"{rows['local Maclaurin']['theta']:g} l) has a lower test RMSE "
                              f"than {other}: {verdict}.")
+    failed = [f"{r['dataset']} {r['method']}"
+              + ("" if r["theta"] is None else f" theta = {r['theta']:g} l") + f" D = {r['D']} "
+              f"(RMSE {r['rmse']:.3g})" for r in kl_rows + rmse_rows
+              if verdicts.fails(r["rmse"], 1.0)]
+    lines += ["", "- Failure rule: a model fails where its test RMSE (mean over the seeds) "
+              "exceeds 1, the standardized targets' sd: worse than predicting the training "
+              "mean.", "", "Failures: " + ("; ".join(failed) if failed else "none") + "."]
     return lines
 
 
