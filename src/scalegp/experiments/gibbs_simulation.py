@@ -13,8 +13,8 @@ The paper compares its random projection (Algorithm 2, target errors 0.1 and 0.0
 projection per atom, whose rank is an output) with knot-based predictive processes: PP1 with
 equispaced knots (Table 3's PP1) and PP2 with pivoted-Cholesky knots (chosen once, at the
 kernel of the grid's geometric-mean length scale); ``APPROXIMATIONS`` lists the maps run
-here: PP1, PP2, GLF and RFF at m = 64 on the paper's grid, and the random projection with one map per atom (``map_per_atom``, docs/gibbs.md, "Maps built per
-atom") on a coarser grid, since each atom's projection costs Theta(n^2) kernel evaluations
+here: PP1, PP2, GLF and RFF at m = 64 on the paper's grid, and the random projection with
+one map per atom (``map_per_atom``, docs/gibbs.md, "Maps built per atom") on a coarser grid, since each atom's projection costs Theta(n^2) kernel evaluations
 (about 8.5 s at n = 9,000: 2,000 atoms would take almost 5 hours per row). The paper used the
 diagonal-corrected model; at n = 9,000 and t = 2,000 its cached factors would take t n m
 floats (9 GB for m = 64) and recomputing them costs t feature evaluations per sweep, so this
