@@ -14,8 +14,9 @@ projection per atom, whose rank is an output) with knot-based predictive process
 equispaced knots (Table 3's PP1) and PP2 with pivoted-Cholesky knots (chosen once, at the
 kernel of the grid's geometric-mean length scale); ``APPROXIMATIONS`` lists the maps run
 here: PP1, PP2, GLF and RFF at m = 64 on the paper's grid, and the random projection with
-one map per atom (``map_per_atom``, docs/gibbs.md, "Maps built per atom") on a coarser grid, since each atom's projection costs Theta(n^2) kernel evaluations
-(about 8.5 s at n = 9,000: 2,000 atoms would take almost 5 hours per row). The paper used the
+one map per atom (``map_per_atom``, docs/gibbs.md, "Maps built per atom") on a coarser
+grid, since each atom's projection costs Theta(n^2) kernel evaluations (about 8.5 s at
+n = 9,000: 2,000 atoms would take almost 5 hours per row). The paper used the
 diagonal-corrected model; at n = 9,000 and t = 2,000 its cached factors would take t n m
 floats (9 GB for m = 64) and recomputing them costs t feature evaluations per sweep, so this
 table runs the statistics cost model (no diagonal) with the collapsed theta1 step (the
@@ -206,7 +207,8 @@ def table3(output_dir: Path, setting: dict, title: str) -> list[Path]:
                   if len(seeds) > 1 else "-")
         lines.append(f"| {row['function']} | {row['map']} | {row['atoms']} | {row['m']} | "
                      f"{row['cost']} | "
-                     f"{row['rmse']:.4f} | {spread} | {row['ess_theta1']:.0f} | {row['ess_theta2']:.0f} | "
+                     f"{row['rmse']:.4f} | {spread} | {row['ess_theta1']:.0f} | "
+                     f"{row['ess_theta2']:.0f} | "
                      f"{row['ess_points']:.0f} | {row['time']:.1f} |")
     lines += ["", *verdict_lines(rows)]
     fig, axes = plt.subplots(1, len(FUNCTIONS), figsize=(4 * len(FUNCTIONS), 3.2))
