@@ -160,6 +160,17 @@ def test_table3_verdicts_say_the_projection_fails_the_wavy_function():
     assert lines[-1] == "Failures: RP eps 0.1 on moderately wavy (RMSE 0.485)."
 
 
+def test_table3_pairs_that_both_fail_get_no_accuracy_verdict():
+    """Highly wavy: every map above the noise sd 0.1 (0.657 and 0.667 measured)."""
+    rows = [table3_row("highly wavy", "PP2 (pivoted Cholesky)", 0.667, 64, 1400, 1),
+            table3_row("highly wavy", "RP eps 0.01", 0.657, 6.0, 5563, 2)]
+    line = next(line for line in gibbs_simulation.verdict_lines(rows)
+                if line.startswith("- highly wavy, RP"))
+    assert "accuracy **both fail** (RMSE 0.657 and 0.667 > noise sd 0.1; the accuracy rule" in line
+    assert verdicts.unless_both_fail(verdicts.Verdict(verdicts.TIE, "x"), 0.05, 0.667,
+                                     0.1).word == verdicts.TIE
+
+
 def test_table3_verdicts_of_a_better_projection():
     rows = [table3_row("almost flat", "PP1 (equispaced knots)", 0.05, 64, 1000, 1),
             table3_row("almost flat", "RP eps 0.01", 0.01, 6.0, 300, 2)]

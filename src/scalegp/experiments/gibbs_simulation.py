@@ -143,15 +143,15 @@ def verdict_lines(rows, noise_sd: float = NOISE_SD) -> list[str]:
     rules of :mod:`scalegp.experiments.verdicts` (printed first); then the failure flags."""
     lines = ["Verdicts, each from a stated rule applied to the numbers above:", "",
              f"- {verdicts.PAIRED_SPREAD_RULE}", f"- {verdicts.RANK_RULE}",
-             f"- {verdicts.ESS_RULE}", f"- {verdicts.FAIL_RULE} (noise sd {noise_sd:g})", ""]
+             f"- {verdicts.ESS_RULE}", f"- {verdicts.FAIL_RULE} Noise sd: {noise_sd:g}.", ""]
     for label in dict.fromkeys(row["function"] for row in rows):
         subset = {row["map"]: row for row in rows if row["function"] == label}
         for rp in (row for row in subset.values() if row["map"].startswith("RP")):
             for other in (subset[name] for name in KNOT_MAPS if name in subset):
-                accuracy = verdicts.at_equal_rank(
+                accuracy = verdicts.unless_both_fail(verdicts.at_equal_rank(
                     verdicts.paired_beyond_spread(rp["errors"], other["errors"],
                                                   other["rmse_seeds"]), rp["rank"],
-                    other["rank"])
+                    other["rank"]), rp["rmse"], other["rmse"], noise_sd)
                 rank = ("lower rank" if rp["rank"] < other["rank"] else "rank not lower")
                 ess = verdicts.ess_comparison(rp["ess_theta1"], other["ess_theta1"])
                 flag = " (flagged: against the paper)" if ess == "worse" else ""

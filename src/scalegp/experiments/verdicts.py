@@ -9,7 +9,8 @@ re-derive each verdict from the table. The words:
   is contradicted);
 - ``"tie"``: the difference is within the margin (the claim is not supported either way);
 - ``"not at equal rank"``: the pair differs too much in rank to test an equal-cost claim;
-- ``"no verdict"``: the rule's margin cannot be measured (one seed).
+- ``"no verdict"``: the rule's margin cannot be measured (one seed);
+- ``"both fail"``: both methods fail the task (:func:`fails`), so neither accuracy is evidence.
 
 Rules:
 
@@ -48,6 +49,7 @@ RANK_TOLERANCE = 1.1
 
 REPRODUCED, NOT_REPRODUCED, TIE = "reproduced", "not reproduced", "tie"
 UNEQUAL_RANK = "not at equal rank"
+BOTH_FAIL = "both fail"
 NO_VERDICT = "no verdict"
 
 PAIRED_RULE = (
@@ -73,7 +75,8 @@ RANK_RULE = (
     "is 'not at equal rank' (the claim untested by that pair), with what the accuracy rule "
     "alone says.")
 FAIL_RULE = ("Failure rule: a map fails a function where its held-out RMSE against the truth "
-             "exceeds the noise sd.")
+             "exceeds the noise sd; where both maps of a pair fail, the accuracy verdict is "
+             "'both fail'.")
 
 
 @dataclass(frozen=True)
@@ -156,3 +159,13 @@ def at_equal_rank(accuracy: Verdict, rank: float, other_rank: float) -> Verdict:
 def fails(rmse: float, noise_sd: float) -> bool:
     """:data:`FAIL_RULE`: whether a fit's RMSE against the truth exceeds the noise sd."""
     return not rmse <= noise_sd
+
+
+def unless_both_fail(accuracy: Verdict, rmse: float, other_rmse: float,
+                     noise_sd: float) -> Verdict:
+    """:data:`FAIL_RULE` applied to an accuracy verdict: "both fail" where both RMSEs exceed
+    the noise sd (what the accuracy rule said is kept in the text), else unchanged."""
+    if fails(rmse, noise_sd) and fails(other_rmse, noise_sd):
+        return Verdict(BOTH_FAIL, f"RMSE {rmse:.4g} and {other_rmse:.4g} > noise sd "
+                                  f"{noise_sd:g}; the accuracy rule alone: {accuracy.word}")
+    return accuracy
