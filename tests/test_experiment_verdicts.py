@@ -166,7 +166,8 @@ def test_table3_pairs_that_both_fail_get_no_accuracy_verdict():
             table3_row("highly wavy", "RP eps 0.01", 0.657, 6.0, 5563, 2)]
     line = next(line for line in gibbs_simulation.verdict_lines(rows)
                 if line.startswith("- highly wavy, RP"))
-    assert "accuracy **both fail** (RMSE 0.657 and 0.667 > noise sd 0.1; the accuracy rule" in line
+    assert ("accuracy **both fail** (RMSE 0.657 and 0.667 > noise sd 0.1; the accuracy rule"
+            in line)
     assert verdicts.unless_both_fail(verdicts.Verdict(verdicts.TIE, "x"), 0.05, 0.667,
                                      0.1).word == verdicts.TIE
 
