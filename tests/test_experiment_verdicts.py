@@ -210,3 +210,14 @@ def test_cluster_verdicts_follow_the_seed_rule():
                                [45.6, 45.7]) | {"rmse": 45.64})
     assert maclaurin.cluster_verdicts(kl_rows, [])[-1] == (
         "Failures: yacht (paper's l) local Maclaurin theta = 2 l D = 32 (RMSE 45.6).")
+
+
+@pytest.mark.parametrize("module, name", [(gibbs_simulation, "table3"),
+                                          (gibbs_real_data, "table4")])
+def test_reduced_runs_say_so_in_their_title(module, name, monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(module, name, lambda *args: calls.append(args) or [])
+    module.run_reduced(str(tmp_path))
+    (directory, setting, title), = calls
+    assert directory == tmp_path and setting is module.REDUCED
+    assert title.startswith(" (reduced: ")

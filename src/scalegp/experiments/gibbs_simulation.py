@@ -138,6 +138,11 @@ def run_table3(output_dir: Path, quick: bool) -> list[Path]:
     return table3(output_dir, settings(quick), " (quick)" if quick else "")
 
 
+def run_reduced(output_dir) -> list[Path]:
+    """The reduced run (:data:`REDUCED`), its title saying so; ``output_dir`` must exist."""
+    return table3(Path(output_dir), REDUCED, " (reduced: random projection on 10 atoms)")
+
+
 def verdict_lines(rows, noise_sd: float = NOISE_SD) -> list[str]:
     """The paper's claims on Table 3, each RP row against PP1 and PP2 per function, by the
     rules of :mod:`scalegp.experiments.verdicts` (printed first); then the failure flags."""
