@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from scalegp import experiments
-from scalegp.experiments import gibbs_real_data
+from scalegp.experiments import gibbs_real_data, verdicts
 from scalegp.experiments.quadrature import uci_available
 
 pytestmark = pytest.mark.filterwarnings("ignore:theta1 stayed on one atom")
@@ -28,11 +28,25 @@ def test_rp_table4_quick(tmp_path):
     assert "Paper setting, constants ours" in table
     rows = [line.split(" | ") for line in table.splitlines()
             if line.startswith("| abalone") or line.startswith("| kin40k")]
-    assert len(rows) == 2 * len(gibbs_real_data.MAPS)
+    # RP, PP1 and PP2 at 100 knots, PP1 and PP2 at RP's rank (<= EQUAL_RANK_CAP in quick)
+    assert len(rows) == 2 * (len(gibbs_real_data.MAPS) + 2)
     for row in rows:
         rmse = float(row[3])
         # measured 2.14 (abalone rings, sd 3.22) and 0.63-0.82 (kin40k, sd 1.00)
         assert np.isfinite(rmse) and rmse < (2.4 if row[0] == "| abalone" else 0.9), row
     ranks = [float(row[2]) for row in rows if row[1] == "RP eps 0.01"]
     assert all(1 <= rank <= 300 for rank in ranks), ranks
-    assert table.count("the paper's claim that RP improves") == 2
+    assert verdicts.PAIRED_SPREAD_RULE in table and verdicts.RANK_RULE in table
+    lines = [line for line in table.splitlines() if ", RP vs " in line]
+    assert len(lines) == 2 * 4
+    words = (verdicts.REPRODUCED, verdicts.NOT_REPRODUCED, verdicts.TIE, verdicts.UNEQUAL_RANK)
+    for line in lines:
+        word = line.split("accuracy **")[1].split("**")[0]
+        assert word in words, line
+        # a comparison at unequal rank never carries an accuracy verdict of its own
+        if "at RP's rank" in line:
+            assert word != verdicts.UNEQUAL_RANK, line
+        else:
+            rank, knots = (float(value) for value in line.split("(rank ")[1].split(";")[0]
+                           .split(" vs "))
+            assert word == verdicts.UNEQUAL_RANK and rank > 1.1 * knots, line

@@ -62,10 +62,20 @@ def test_maclaurin_clusters_experiment(tmp_path):
     written = experiments.run("maclaurin-clusters", tmp_path, quick=True)
     assert sorted(p.name for p in written) == ["maclaurin-clusters.md", "maclaurin-clusters.png"]
     rows = _table_rows(tmp_path / "maclaurin-clusters.md", 8)
-    # quick: 3 data sets x (1 budget x (2 baselines + 3 thetas) + 2 budgets x 3 methods)
-    assert len(rows) == 3 * (5 + 6)
-    local = {(r[0], float(r[3])): (int(r[4]), float(r[5])) for r in rows[:15]
+    # quick: 3 data sets x (1 budget x (2 baselines + 3 thetas) + 2 budgets x 3 methods),
+    # and yacht at the paper's l (KL rows only)
+    assert len(rows) == 3 * (5 + 6) + 5
+    local = {(r[0], float(r[3])): (int(r[4]), float(r[5])) for r in rows[:20]
              if r[2] == "local Maclaurin"}
+    table = (tmp_path / "maclaurin-clusters.md").read_text()
+    # the learned yacht l (measured 2.65) and the likelihood there against the paper's 0.3171
+    note = next(line for line in table.splitlines() if line.startswith("On this yacht split"))
+    learned = float(note.split("optimum is at l = ")[1].split(" ")[0])
+    best = float(note.split("(log marginal likelihood ")[1].split(")")[0])
+    at_paper = float(note.split("with s and the noise learned, it is ")[1].split(",")[0])
+    assert learned > 1.0 and best > at_paper and "not at the paper's" in note
+    assert "l fixed at the paper's 0.3171" in table and "l = 0.3171," in table
+    assert "Seed rule:" in table and table.count("**no verdict**") > 0      # one seed
     # clusters fall as theta grows; one centre at theta = 16 l
     for name in ("relief", "yacht", "kin40k"):
         assert local[name, 0.5][0] >= local[name, 2.0][0] >= local[name, 16.0][0] == 1

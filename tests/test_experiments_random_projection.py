@@ -34,7 +34,43 @@ def test_quick_run_writes_table_and_figure(name, rows, tmp_path):
     assert table.startswith(f"# {name}") and "Paper setting, constants ours" in table
     for row in rows:
         assert row in table, row
-    assert "reproduced**" in table
+    claims = [line for line in table.splitlines() if line.startswith("- ")]
+    assert claims
+    for line in claims:           # exactly one verdict, and its count matches the numbers
+        word = line.split(": **")[1].split("**")[0]
+        numbers = line.split("** (")[1].rstrip(").")
+        cases = numbers.count("; ") + 1
+        if word == "reproduced":
+            assert numbers.startswith("all ") or name == "rp-table1", line
+        elif word.startswith("not reproduced at "):
+            k, n = (int(v) for v in word.split(" at ")[1].split()[::2][:2])
+            assert 0 < k < n and (name == "rp-table1" or k == cases), line
+        else:
+            assert word == "not reproduced", line
+
+
+def test_table1_verdicts_follow_from_the_numbers():
+    """Each rp-table1 claim's verdict re-derived here from the unrounded rows: RP's mean
+    error <= the comparator's at every m ("reproduced"), at none ("not reproduced"), or at
+    some; the condition-number claim with a factor of ten."""
+    ranks, seeds = (10, 30), range(2)
+    rows, facts = experiment.table1_rows(120, ranks, seeds)
+    lines = [line for line in experiment.table1_markdown(rows, facts, ranks, len(seeds))
+             if line.startswith("- ")]
+
+    def mean(method, m, key):
+        return np.mean([r[key] for r in rows if r["method"] == method and r["m"] == m])
+
+    expected = []
+    for other in ("PP1", "PP2"):
+        for key in ("fro", "spectral"):
+            expected.append([mean("RP", m, key) <= mean(other, m, key) for m in ranks])
+        expected.append([10 * mean("RP", m, "cond") <= mean(other, m, "cond") for m in ranks])
+    assert len(lines) == len(expected) == 6
+    for line, holds in zip(lines, expected):
+        word = ("reproduced" if all(holds) else "not reproduced" if not any(holds) else
+                f"not reproduced at {holds.count(False)} of {len(holds)} ranks")
+        assert f"**{word}**" in line, (line, holds)
 
 
 def test_ordered_cholesky_is_the_knot_approximation():

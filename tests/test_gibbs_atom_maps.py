@@ -77,6 +77,8 @@ def backend_and_state(kind, seed=0):
 def test_atom_maps_report_their_ranks():
     maps, X, _ = atom_problem()
     np.testing.assert_array_equal(maps.ranks, RANKS)
+    np.testing.assert_array_equal([atom_features(maps, X, h).shape[1] for h in
+                                   range(GRID.size)], RANKS)
     assert maps.n_components == max(RANKS) and maps.n_dims == 1 and maps.signs is None
     with pytest.raises(TypeError, match="one built FeatureMap"):
         AtomMaps(())
@@ -133,8 +135,13 @@ def test_chain_with_atom_maps_matches_numerical_integration(diagonal, collapsed)
                                theta2_prior=THETA2_PRIOR, n_iter=4000, burn_in=200,
                                collapsed=collapsed, diag_correction=diagonal, rng=11)
     assert samples.weights.shape[1] == max(RANKS)
-    np.testing.assert_array_equal(samples.ranks, np.asarray(RANKS)[samples.theta1_index])
-    assert min(RANKS) <= samples.average_rank <= max(RANKS)
+    # each draw's rank is the column count of the features of the atom its theta1 value
+    # names (from the drawn value and the maps' features, not from the stored index)
+    atom = np.searchsorted(GRID, samples.theta1)
+    np.testing.assert_array_equal(GRID[atom], samples.theta1)
+    columns = np.array([atom_features(maps, X, h).shape[1] for h in range(GRID.size)])
+    np.testing.assert_array_equal(samples.ranks, columns[atom])
+    assert samples.average_rank == pytest.approx(columns[atom].mean(), rel=1e-15)
     for h, p in enumerate(exact):
         indicator = (samples.theta1_index == h).astype(float)
         ess = effective_sample_size(indicator) if 0 < indicator.sum() < indicator.size else 0

@@ -59,16 +59,64 @@ def test_randomized_maclaurin_is_unbiased_for_k_p(sketch):
     assert np.all(np.abs(estimates - target) <= 4 * np.sqrt(variance / n_seeds) + 1e-12)
 
 
+def reference_terms(U, sketch, max_degree):
+    """The parts of L_p written from its definition (docs/maclaurin.md, "Allocation and
+    degree p*"), independently of AllocationStatistics: variance(n, D) = mean_{i > j}
+    c_ij^2 Var_n(u_i, u_j; D) / (n!)^2 with c_ij = exp(-(|u_i|^2 + |u_j|^2) / 2) and Var_n
+    the closed-form sketch variance; bias[p] the squared truncation error of degree p
+    averaged over all pairs (i, j)."""
+    from scalegp.sketches import sketch_variance
+    i, j = np.tril_indices(len(U), k=-1)
+    sq = np.sum(U**2, axis=1)
+
+    def variance(n, D):
+        return (np.mean(np.exp(-(sq[i] + sq[j])) * sketch_variance(sketch, n, D, U[i], U[j]))
+                / math.factorial(n) ** 2)
+
+    G = U @ U.T
+    prefactor = np.exp(-0.5 * (sq[:, None] + sq[None, :]))
+    series = [sum(G**n / math.factorial(n) for n in range(p + 1))
+              for p in range(max_degree + 1)]
+    bias = [np.mean((prefactor * np.exp(G) - prefactor * part) ** 2) for part in series]
+    return variance, bias
+
+
 @pytest.mark.parametrize("sketch", ["rademacher", "srht", "complex-srht", "tensorsketch"])
 def test_optimized_allocation_is_no_worse_than_uniform(sketch):
+    """The score is L_p of the allocation by the definition (reference_terms), and no
+    uniform allocation of any degree has a lower L_p by that definition."""
     rng = np.random.default_rng(1)
     U = rng.normal(size=(200, 4)) * 0.8
     stats = AllocationStatistics.from_subsample(U, sketch, 10)
     budget = 63
     allocation, score = optimize_allocation(stats, budget, 2, 10)
-    assert sum(allocation) == budget and score == stats.objective(allocation)
+    assert sum(allocation) == budget and min(allocation) >= 1
+    variance, bias = reference_terms(U, sketch, 10)
+
+    def objective(cut):
+        return sum(variance(n, D) for n, D in enumerate(cut, 1)) + bias[len(cut)]
+
+    assert score == pytest.approx(objective(allocation), rel=1e-10)
     for degree in range(2, 11):
-        assert score <= stats.objective(uniform_allocation(degree, budget)) * (1 + 1e-12)
+        assert score <= objective(uniform_allocation(degree, budget)) * (1 + 1e-12), degree
+
+
+def test_greedy_allocation_is_the_optimum_for_product_sketches():
+    """With a plain product sketch Var_n = a_n / D_n is convex in D_n, so the greedy marginal
+    allocation is the exact optimum: checked against every allocation of 12 features (D_n >=
+    1) over degrees 2-5, by the definition of L_p."""
+    import itertools
+    U = np.random.default_rng(4).normal(size=(60, 3)) * 0.7
+    stats = AllocationStatistics.from_subsample(U, "rademacher", 5)
+    budget = 12
+    allocation, score = optimize_allocation(stats, budget, 2, 5)
+    variance, bias = reference_terms(U, "rademacher", 5)
+    terms = {(n, D): variance(n, D) for n in range(1, 6) for D in range(1, budget + 1)}
+    best = min(sum(terms[n, D] for n, D in enumerate(cut, 1)) + bias[len(cut)]
+               for degree in range(2, 6)
+               for bars in itertools.combinations(range(1, budget), degree - 1)
+               for cut in [np.diff((0, *bars, budget)).tolist()])
+    assert score == pytest.approx(best, rel=1e-10)
 
 
 def test_fitted_map_reports_degree_and_expected_error():
