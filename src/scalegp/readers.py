@@ -61,6 +61,9 @@ def open_reader(path, header: str = "auto"):
         raise TableError(f"{path}: no such file")
     if path.is_dir():
         raise TableError(f"{path}: is a folder, expected a data file")
+    if not path.is_file():          # opening a FIFO would wait for a writer; a pass reads once
+        raise TableError(f"{path}: is not a regular file (a FIFO, socket or device); a data "
+                         "file is read in several passes, so it must be a regular file")
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return NpyReader(path)
@@ -136,15 +139,18 @@ class CsvReader:
 
     def __init__(self, path, header: str = "auto"):
         self.path = Path(path)
-        with open(self.path, newline="", encoding="utf-8-sig") as handle:
-            sample = handle.read(SNIFF_BYTES)
-            handle.seek(0)
-            try:
-                self._dialect = csv.Sniffer().sniff(sample, delimiters=",;\t ")
-            except csv.Error:
-                self._dialect = csv.excel
-            first = next((row for row in csv.reader(handle, self._dialect) if not _blank(row)),
-                         None)
+        try:
+            with open(self.path, newline="", encoding="utf-8-sig") as handle:
+                sample = handle.read(SNIFF_BYTES)
+                handle.seek(0)
+                try:
+                    self._dialect = csv.Sniffer().sniff(sample, delimiters=",;\t ")
+                except csv.Error:
+                    self._dialect = csv.excel
+                first = next((row for row in csv.reader(handle, self._dialect)
+                              if not _blank(row)), None)
+        except UnicodeDecodeError as error:
+            raise self._not_utf8(error) from None
         if first is None:
             raise TableError(f"{self.path}: the file is empty")
         self.has_header = {"yes": True, "no": False}.get(
@@ -155,6 +161,17 @@ class CsvReader:
         self.n_rows = None          # known after a pass only
 
     def blocks(self, rows: int, columns=None):
+        try:
+            yield from self._blocks(rows, columns)
+        except UnicodeDecodeError as error:
+            raise self._not_utf8(error) from None
+
+    def _not_utf8(self, error: UnicodeDecodeError) -> TableError:
+        byte = error.object[error.start:error.start + 1].hex()
+        return TableError(f"{self.path}: is not UTF-8 text (byte 0x{byte}: {error.reason}); "
+                          "a CSV file must be UTF-8 (ASCII is)")
+
+    def _blocks(self, rows: int, columns=None):
         columns = list(range(len(self.columns))) if columns is None else list(columns)
         start, line = 0, 2 if self.has_header else 1
         with open(self.path, encoding="utf-8-sig") as handle:
