@@ -158,7 +158,7 @@ class _Timeout(BaseException):
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float):
+def time_limit(seconds: float):
     def expire(signum, frame):
         raise _Timeout()
     previous = signal.signal(signal.SIGALRM, expire)
@@ -180,7 +180,7 @@ def call_main(argv, folder: Path, timeout: float):
     os.chdir(folder)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                _time_limit(timeout):
+                time_limit(timeout):
             try:
                 code = cli.main([str(a) for a in argv])
             except SystemExit as stop:          # argparse: --help, --version, usage errors

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from . import fuzz_cases
+from . import fuzz_cases, fuzzing
 from .fuzzing import BAD, OK, Tally, run_case
 
 #: Cases per family in the default slice (None: all of them).
@@ -167,3 +167,46 @@ def test_known_fit(flags, work):
     case = fit_case(*flags, timeout=2.0)
     verdict = run_case(case, work / "known" / "fit" / "-".join(flags))
     assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
+
+
+# ------------------------------------------------------------------- found by this suite
+
+
+def test_a_fifo_as_data_is_refused_without_opening_it(tmp_path):
+    """Was: fit and predict waited forever for a writer (the fuzz case "fit data a FIFO")."""
+    from scalegp.readers import TableError, open_reader
+    fifo = tmp_path / "data.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(TableError, match=r"data\.csv: is not a regular file \(a FIFO, socket "
+                                         r"or device\); a data file is read in several passes"), \
+            fuzzing.time_limit(5):
+        open_reader(fifo)
+
+
+@pytest.mark.parametrize("where", ["first line", "after the sniffed start"])
+def test_a_csv_that_is_not_utf8_is_refused_by_name(tmp_path, where):
+    """Was: the raw "'utf-8' codec can't decode byte 0xff" without the file name, from the
+    sniffing (a bad byte in the first 64 KiB) or from a later pass."""
+    from scalegp.readers import SNIFF_BYTES, TableError, open_reader
+    rows = "".join(f"{i},{i}\n" for i in range(SNIFF_BYTES // 4))
+    content = ("a,b\n" + rows).encode() + b"1,\xff\n"
+    if where == "first line":
+        content = b"a,\xff\n" + rows.encode()
+    path = tmp_path / "data.csv"
+    path.write_bytes(content)
+    with pytest.raises(TableError, match=r"data\.csv: is not UTF-8 text \(byte 0xff: invalid "
+                                         r"start byte\)"):
+        for _ in open_reader(path).blocks(1000):
+            pass
+
+
+def test_loading_a_folder_or_fifo_says_what_it_is(tmp_path):
+    """Was: "does not exist" for a model path that exists but is not a regular file."""
+    import scalegp as sg
+    from scalegp.errors import InvalidModelFileError
+    os.mkfifo(tmp_path / "model.npz")
+    for path in (tmp_path, tmp_path / "model.npz"):
+        with pytest.raises(InvalidModelFileError, match="is not a regular file"):
+            sg.load(path)
+    with pytest.raises(InvalidModelFileError, match="does not exist"):
+        sg.load(tmp_path / "missing.npz")
