@@ -498,8 +498,22 @@ def _input_cases():
 # ------------------------------------------------------------------------- model files
 
 
+def model_mutants(saved, metadata_of=None):
+    """(model, description, field, build, verdict) of test_model_file_fuzz's generators: the
+    array and archive mutants of every model, the metadata mutants (20,000 of the 23,000, 6 s
+    to enumerate) of the models ``metadata_of`` (None: all)."""
+    from .test_model_file_fuzz import archive_mutants, array_mutants, metadata_mutants
+    for model, entry in saved.items():
+        generators = (array_mutants, archive_mutants)
+        if metadata_of is None or model in metadata_of:
+            generators += (metadata_mutants,)
+        for generator in generators:
+            for description, field, build, verdict in generator(entry):
+                yield model, description, (model, field), build, verdict
+
+
 def model_file_cases(saved, mutants):
-    """``scalegp predict`` of each mutant (test_model_file_fuzz's generator) on its probes."""
+    """``scalegp predict`` of each mutant (:func:`model_mutants`) on its probes."""
     from .test_model_file_fuzz import MAY_LOAD, X_TEST
     probes = fuzz_files.csv_text(["x0", "x1"], X_TEST, header=False)
     for model, description, _, build, verdict in mutants:
@@ -515,4 +529,16 @@ def model_file_cases(saved, mutants):
                     or differs("std", got[:, 1], expected[1], tolerance=0))
         yield Case("model-files", f"{model}: {description}",
                    ["predict", "mutant.npz", "x.csv", "--out", "p.csv", QUIET], setup=setup,
-                   oracle=oracle if verdict == MAY_LOAD else None, must_mention="mutant.npz")
+                   oracle=oracle if verdict == MAY_LOAD else None, must_mention="mutant.npz",
+                   known=model_file_known(description))
+
+
+def model_file_known(description):
+    """The issue-24 section of a known loader gap a mutant meets, judged by the verdict."""
+    def known(verdict):
+        # a lazy cluster model's local.reoptimized is not checked against
+        # params.local_reoptimize: True loads and predicts differently (by 0.45)
+        if verdict.outcome == SILENT_WRONG and "local.reoptimized" in description:
+            return "§6 every field through the schema"
+        return None
+    return known

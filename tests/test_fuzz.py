@@ -31,20 +31,23 @@ def work(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzz")
 
 
+#: Models whose metadata mutants the default slice draws from (the full run: all models).
+METADATA_OF = ("lazy", "neighbors-glf", "gibbs")
+
+
 @pytest.fixture(scope="module")
 def saved_models(tmp_path_factory):
-    """The saved models of test_model_file_fuzz and all their mutants."""
-    from .test_model_file_fuzz import MODELS, Saved, all_mutants, data
+    """The saved models of test_model_file_fuzz."""
+    from .test_model_file_fuzz import MODELS, Saved, data
     folder = tmp_path_factory.mktemp("models")
     X, y = data(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        saved = {name: Saved(make().fit(X, y), folder / f"{name}.npz")
-                 for name, make in MODELS.items()}
-    return saved, list(all_mutants(saved))
+        return {name: Saved(make().fit(X, y), folder / f"{name}.npz")
+                for name, make in MODELS.items()}
 
 
-def family_cases(family, work, saved_models=None, n_options=None):
+def family_cases(family, work, saved_models=None, n_options=None, metadata_of=METADATA_OF):
     if family == "fit-data":
         return list(fuzz_cases.fit_data_cases(work / "references"))
     if family == "predict-data":
@@ -53,8 +56,8 @@ def family_cases(family, work, saved_models=None, n_options=None):
         return list(fuzz_cases.options_cases(n_options))
     if family == "paths":
         return list(fuzz_cases.paths_cases(work / "model"))
-    saved, mutants = saved_models
-    return list(fuzz_cases.model_file_cases(saved, mutants))
+    mutants = fuzz_cases.model_mutants(saved_models, metadata_of)
+    return list(fuzz_cases.model_file_cases(saved_models, mutants))
 
 
 def run_all(cases, work, name):
@@ -86,7 +89,8 @@ def test_full_run(work, saved_models, capsys):
     """Every case of every family; prints the count table and the known-bug cases."""
     tally = Tally()
     for family in sorted(SLICE):
-        cases = family_cases(family, work, saved_models, n_options=FULL["options"])
+        cases = family_cases(family, work, saved_models, n_options=FULL["options"],
+                             metadata_of=None)
         for index, case in enumerate(cases):
             tally.add(case, run_case(case, work / "full" / family / str(index)))
     with capsys.disabled():
@@ -136,9 +140,12 @@ KNOWN = [
 ]
 
 
-@pytest.mark.parametrize("family, name", KNOWN)
-def test_known_generated_case(family, name, work):
-    case = by_name(family_cases(family, work), name)
+@pytest.mark.parametrize("family, name", KNOWN + [
+    pytest.param("model-files", "lazy: metadata local.reoptimized = True",
+                 marks=known("§6 (every field through the schema)"))])
+def test_known_generated_case(family, name, work, request):
+    saved = request.getfixturevalue("saved_models") if family == "model-files" else None
+    case = by_name(family_cases(family, work, saved, metadata_of=("lazy",)), name)
     verdict = run_case(case, work / "known" / family / name.replace(" ", "-"))
     assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
 
@@ -163,8 +170,8 @@ KNOWN_FITS = [
 @pytest.mark.parametrize("flags", KNOWN_FITS)
 def test_known_fit(flags, work):
     """Each ends in ok (oracle: finite row-wise predictions with std > 0) or a clean error
-    within 2 s (a count without a limit runs for minutes)."""
-    case = fit_case(*flags, timeout=2.0)
+    within 1 s (a count without a limit runs for minutes)."""
+    case = fit_case(*flags, timeout=1.0)
     verdict = run_case(case, work / "known" / "fit" / "-".join(flags))
     assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
 
@@ -210,3 +217,69 @@ def test_loading_a_folder_or_fifo_says_what_it_is(tmp_path):
             sg.load(path)
     with pytest.raises(InvalidModelFileError, match="does not exist"):
         sg.load(tmp_path / "missing.npz")
+
+
+# ------------------------------------------------------------------- the rule itself
+
+
+def _writes(name, content=b"new"):
+    def main(argv):
+        with open(name, "wb") as handle:
+            handle.write(content)
+        return 0
+    return main
+
+
+def _prints(text, code):
+    def main(argv):
+        import sys
+        print(text, file=sys.stderr)
+        return code
+    return main
+
+
+def _raises(argv):
+    raise RuntimeError("boom")
+
+
+def _sleeps(argv):
+    import time
+    time.sleep(5)
+    return 0
+
+
+def _read_only_out(folder):
+    (folder / "out.npz").write_bytes(b"old")
+    os.chmod(folder / "out.npz", 0o444)
+
+
+@pytest.mark.parametrize("main, setup, oracle, must_succeed, outcome", [
+    (_writes("out.npz"), None, lambda f, s: None, False, "ok"),
+    (_writes("out.npz"), None, lambda f, s: "wrong", False, "silent wrong"),
+    (_writes("out.npz"), None, None, False, "silent wrong"),
+    (_writes("model.npz"), None, lambda f, s: None, False, "data loss"),     # a decoy
+    (_writes("stray.tmp"), None, lambda f, s: None, False, "data loss"),     # unnamed
+    (_writes("out.npz"), _read_only_out, lambda f, s: None, False, "data loss"),
+    (_prints("scalegp fit: error: data.csv: line 3 has 4 fields", 2), None, None, False,
+     "clean error"),
+    (_prints("scalegp fit: error: data.csv: line 3 has 4 fields", 2), None, None, True,
+     "refused valid"),
+    (_prints("scalegp fit: error: internal error (KeyError): 'a'", 2), None, None, False,
+     "crash"),
+    (_prints("scalegp fit: error: f() got an unexpected keyword argument 'x'", 2), None, None,
+     False, "crash"),
+    (_prints("scalegp fit: error: no file named", 2), None, None, False, "crash"),  # no name
+    (_prints("a warning only", 2), None, None, False, "crash"),
+    (_prints("", 3), None, None, False, "crash"),
+    (_raises, None, None, False, "crash"),
+    (_sleeps, None, None, False, "hang"),
+])
+def test_the_classification_rule(monkeypatch, tmp_path, main, setup, oracle, must_succeed,
+                                 outcome):
+    """Each outcome of the rule in tests/fuzzing.py, on a stand-in for ``cli.main``."""
+    from scalegp import cli
+    monkeypatch.setattr(cli, "main", main)
+    case = fuzz_cases.Case("rule", "rule", ["fit", "data.csv", "--out", "out.npz"],
+                           setup=setup or (lambda folder: None), oracle=oracle,
+                           must_mention="data.csv", must_succeed=must_succeed, timeout=0.2)
+    assert run_case(case, tmp_path / "case").outcome == outcome
