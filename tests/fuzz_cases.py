@@ -224,7 +224,7 @@ EVALUATE_FLAGS = {
 P_FLAG, P_ABSURD = 0.15, 0.15
 
 
-def _write_option_data(folder: Path):
+def write_option_data(folder: Path):
     rng = np.random.default_rng(11)
     X = rng.uniform(-2, 2, size=(40, 2))
     v = rng.uniform(0, 0.05, size=40)
@@ -345,13 +345,13 @@ def options_cases(n_cases: int, seed: int = 2024):
         if argv[0] == "predict":
             yield _predict_option_case(index, argv)
             continue
-        yield Case("options", f"#{index}", argv, setup=_write_option_data, oracle=oracle,
+        yield Case("options", f"#{index}", argv, setup=write_option_data, oracle=oracle,
                    known=options_known(argv))
 
 
 def _predict_option_case(index, argv):
     def setup(folder):
-        _write_option_data(folder)
+        write_option_data(folder)
         code, _, err, _ = call_main(["fit", "d.csv", "--target", "y", "--approximation",
                                      "exact", "--no-optimize", "--out", "fitted.npz", QUIET],
                                     folder, 60)
@@ -375,7 +375,7 @@ VICTIM = "elsewhere/victim.txt"
 
 
 def _train(folder):
-    _write_option_data(folder)
+    write_option_data(folder)
     (folder / "elsewhere").mkdir(exist_ok=True)
     (folder / VICTIM).write_text("precious\n")
 

@@ -103,17 +103,18 @@ def test_full_run(work, saved_models, capsys):
 # ------------------------------------------------------------------- known bugs of issue 24
 # Minimal reproductions of the issue-24 bugs the generators meet, fixed on other branches;
 # each must fail here (strict) and pass once its fix is merged (then remove the mark, and the
-# ``known`` labels of the generators: fuzz_files.Mutant.known, fuzz_cases.options_known).
+# ``known`` labels of the generators: fuzz_files.Mutant.known, fuzz_cases.options_known,
+# fuzz_cases.model_file_known, the paths' labels in fuzz_cases.paths_cases).
 
 
 def by_name(cases, name):
     return next(case for case in cases if case.name == name)
 
 
-def fit_case(*flags, name="fit", timeout=20.0):
-    return fuzz_cases.Case("known", name, ["fit", "d.csv", "--target", "y", "--out", "m.npz",
+def fit_case(*flags, timeout=20.0):
+    return fuzz_cases.Case("known", "fit", ["fit", "d.csv", "--target", "y", "--out", "m.npz",
                                            "--quiet", *flags],
-                           setup=fuzz_cases._write_option_data,
+                           setup=fuzz_cases.write_option_data,
                            oracle=fuzz_cases.fitted_model_oracle(), timeout=timeout)
 
 
