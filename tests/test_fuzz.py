@@ -4,7 +4,7 @@ Every case runs ``scalegp.cli.main`` in-process in a fresh folder and is classif
 rule of :mod:`tests.fuzzing` (ok, clean error, crash, silent wrong, data loss, hang, refused
 valid); the families and their oracles are in :mod:`tests.fuzz_cases`. The default suite
 runs a fixed seeded slice of every family (under a minute); ``-m slow`` runs the full
-generators and prints the count table.
+generators, and the data files through a Dask cluster too, and prints the count table.
 
 Cases that reproduce a bug of issue 24 fixed on another branch are counted as "known (§N)"
 instead of failing, and each such bug has a minimal reproduction below marked
@@ -47,9 +47,23 @@ def saved_models(tmp_path_factory):
                 for name, make in MODELS.items()}
 
 
-def family_cases(family, work, saved_models=None, n_options=None, metadata_of=METADATA_OF):
+@pytest.fixture(scope="module")
+def dask_scheduler():
+    """The address of a LocalCluster whose worker is a thread of this process (so it reads
+    the case folder's files by the relative paths of the command line)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def family_cases(family, work, saved_models=None, n_options=None, metadata_of=METADATA_OF,
+                 scheduler=None):
     if family == "fit-data":
         return list(fuzz_cases.fit_data_cases(work / "references"))
+    if family == "dask-data":
+        return list(fuzz_cases.fit_data_cases(work / "references", scheduler=scheduler))
     if family == "predict-data":
         return list(fuzz_cases.predict_data_cases(work / "model"))
     if family == "options":
@@ -85,12 +99,12 @@ def test_default_slice(family, work, request):
 
 
 @pytest.mark.slow
-def test_full_run(work, saved_models, capsys):
+def test_full_run(work, saved_models, dask_scheduler, capsys):
     """Every case of every family; prints the count table and the known-bug cases."""
     tally = Tally()
-    for family in sorted(SLICE):
+    for family in sorted(SLICE) + ["dask-data"]:
         cases = family_cases(family, work, saved_models, n_options=FULL["options"],
-                             metadata_of=None)
+                             metadata_of=None, scheduler=dask_scheduler)
         for index, case in enumerate(cases):
             tally.add(case, run_case(case, work / "full" / family / str(index)))
     with capsys.disabled():
@@ -148,6 +162,17 @@ def test_known_generated_case(family, name, work, request):
     saved = request.getfixturevalue("saved_models") if family == "model-files" else None
     case = by_name(family_cases(family, work, saved, metadata_of=("lazy",)), name)
     verdict = run_case(case, work / "known" / family / name.replace(" ", "-"))
+    assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [
+    pytest.param(".csv ragged long row", marks=known("§5 (one grammar for every engine)")),
+    pytest.param(".csv a row of empty cells", marks=known("§5 (one grammar for every engine)")),
+])
+def test_known_dask_case(name, work, dask_scheduler):
+    case = by_name(family_cases("dask-data", work, scheduler=dask_scheduler), name)
+    verdict = run_case(case, work / "known" / "dask" / name.replace(" ", "-"))
     assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
 
 
