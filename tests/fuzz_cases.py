@@ -195,7 +195,8 @@ KERNELS = (["gaussian", "matern12", "matern32", "matern52", "cauchy", "laplacian
             "reciprocal_semigroup"], ["nope", "Gaussian"])
 OPTIONS = (["n_nodes=auto", "epsilon=0.1"],
            ["n_nodes=3", "epsilon=-1", "foo=bar", "=", "novalue", "n_nodes=[1,2]",
-            "n_nodes=null"])
+            "n_nodes=null", "n_nodes=NaN", "epsilon=1e400", "epsilon=Infinity",
+            'n_nodes={"a": 1}', "n_nodes=99999999999999999999"])
 SEEDS = (["0", "7"], ["-1", str(2**70), "x"])
 TARGETS = (["y"], ["3", "-1", "99", "nope", "v"])
 SWITCH = None
