@@ -9,9 +9,10 @@ seeded, deterministic list, with the oracle each case's result is held to.
 - ``predict-data``: ``scalegp predict`` of the same malformations as prediction inputs;
   oracle: each written row equals the API's prediction of that row alone;
 - ``options``: random argument lists of fit, evaluate and predict (absurd counts, bounds,
-  values and combinations); oracle of a fit: the model loads and predicts finite means,
-  positive std, row-wise (a batch of probes equals each probe alone); of evaluate: a table
-  of finite numbers with one row per method;
+  values and combinations); oracle of a fit: the model loads and predicts finite means and
+  a latent std > 0 at probes inside and outside the data, row-wise (a batch of probes equals
+  each probe alone, to 1e-8); of predict: each row equals the API's of that row alone; of
+  evaluate: a table of finite numbers with one row per method;
 - ``paths``: outputs, inputs and models that are missing, folders, links, FIFOs, read-only,
   the same file twice; oracle: a written file is a complete model / prediction table;
 - ``model-files``: ``scalegp predict`` with the mutated model files of
