@@ -620,7 +620,9 @@ def load(path):
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise InvalidModelFileError(f"not a scalegp model file: {path!r} does not exist")
+        found = ("is not a regular file (a folder, FIFO, socket or device)"
+                 if os.path.exists(path) else "does not exist")
+        raise InvalidModelFileError(f"not a scalegp model file: {path!r} {found}")
     try:
         file = open(path, "rb")
     except OSError as error:

@@ -66,6 +66,9 @@ def open_reader(path, header: str = "auto"):
         raise TableError(f"{path}: no such file")
     if path.is_dir():
         raise TableError(f"{path}: is a folder, expected a data file")
+    if not path.is_file():          # opening a FIFO would wait for a writer; a pass reads once
+        raise TableError(f"{path}: is not a regular file (a FIFO, socket or device); a data "
+                         "file is read in several passes, so it must be a regular file")
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return NpyReader(path)
@@ -269,6 +272,10 @@ class CsvReader:
                 if not _blank(first):
                     break
                 first = None
+        bad = None if first is None else _NOT_UTF8.search("".join(first))
+        if bad is not None:
+            raise TableError(f"{self.path}: line {line} is not UTF-8 text (byte "
+                             f"0x{ord(bad.group()) - 0xDC00:02x})")
         if first is None:
             raise TableError(f"{self.path}: the file is empty")
         self.has_header = {"yes": True, "no": False}.get(
