@@ -255,8 +255,8 @@ def bench_accumulate(m: int, dtype, n_samples: int, repeats: int, peak: GemmPeak
     X_index = np.arange(n_samples, dtype=np.float64)[:, None]
 
     def features_only():
-        for start, stop in gp._chunks(n_samples, chunk_size):
-            rff.features(Xd[start:stop], kernel)
+        for start in range(0, n_samples, chunk_size):
+            rff.features(Xd[start:start + chunk_size], kernel)
 
     timer = Timer()
     G_bare = G_gram = G_rff = None

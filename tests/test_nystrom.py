@@ -17,7 +17,7 @@ import scalegp as sg
 import scalegp.testing
 from scalegp import exact, features, kernels, linalg
 from scalegp.features import nystrom
-from scalegp.gp import MarginalLikelihood, Posterior
+from scalegp.gp import MarginalLikelihood
 from scalegp.hyperparameters import Hyperparameters
 from scalegp.objectives import low_rank_objective
 

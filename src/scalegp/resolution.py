@@ -1,7 +1,7 @@
 """Can the approximation resolve this setting? Cheap checks that warn once, naming the limit.
 
 Two checks (docs/local-models.md, "Where the truncation resolves a local model";
-docs/engine.md, "Resolution checks"):
+docs/engine.md, "Where a map cannot resolve a setting"):
 
 * **local Maclaurin truncation** (:func:`warn_unresolved_local`). A local model at centre c is
   the GP of the local kernel k_{p,c}(x, y) = psi(x - c)^T psi(y - c); the exact kernel is

@@ -59,7 +59,7 @@ def random_projection(kernel, X, m: int, rng) -> Approximation:
     start = time.perf_counter()
     approximation, _ = sketching.fixed_rank(sketching.KernelOperator(kernel, X), m, rng)
     seconds = time.perf_counter() - start
-    basis, B = approximation.basis, approximation.cholesky_factor
+    B = approximation.cholesky_factor
     return Approximation(approximation.C, B @ B.T, seconds, approximation.jitter)
 
 

@@ -48,7 +48,7 @@ def truncation_share(degree: int, r2) -> np.ndarray:
     the regularized lower incomplete gamma function (the Maclaurin remainder of e^{r2}
     relative to e^{r2}; P[Poisson(r2) > p]). The tail k - k_p is positive semi-definite
     (the dropped terms are inner products of features), so |k(x, y) - k_p(x, y)| <=
-    s sqrt(P(p + 1, |x~|^2) P(p + 1, |y~|^2)) for every pair (docs/maclaurin.md,
+    s sqrt(P(p + 1, |x~|^2) P(p + 1, |y~|^2)) for every pair (docs/local-models.md,
     "Where the truncation resolves a local model")."""
     return gammainc(degree + 1, np.asarray(r2, dtype=float))
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from .. import linalg
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from . import _sketching as sketching
