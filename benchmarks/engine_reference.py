@@ -17,7 +17,8 @@ tests/conftest.py ``all_kernels``, 2-D ARD and one isotropic), on the contract t
 And for every map plus the exact GP, an estimator that learns (``LowRankGPRegressor`` with
 m = 32, ``random_state=0``, 200 points of a 2-D function, a Gaussian ARD kernel with bounds
 (0.1, 10)), and GLF with solver="qr", RFF in float32 and RFF with normalize_y and normalize_X:
-learned log-parameters, log marginal likelihood and test predictions. Each number
+learned log-parameters, log marginal likelihood and test predictions; the three local models
+and the Gibbs estimator (30 sweeps) on the same data: test predictions. Each number
 is compared with relative tolerance 1e-10 against its own array's largest magnitude (so an
 entry near zero is judged on its array's scale).
 """
@@ -136,11 +137,34 @@ def learning_numbers() -> dict:
     return out
 
 
+def local_and_gibbs_numbers() -> dict:
+    """The local models (test points, clusters, neighbourhoods) and the Gibbs estimator on the
+    learning data (added before the wings regrouping moved local.py and gibbs.py)."""
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-2, 2, size=(200, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(200)
+    Xs = rng.uniform(-2, 2, size=(20, 2))
+    kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.1, 10.0),
+                         variance_bounds=(0.01, 100.0))
+    models = {f"local-{local}": sg.LowRankGPRegressor(n_components=32, kernel=kernel,
+                                                      noise_variance=0.1, local=local,
+                                                      local_neighbors=40, random_state=0)
+              for local in ("test-points", "clusters", "neighbors")}
+    models["gibbs"] = sg.GibbsGPRegressor(n_components=16, kernel="gaussian", n_iter=30,
+                                          burn_in=10, random_state=0)
+    out = {}
+    for name, model in models.items():
+        model.fit(X, y)
+        mean, std = model.predict(Xs, return_std=True)
+        out[name] = {"mean": mean.tolist(), "std": std.tolist()}
+    return out
+
+
 def numbers() -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {"engine": engine_numbers(), "signed": signed_numbers(),
-                "learning": learning_numbers()}
+                "learning": learning_numbers(), "local_and_gibbs": local_and_gibbs_numbers()}
 
 
 def differences(reference: dict, current: dict, path="") -> list[str]:

@@ -1,0 +1,91 @@
+"""The structure numbers of the package, from its import graph (issue 25, "Must show").
+
+    .venv/bin/python benchmarks/structure.py           # a markdown table
+    .venv/bin/python benchmarks/structure.py --json    # the same numbers as JSON
+
+Read from the syntax trees of ``src/scalegp`` (imports inside functions included, nothing
+imported) by :mod:`scalegp._architecture`, which also declares the wings and their order:
+modules and lines per folder, the largest module and class, the depth of the import graph (the
+longest chain of imports, a cycle counted as one floor), the cycles and the upward arrows (an
+import from a lower wing to a higher one). ``tests/test_architecture.py`` holds the same graph
+to zero cycles and zero upward arrows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if (ROOT / "src" / "scalegp").is_dir():
+    sys.path.insert(0, str(ROOT / "src"))
+
+from scalegp import _architecture as arch  # noqa: E402
+
+MODULE_LIMIT, CLASS_LIMIT = 700, 400
+
+
+def numbers(root: Path = arch.ROOT) -> dict:
+    modules = arch.read_package(root)
+    folders = defaultdict(lambda: {"modules": 0, "lines": 0})
+    for module in modules.values():
+        folder = module.path.parent.relative_to(root).as_posix()
+        folders[folder]["modules"] += 1
+        folders[folder]["lines"] += module.lines
+    largest = max(modules.values(), key=lambda m: m.lines)
+    classes = [(lines, f"{m.name}.{name}") for m in modules.values()
+               for name, lines in m.classes.items()]
+    chain = arch.longest_chain(modules)
+    return {
+        "modules": len(modules),
+        "lines": sum(m.lines for m in modules.values()),
+        "folders": dict(sorted(folders.items())),
+        "largest_module": {"name": largest.name, "lines": largest.lines},
+        "largest_class": {"name": max(classes)[1], "lines": max(classes)[0]},
+        "modules_over_limit": {m.name: m.lines for m in sorted(modules.values(),
+                               key=lambda m: -m.lines) if m.lines > MODULE_LIMIT},
+        "classes_over_limit": {name: lines for lines, name in sorted(classes, reverse=True)
+                               if lines > CLASS_LIMIT},
+        "depth": len(chain),
+        "longest_chain": chain,
+        "cycles": arch.cycles(modules),
+        "upward_arrows": [list(arrow) for arrow in arch.upward_arrows(modules)],
+    }
+
+
+def markdown(n: dict) -> str:
+    lines = ["| folder (under src/scalegp) | modules | lines |", "|---|---:|---:|"]
+    lines += [f"| {folder} | {v['modules']} | {v['lines']:,} |" for folder, v in n["folders"].items()]
+    lines += [f"| **all** | **{n['modules']}** | **{n['lines']:,}** |", ""]
+    over = lambda d: ", ".join(f"{k} {v:,}" for k, v in d.items()) or "none"  # noqa: E731
+    lines += [
+        "| measure | value |", "|---|---|",
+        f"| largest module | {n['largest_module']['name']} ({n['largest_module']['lines']:,} lines) |",
+        f"| largest class | {n['largest_class']['name']} ({n['largest_class']['lines']:,} lines) |",
+        f"| modules over {MODULE_LIMIT} lines | {len(n['modules_over_limit'])}: "
+        f"{over(n['modules_over_limit'])} |",
+        f"| classes over {CLASS_LIMIT} lines | {len(n['classes_over_limit'])}: "
+        f"{over(n['classes_over_limit'])} |",
+        f"| depth of the import graph (floors) | {n['depth']}: {' -> '.join(n['longest_chain'])} |",
+        f"| cycles | {len(n['cycles'])}"
+        + "".join(f"; {{{', '.join(c)}}}" for c in n["cycles"]) + " |",
+        f"| upward arrows | {len(n['upward_arrows'])}"
+        + "".join(f"; {a} -> {b}" for a, b in n["upward_arrows"]) + " |",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON, not markdown")
+    args = parser.parse_args()
+    n = numbers()
+    print(json.dumps(n, indent=1) if args.json else markdown(n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
