@@ -57,7 +57,8 @@ import scipy  # noqa: E402
 import scipy.linalg.blas as blas  # noqa: E402
 
 import scalegp  # noqa: E402
-from scalegp import gp  # noqa: E402
+from scalegp import _memory  # noqa: E402
+from scalegp.engine import gp  # noqa: E402
 from scalegp.features.base import FeatureMap  # noqa: E402
 from scalegp.features.random_fourier import RandomFourierFeatures  # noqa: E402
 from scalegp.kernels import Gaussian  # noqa: E402
@@ -246,7 +247,7 @@ def bench_accumulate(m: int, dtype, n_samples: int, repeats: int, peak: GemmPeak
     y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(n_samples)
     rff = RandomFourierFeatures.build(X, kernel, m, rng)
     Xd = X.astype(dtype)                      # what accumulate works on for this dtype
-    chunk_size = gp.default_chunk_size(m, dtype.itemsize)
+    chunk_size = _memory.default_chunk_size(m, dtype.itemsize)
 
     gib = n_samples * m * dtype.itemsize / 2**30
     log(f"  m={m} {dtype.name} N={n_samples}: computing Psi ({gib:.1f} GiB)")
@@ -310,7 +311,7 @@ def maxrss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 mode, n_samples, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 import numpy as np
-from scalegp.gp import Posterior
+from scalegp.engine.gp import Posterior
 from scalegp.kernels import Gaussian
 from scalegp.features.random_fourier import RandomFourierFeatures
 rss_imported = rss()
@@ -436,7 +437,7 @@ def report(machine: dict, peak: GemmPeak, rows: list[dict], memory: dict, comman
     lines += ["## Peak memory of a streamed fit", "",
               f"`Posterior.fit` with \"rff\", Gaussian kernel, N = {memory['n_samples']:.0e} 1-D "
               f"points, m = {memory['m']}, float64, default chunk size "
-              f"({gp.default_chunk_size(memory['m'])} rows), each measure in a fresh subprocess "
+              f"({_memory.default_chunk_size(memory['m'])} rows), each measure in a fresh subprocess "
               "started before the benchmark allocates anything large. Baseline: the RSS "
               "(/proc/self/statm) just before the fit, with scalegp imported, X and y "
               f"({r['data_bytes'] / MB:.0f} MB) and the feature map built. "

@@ -7,10 +7,10 @@ For N_C centres (training points drawn at random) and a shared RFF map (Gaussian
 d = 2, m = 256, N = 200,000 rows streamed from a ``.npy`` file through a memory map, in the
 engine's default chunks), it times
 
-* **one pass**: :func:`scalegp.local.centred_statistics` (each chunk read once, the features
+* **one pass**: :func:`scalegp.local.centered.centred_statistics` (each chunk read once, the features
   of its shifted rows formed for every centre, one symmetric rank-k update per centre), with
   ``group=1`` and ``group=8`` (eight centres' features per call);
-* **N_C passes**: :func:`scalegp.gp.accumulate_statistics` once per centre on x - c, each pass
+* **N_C passes**: :func:`scalegp.engine.gp.accumulate_statistics` once per centre on x - c, each pass
   reading the whole file again;
 
 and reports seconds, rows read from the file, the peak of ``tracemalloc`` during the call
@@ -37,8 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import scalegp as sg  # noqa: E402
-from scalegp import features, gp, local  # noqa: E402
-from scalegp.data import IterableSource  # noqa: E402
+from scalegp import _memory, features  # noqa: E402
+from scalegp.engine import gp
+from scalegp.local import centered as local  # noqa: E402
+from scalegp.data.base import IterableSource  # noqa: E402
 
 
 class MemmapSource:
@@ -77,7 +79,7 @@ def run(n_rows: int, n_components: int, centre_counts, folder: Path) -> list[dic
     kernel = sg.Gaussian(length_scale=[0.5, 0.5])
     at_map = features.get("rff").build(X, kernel, n_components, np.random.default_rng(1)).at(
         kernel)
-    chunk_rows = gp.default_chunk_size(n_components)
+    chunk_rows = _memory.default_chunk_size(n_components)
     rows = []
     for n_centres in centre_counts:
         centres = X[rng.choice(n_rows, size=n_centres, replace=False)]

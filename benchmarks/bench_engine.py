@@ -98,7 +98,7 @@ RFF_NOISE_BOUNDS = (1e-6, 1e5)
 GLF_LENGTH_SCALE_BOUNDS = (0.1, 0.4)
 GLF_VARIANCE_BOUNDS = (0.1, 10.0)
 GLF_NOISE_BOUNDS = (1e-4, 1.0)
-#: L-BFGS-B iteration limit (scalegp.optimize.maximize_likelihood's).
+#: L-BFGS-B iteration limit (scalegp.inference.optimize.maximize_likelihood's).
 MAX_ITER = 500
 #: Agreement required between the reference and the library (relative).
 AGREEMENT = 1e-8
@@ -225,7 +225,7 @@ def reference_objective(omega, weights, offset, X, y, theta):
 
 
 def reference_learning(omega, weights, offset, X, y, theta0, bounds):
-    """L-BFGS-B on -log p from theta0 in bounds, as ``scalegp.optimize.maximize_likelihood``
+    """L-BFGS-B on -log p from theta0 in bounds, as ``scalegp.inference.optimize.maximize_likelihood``
     (scipy defaults, maxiter 500, +inf and a zero gradient at a non-finite value)."""
     def negative(theta):
         value, gradient = reference_objective(omega, weights, offset, X, y, theta)

@@ -23,7 +23,7 @@ docs/engine.md, "Threads over chunks"). Reported, from this run:
 * the 1-minute load average before and after;
 * the symmetric rank-k update alone on one chunk (one thread), as a multiple of its floor.
 
-With ``--grid`` the relief is given as what it is, a raster (:class:`scalegp.grid.GridSource`,
+With ``--grid`` the relief is given as what it is, a raster (:class:`scalegp.data.grid.GridSource`,
 axes longitude and latitude): the summary and the basis statistics then come from the axes and
 the values (docs/gauss-legendre.md, section 2, "Statistics on a tensor grid") instead of passes
 over the 9.3 million rows; the same model, measured against the same floor of the row pass.
@@ -80,7 +80,7 @@ def load_raster(path: Path):
     """The same relief as :func:`load_grid`, as a grid source over (longitude, latitude)."""
     from scipy.io import netcdf_file
 
-    from scalegp.grid import GridSource
+    from scalegp.data.grid import GridSource
 
     with netcdf_file(path, mmap=False) as source:
         lon = source.variables["ETOPO05_X"].data.astype(np.float64)
@@ -94,7 +94,7 @@ def rank_k_update_over_floor(s: int, rate: float, repeats: int = 5) -> float:
     chunk x s Phi, chunk rows as the engine picks them), best of ``repeats`` in CPU time, over
     its floor chunk s^2 / rate: what OpenBLAS's dsyrk alone leaves of the gap to the floor."""
     from scalegp import linalg
-    from scalegp.gp import default_chunk_size
+    from scalegp._memory import default_chunk_size
 
     rows = default_chunk_size(s)
     Phi = np.asfortranarray(np.random.default_rng(2).standard_normal((rows, s)))

@@ -23,9 +23,9 @@ import warnings
 import numpy as np
 
 from scalegp import kernels
-from scalegp.gibbs import GammaPrior, sample_posterior
-from scalegp.gibbs_estimator import build_kernel
-from scalegp.transformers import _build_feature_map
+from scalegp.inference.gibbs import GammaPrior, sample_posterior
+from scalegp.estimators.gibbs import build_kernel
+from scalegp.estimators.transformers import _build_feature_map
 
 M, T = 64, 50
 GRID = np.linspace(2.0, 100.0, T)          # length scales 0.07 .. 0.5 on [0, 1]

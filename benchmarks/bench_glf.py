@@ -55,12 +55,13 @@ if (ROOT / "src" / "scalegp").is_dir():
 import peers  # noqa: E402
 from machine import gemm_rate  # noqa: E402
 import scalegp  # noqa: E402
-from scalegp import exact, features, gp  # noqa: E402
+from scalegp.engine import exact, gp
+from scalegp import _memory, features  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
 from scalegp.experiments.glf import target_function  # noqa: E402
 from scalegp.features.gauss_legendre import GaussLegendreFeatures  # noqa: E402
-from scalegp.hyperparameters import Hyperparameters  # noqa: E402
-from scalegp.optimize import learn_hyperparameters  # noqa: E402
+from scalegp.engine.hyperparameters import Hyperparameters  # noqa: E402
+from scalegp.inference.optimize import learn_hyperparameters  # noqa: E402
 
 NOISE_BOUNDS = (1e-4, 1.0)
 INITIAL_NOISE = 0.1
@@ -118,7 +119,7 @@ def scaling_rows(sizes, n_components, gemm_n):
         start = time.perf_counter()
         objective = gp.MarginalLikelihood(fmap, kernel, X, y)
         pass_seconds = time.perf_counter() - start
-        chunk = gp.default_chunk_size(fmap.n_components)
+        chunk = _memory.default_chunk_size(fmap.n_components)
         start = time.perf_counter()
         for begin in range(0, n, chunk):
             fmap.basis(X[begin:begin + chunk])

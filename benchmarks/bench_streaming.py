@@ -6,7 +6,7 @@
 Writes ``benchmarks/results/streaming.md`` (``--out``). For every format (.npy, Parquet with
 row groups of 65,536 rows, CSV) and row count N, a file of N rows (x0, x1 uniform on [-2, 2],
 y = sin(2 x0) + 0.3 x1 + 0.1 noise) is written in blocks, and each fit runs in a fresh
-subprocess that imports scalegp, opens the file as a :mod:`scalegp.sources` source and fits
+subprocess that imports scalegp, opens the file as a :mod:`scalegp.data.sources` source and fits
 from it:
 
 * ``glf-learn``: Gauss-Legendre features (8 x 8 nodes, m = 64) with hyperparameter learning
@@ -44,7 +44,7 @@ PARQUET_ROW_GROUP = 65536
 CHILD = r"""
 import json, sys, time, warnings
 import scalegp as sg
-from scalegp.sources import open_source
+from scalegp.data.sources import open_source
 import pyarrow.parquet  # noqa: F401 (the floor includes it for every format)
 
 def status(key):

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import scalegp as sg  # noqa: E402
-from scalegp import gp  # noqa: E402
+from scalegp.engine import gp  # noqa: E402
 
 from benchmarks.engine_reference import DEFAULT_FILE  # noqa: E402
 

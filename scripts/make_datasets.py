@@ -1,4 +1,4 @@
-"""Regenerate the data sets embedded in ``scalegp`` (``src/scalegp/data/``).
+"""Regenerate the data sets embedded in ``scalegp`` (``src/scalegp/datasets/``).
 
 Sources (no internet needed beyond the package registries):
 
@@ -9,7 +9,7 @@ Sources (no internet needed beyond the package registries):
 
 Run from the repository root as ``python scripts/make_datasets.py``. The output is
 byte-for-byte reproducible (fixed zip timestamps), so the SHA-256 printed at the end should
-equal the constants in ``src/scalegp/datasets.py``; update them there if they change.
+equal the constants in ``src/scalegp/datasets/__init__.py``; update them there if they change.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features, kernels
-from scalegp.transformers import _build_feature_map
+from scalegp.estimators.transformers import _build_feature_map
 
 
 def all_kernels(n_dims: int = 2, ard: bool = True):

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, gp
-from scalegp.data import Chunk, IterableSource, as_source
-from scalegp.gp import (KeptFeatures, MarginalLikelihood, Statistics, accumulate_gradient,
+from scalegp import features
+from scalegp.engine import gp
+from scalegp.data.base import Chunk, IterableSource, as_source
+from scalegp.engine.gp import (KeptFeatures, MarginalLikelihood, Statistics, accumulate_gradient,
                         chunk_gradient, chunk_statistics)
-from scalegp.noise import FITC, HOMOSCEDASTIC
-from scalegp.qr import QRBasisStatistics
-from scalegp.systems import FactorizedSystem
+from scalegp.engine.noise import FITC, HOMOSCEDASTIC
+from scalegp.engine.qr import QRBasisStatistics
+from scalegp.engine.systems import FactorizedSystem
 from scalegp.testing import signed_random_fourier_features
 
 CHUNK_ROWS = 13

@@ -1,8 +1,8 @@
 """Where a global map cannot resolve a setting, fit and predict say so once (issue 24 §2).
 
 At fit: the relative Frobenius error of the training kernel matrix, estimated on the probe
-rows (scalegp.resolution.training_kernel_error). At prediction: a latent variance below the
-exact GP's least possible one (scalegp.resolution.exact_variance_floor) far from the data.
+rows (scalegp.local.resolution.training_kernel_error). At prediction: a latent variance below the
+exact GP's least possible one (scalegp.local.resolution.exact_variance_floor) far from the data.
 """
 
 import warnings
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import resolution
+from scalegp.local import resolution
 
 
 def _smooth_1d(n=300, seed=0):

@@ -185,7 +185,7 @@ def test_a_scheduler_lost_mid_fit_is_one_line(cluster, files, tmp_path, capsys, 
     """Issue 24: the scheduler dying mid-fit surfaced as a raw FutureCancelledError."""
     from distributed.client import FutureCancelledError
 
-    from scalegp.distributed import DaskSource
+    from scalegp.data.distributed import DaskSource
 
     def lost(self, function):
         raise FutureCancelledError("finalize-1234", "scheduler-connection-lost")
@@ -228,7 +228,7 @@ def test_a_scheduler_that_dies_mid_fit_is_one_line(files, tmp_path, capsys, monk
     """The real event: an in-process cluster closed as the fit's first pass on it starts
     (measured: FutureCancelledError after the client's 5 s reconnect attempt, then exit 2,
     one line)."""
-    from scalegp.distributed import DaskSource
+    from scalegp.data.distributed import DaskSource
     cluster = distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
                                        dashboard_address=None)
     passes, original = [], DaskSource.map_reduce

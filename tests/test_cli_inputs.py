@@ -8,7 +8,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import cli
-from scalegp.tables import TableError, read_table
+from scalegp.data.tables import TableError, read_table
 
 
 def run(capsys, *args):

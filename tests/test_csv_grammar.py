@@ -4,8 +4,8 @@ same rows, or the same error, through the serial reader and through the Dask wor
 Before, the Dask path (pandas' parser) truncated a ragged row ``1,2,3,4`` to three fields and
 trained on it, while the serial reader refused it; and the serial reader's cell-by-cell
 fallback (Python's ``float``) took ``1_000`` and non-ASCII digits, which pandas refused. Both
-now parse with :func:`scalegp.readers.parse_csv_lines`: numpy's C parser on plain blocks, the
-grammar :data:`scalegp.readers.NUMBER` cell by cell otherwise. The tests run a catalogue of
+now parse with :func:`scalegp.data.readers.parse_csv_lines`: numpy's C parser on plain blocks, the
+grammar :data:`scalegp.data.readers.NUMBER` cell by cell otherwise. The tests run a catalogue of
 malformed files through both paths (the Dask one in several byte ranges, so that a bad line
 falls in a later worker's range and must be renumbered) and demand identical rows or an
 identical message; and they check that numpy's parser and the grammar accept the same cells.
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from scalegp.readers import (NUMBER, CsvLineError, TableError, _parse_cell, csv_format,
+from scalegp.data.readers import (NUMBER, CsvLineError, TableError, _parse_cell, csv_format,
                              parse_csv_lines)
-from scalegp.sources import open_source, to_arrays
+from scalegp.data.sources import open_source, to_arrays
 
 dask = pytest.importorskip("dask")
-from scalegp.distributed import _BlockLineError, _line_start, dask_file_source  # noqa: E402
+from scalegp.data.distributed import _BlockLineError, _line_start, dask_file_source  # noqa: E402
 
 HEADER = "a,b,y\n"
 GOOD = "".join(f"{0.1 * i!r},{1.5 - 0.2 * i!r},{float(np.sin(i))!r}\n" for i in range(12))
@@ -194,7 +194,7 @@ def test_the_grammar(cell, accepted):
 def test_the_cell_parser_reads_exactly_the_grammar(cell):
     """_parse_cell uses float behind cheap guards; it must accept exactly NUMBER (or a
     missing token), with float's value."""
-    from scalegp.readers import MISSING_TOKENS
+    from scalegp.data.readers import MISSING_TOKENS
     if cell.strip(" \t").lower() in MISSING_TOKENS:
         assert np.isnan(_parse_cell(cell))
         return

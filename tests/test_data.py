@@ -4,15 +4,15 @@ in-memory standardization, and validation errors naming global rows."""
 import numpy as np
 import pytest
 
-from scalegp import data
-from scalegp.data import ArraySource, Chunk, DataSource, IterableSource, as_source
-from scalegp._training_data import _power_of_two_scale
+from scalegp.data import base as data
+from scalegp.data.base import ArraySource, Chunk, DataSource, IterableSource, as_source
+from scalegp.engine.noise import power_of_two_scale
 
 
 def _location_scale(values: np.ndarray, *, center: bool = True):
     """The in-memory reference the estimator used before the one-pass summary: mean and std
     (1 where it is 0) of values / 2^e, max|v| < 2^e, scaled back."""
-    scale = _power_of_two_scale(values)
+    scale = power_of_two_scale(values)
     Z = values / scale
     mean = np.mean(Z, axis=0)
     std = np.sqrt(np.mean((Z - mean) ** 2, axis=0))

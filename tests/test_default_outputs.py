@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import _output, cli, demo, experiments
+from scalegp import _output, cli, experiments
+from scalegp.cli import demo
 from scalegp.errors import UnsafeOutputError
 
 OLD = b"the user's own file: must not change unless named\n"

@@ -12,10 +12,10 @@ import pytest
 
 import scalegp as sg
 from scalegp.datasets import load_east_africa_relief
-from scalegp.estimator import ExactGPRegressor, LowRankGPRegressor
+from scalegp.estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
 from scalegp.features.base import DEFAULT_N_COMPONENTS
 from scalegp.features.gauss_legendre import VALID_MASS_TOLERANCE, GaussLegendreFeatures
-from scalegp.glf_selection import auto_budget, search_node_counts
+from scalegp.inference.glf_selection import auto_budget, search_node_counts
 
 
 def test_auto_budget_is_the_exact_gp_break_even_capped_by_memory_and_floored():

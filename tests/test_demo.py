@@ -1,4 +1,4 @@
-"""``scalegp demo`` (:func:`scalegp.demo.run_demo`) at a small size: what it prints and returns.
+"""``scalegp demo`` (:func:`scalegp.cli.demo.run_demo`) at a small size: what it prints and returns.
 
 The printed explanation must name the method and why it was chosen, the box searched and
 its reason, the exact GP's RMSE next to the low-rank model's; and its claim about the node
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import demo
+from scalegp.cli import demo
 from scalegp.datasets import load_east_africa_relief
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
 

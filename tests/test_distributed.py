@@ -1,4 +1,4 @@
-"""The engine over Dask collections (scalegp.distributed): the statistics, gradients and
+"""The engine over Dask collections (scalegp.data.distributed): the statistics, gradients and
 summary of a DaskSource against the serial passes over the same rows, on the threaded
 scheduler and on a LocalCluster of two worker processes, one of them killed mid-run."""
 
@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, gp
-from scalegp.data import ArraySource
-from scalegp.hyperparameters import Hyperparameters
+from scalegp import features
+from scalegp.engine import gp
+from scalegp.data.base import ArraySource
+from scalegp.engine.hyperparameters import Hyperparameters
 
 da = pytest.importorskip("dask.array", reason="the dask extra is part of the test install")
-from scalegp.distributed import DaskSource  # noqa: E402
+from scalegp.data.distributed import DaskSource  # noqa: E402
 
 KERNEL = sg.Gaussian(length_scale=[0.7, 0.9])
 #: Float64 sums of the same terms in another order: relative differences of a few 1e-16 per
@@ -85,7 +86,7 @@ def test_likelihood_gradient_and_posterior_over_dask(approximation):
 
 
 def test_known_noise_variances_and_the_fitc_diagonal_travel_with_the_blocks():
-    from scalegp.noise import FITC
+    from scalegp.engine.noise import FITC
     X, y, v = data(noise=True)
     fmap = features.get("rff").build(X, KERNEL, 32, np.random.default_rng(1))
     at_map = fmap.at(KERNEL)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp.hyperparameters import Hyperparameters
+from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError, NumericalWarning
 from scalegp.features.base import FixedBasisFeatureMap
-from scalegp.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
+from scalegp.engine.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 
 from scalegp.testing import dense_gp as dense_reference
 from scalegp.testing import signed_random_fourier_features

@@ -6,7 +6,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process import kernels as skk
 
 import scalegp as sg
-from scalegp.hyperparameters import Hyperparameters
+from scalegp.engine.hyperparameters import Hyperparameters
 
 NOISE = 0.05
 
@@ -44,7 +44,7 @@ def test_exact_gp_agrees_with_scikit_learn_at_fixed_hyperparameters(ours, theirs
     np.testing.assert_allclose(np.sqrt(var), std_ref, rtol=1e-8)
     assert posterior.log_marginal_likelihood == pytest.approx(
         reference.log_marginal_likelihood_value_, rel=1e-8)
-    value, grad = sg.exact.log_marginal_likelihood(ours, NOISE, X, y, eval_gradient=True)
+    value, grad = sg.engine.exact.log_marginal_likelihood(ours, NOISE, X, y, eval_gradient=True)
     _, grad_ref = reference.log_marginal_likelihood(theirs.theta, eval_gradient=True)
     # scikit-learn orders (constant, length scales); ours (length scales, variance, noise)
     np.testing.assert_allclose(grad[:-2], grad_ref[1:], rtol=1e-7)

@@ -12,7 +12,7 @@ import scalegp as sg
 from scalegp import features, kernels
 from scalegp._validation import as_generator, check_matrix
 from scalegp.features.base import FeatureMap, _REGISTRY, feature_dtype
-from scalegp.noise import FITC
+from scalegp.engine.noise import FITC
 from scalegp.testing import (check_chunked_statistics, check_engine_equals_dense,
                              check_features_grad, check_heteroscedastic_engine_equals_dense,
                              check_map_protocol)

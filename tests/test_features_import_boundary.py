@@ -13,7 +13,7 @@ import scalegp.features
 FEATURES = Path(scalegp.features.__file__).parent
 PACKAGE = "scalegp.features"
 #: The engine: objectives, solvers, optimizer and estimators.
-ENGINE = ("scalegp.gp", "scalegp.qr", "scalegp.exact", "scalegp.optimize", "scalegp.estimator")
+ENGINE = ("scalegp.engine", "scalegp.inference", "scalegp.estimators")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -48,10 +48,11 @@ def test_no_feature_module_imports_the_engine(path):
 def test_the_scan_finds_engine_imports(tmp_path):
     """The scan sees the forms an engine import takes (so the test above can fail)."""
     module = tmp_path / "probe.py"
-    module.write_text("from .. import gp as engine\nimport scalegp.qr\n"
-                      "def f():\n    from ..optimize import learn_hyperparameters\n"
-                      "    from scalegp import exact\n"
+    module.write_text("from ..engine import gp as engine\nimport scalegp.engine.qr\n"
+                      "def f():\n    from ..inference.optimize import learn_hyperparameters\n"
+                      "    from scalegp.engine import exact\n"
                       "from .base import FeatureMap\nfrom ..kernels import Kernel\n")
-    assert engine_imports(module) == ["scalegp.exact", "scalegp.gp", "scalegp.optimize",
-                                      "scalegp.optimize.learn_hyperparameters",
-                                      "scalegp.qr"]
+    assert engine_imports(module) == ["scalegp.engine", "scalegp.engine.exact",
+                                      "scalegp.engine.gp", "scalegp.engine.qr",
+                                      "scalegp.inference.optimize",
+                                      "scalegp.inference.optimize.learn_hyperparameters"]

@@ -15,8 +15,8 @@ from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 
 import scalegp as sg
-from scalegp import optimize
-from scalegp.estimator import noise_only_log_marginal_likelihood
+from scalegp.inference import optimize
+from scalegp.engine.noise import noise_only_log_marginal_likelihood
 from scalegp.features.gauss_legendre import MASS_TOLERANCE, SemigroupGaussLegendreFeatures
 
 

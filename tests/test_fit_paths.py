@@ -18,12 +18,12 @@ import pytest
 
 import scalegp as sg
 from scalegp import features, kernels
-from scalegp.data import ArraySource, IterableSource
-from scalegp.distributed import DaskSource
-from scalegp.grid import GridSource
-from scalegp.objectives import OBJECTIVES
-from scalegp.sources import CsvSource, NpySource, ParquetSource
-from scalegp.transformers import _build_feature_map
+from scalegp.data.base import ArraySource, IterableSource
+from scalegp.data.distributed import DaskSource
+from scalegp.data.grid import GridSource
+from scalegp.engine.objectives import OBJECTIVES
+from scalegp.data.sources import CsvSource, NpySource, ParquetSource
+from scalegp.estimators.transformers import _build_feature_map
 
 from .conftest import smallest_n_components
 

@@ -207,7 +207,7 @@ def test_known_fit(flags, work):
 
 def test_a_fifo_as_data_is_refused_without_opening_it(tmp_path):
     """Was: fit and predict waited forever for a writer (the fuzz case "fit data a FIFO")."""
-    from scalegp.readers import TableError, open_reader
+    from scalegp.data.readers import TableError, open_reader
     fifo = tmp_path / "data.csv"
     os.mkfifo(fifo)
     with pytest.raises(TableError, match=r"data\.csv: is not a regular file \(a FIFO, socket "
@@ -220,7 +220,7 @@ def test_a_fifo_as_data_is_refused_without_opening_it(tmp_path):
 def test_a_csv_that_is_not_utf8_is_refused_by_name(tmp_path, where):
     """Was: the raw "'utf-8' codec can't decode byte 0xff" without the file name, from the
     sniffing (a bad byte in the first 64 KiB) or from a later pass."""
-    from scalegp.readers import SNIFF_BYTES, TableError, open_reader
+    from scalegp.data.readers import SNIFF_BYTES, TableError, open_reader
     rows = "".join(f"{i},{i}\n" for i in range(SNIFF_BYTES // 4))
     content = ("a,b\n" + rows).encode() + b"1,\xff\n"
     if where == "first line":

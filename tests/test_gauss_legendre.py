@@ -11,17 +11,18 @@ import pytest
 import scipy.integrate
 
 import scalegp as sg
-from scalegp.hyperparameters import Hyperparameters
-from scalegp import exact, gp, metrics
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.engine import exact, gp
+from scalegp import metrics
 from scalegp.experiments.glf import synthetic_data
 from scalegp.features.gauss_legendre import GaussLegendreFeatures, SemigroupGaussLegendreFeatures
-from scalegp.glf_selection import search_node_counts
-from scalegp.glf_theory import (HyperparameterBox, theoretical_node_counts,
+from scalegp.inference.glf_selection import search_node_counts
+from scalegp.features.glf_theory import (HyperparameterBox, theoretical_node_counts,
                                 truncation_half_widths, truncation_radius)
-from scalegp.quadrature import gauss_legendre, symmetric_rule
+from scalegp.features.quadrature import gauss_legendre, symmetric_rule
 from scalegp.kernels import ReciprocalSemigroup
-from scalegp.objectives import low_rank_objective
-from scalegp.qr import QRBasisStatistics, QRMarginalLikelihood
+from scalegp.engine.objectives import low_rank_objective
+from scalegp.engine.qr import QRBasisStatistics, QRMarginalLikelihood
 
 
 def build(X, kernel, **options):

@@ -1,4 +1,4 @@
-"""The Gibbs sampler (scalegp.gibbs; docs/gibbs.md): every full conditional against a dense,
+"""The Gibbs sampler (scalegp.inference.gibbs; docs/gibbs.md): every full conditional against a dense,
 independent computation of the unnormalised joint on a tiny problem, the chain's theta1
 marginal against numerical integration, coverage on data with known hyperparameters, the
 ESS estimator on AR(1) chains, the predictive mixture and the input checks."""
@@ -11,10 +11,10 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from scalegp import kernels
-from scalegp.gibbs import (GammaPrior, RowsBackend, StatisticsBackend, _State,
+from scalegp.inference.gibbs import (GammaPrior, RowsBackend, StatisticsBackend, _State,
                            check_theta1_grid, effective_sample_size, length_scale_of,
                            mixture_quantile, sample_posterior, unit_kernel)
-from scalegp.transformers import _build_feature_map
+from scalegp.estimators.transformers import _build_feature_map
 
 pytestmark = pytest.mark.filterwarnings("ignore:Gauss-Legendre features with q")
 KERNEL = kernels.get("gaussian")
@@ -242,7 +242,7 @@ def test_nearly_collinear_features_keep_the_chain_proper():
     and tau stays where the data put it: 1 / tau about RSS / (n - m) <= y^T y / (n - m),
     below 2 mean(y^2)."""
     from scalegp.experiments.gibbs_simulation import FUNCTIONS, function
-    from scalegp.gibbs_estimator import build_kernel
+    from scalegp.estimators.gibbs import build_kernel
     n = 2000
     x = np.linspace(0, 1, n)[:, None]
     y = function(x[:, 0], *FUNCTIONS[1][1:]) + 0.1 * np.random.default_rng(0).standard_normal(n)
@@ -262,8 +262,8 @@ def test_fixed_basis_statistics_from_one_pass_equal_a_pass_per_grid_point():
     """For GLF the per-grid-point statistics are a rescaling of Phi^T Phi (one pass). The
     eigenvalues dropped as rounding (<= m eps lam_max) and their z_l (z_l^2 <= lam_l y^T y)
     bound the reconstruction errors by m tol and sqrt(m tol y^T y), tol = m eps lam_max."""
-    from scalegp.data import ArraySource
-    from scalegp.gp import accumulate_statistics
+    from scalegp.data.base import ArraySource
+    from scalegp.engine.gp import accumulate_statistics
     fmap, X, y = tiny_problem(n=40, m=12, approximation="glf")
     backend = StatisticsBackend(fmap, KERNEL, GRID, X, y)
     m = fmap.n_components
@@ -390,7 +390,7 @@ def test_predictive_mixture_mean_variance_and_quantiles():
 
 def test_predictions_in_blocks_equal_one_block(monkeypatch):
     """Test rows are processed in blocks of PREDICTION_BYTES; the blocks change nothing."""
-    import scalegp.gibbs as gibbs_module
+    import scalegp.inference.gibbs as gibbs_module
     fmap, X, y = tiny_problem(n=30)
     samples = sample_posterior(fmap, KERNEL, X, y, theta1_grid=GRID, n_iter=100, burn_in=20,
                                collapsed=True, diag_correction=True, rng=4)

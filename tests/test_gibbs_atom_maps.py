@@ -14,9 +14,9 @@ from sklearn.base import clone
 
 import scalegp as sg
 from scalegp import kernels
-from scalegp.gibbs import (AtomMaps, GammaPrior, RowsBackend, StatisticsBackend, _State,
+from scalegp.inference.gibbs import (AtomMaps, GammaPrior, RowsBackend, StatisticsBackend, _State,
                            effective_sample_size, sample_posterior, unit_kernel)
-from scalegp.transformers import _build_feature_map
+from scalegp.estimators.transformers import _build_feature_map
 
 from .test_gibbs import exact_theta1_posterior
 

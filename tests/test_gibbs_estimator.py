@@ -165,7 +165,7 @@ def test_the_minimum_of_kept_draws_is_the_derived_one():
     draws falls below half the true one with probability below 2.5 %:
     P(chi2_{S-1} < (S-1)/4) < 0.025."""
     from scipy import stats
-    from scalegp.gibbs import MIN_PREDICTIVE_DRAWS
+    from scalegp.inference.gibbs import MIN_PREDICTIVE_DRAWS
     smallest = next(S for S in range(2, 100) if stats.chi2.cdf((S - 1) / 4, S - 1) < 0.025)
     assert MIN_PREDICTIVE_DRAWS == smallest == 9
 
@@ -175,7 +175,7 @@ def test_the_minimum_of_kept_draws_is_the_derived_one():
     (22, 20, 1), (28, 20, 1), (60, 20, 5), (60, 0, 8), (100, 40, 10)])
 def test_fewer_kept_draws_than_a_prediction_needs_are_refused_before_any_work(
         n_iter, burn_in, thin, monkeypatch):
-    from scalegp import gibbs_estimator
+    from scalegp.estimators import gibbs as gibbs_estimator
     kept = len(range(burn_in, n_iter, thin))
     assert kept < 9
     monkeypatch.setattr(gibbs_estimator, "_build_feature_map",
@@ -202,8 +202,8 @@ def test_nine_kept_draws_predict_a_positive_spread(diag):
 def test_a_chain_with_too_few_draws_does_not_predict():
     """sample_posterior itself may keep few draws (timing a sweep), but its predictive,
     interval and prediction ESS refuse them: one draw has no spread."""
-    from scalegp.gibbs import sample_posterior
-    from scalegp.transformers import _build_feature_map
+    from scalegp.inference.gibbs import sample_posterior
+    from scalegp.estimators.transformers import _build_feature_map
     X, y = data()
     kernel = sg.Gaussian()
     fmap = _build_feature_map("rff", X, kernel, 8, None, np.random.default_rng(0))

@@ -11,7 +11,7 @@ import pytest
 
 import scalegp as sg
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
-from scalegp.glf_theory import HyperparameterBox, truncation_half_widths
+from scalegp.features.glf_theory import HyperparameterBox, truncation_half_widths
 
 
 def legendre_rule(n_nodes, low, high):

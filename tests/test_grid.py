@@ -1,4 +1,4 @@
-"""Gridded data (scalegp.grid, docs/data-sources.md, "Gridded data"): the grid source's rows
+"""Gridded data (scalegp.data.grid, docs/data-sources.md, "Gridded data"): the grid source's rows
 and refusals, the Gauss-Legendre statistics on a tensor grid against Phi^T Phi and Phi^T y
 of the streamed rows, the engine taking them without a pass, and fits on a grid source equal
 to the fits on the same rows as arrays."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp.data import ArraySource
+from scalegp.data.base import ArraySource
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
-from scalegp.gp import BasisStatistics
-from scalegp.grid import GridSource
+from scalegp.engine.gp import BasisStatistics
+from scalegp.data.grid import GridSource
 
 
 def rows_of(source, chunk=37):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp.hyperparameters import Hyperparameters
+from scalegp.engine.hyperparameters import Hyperparameters
 
 
 def test_encode_decode_and_box():

@@ -1,4 +1,4 @@
-"""Knots learned by the gradient of the VFE bound (scalegp.knot_learning, docs/nystrom.md,
+"""Knots learned by the gradient of the VFE bound (scalegp.inference.knot_learning, docs/nystrom.md,
 "Learned knots"): the kernels' input gradient against differences, the knot gradient against
 a dense analytic gradient written from kernel matrices (to 1e-10) and that one against
 differences, the bound after learning, and the estimator's ``learn_knots``."""
@@ -10,10 +10,11 @@ import pytest
 from sklearn.base import clone
 
 import scalegp as sg
-from scalegp import exact, gp, kernels
+from scalegp.engine import exact, gp
+from scalegp import kernels
 from scalegp.features import nystrom
-from scalegp.hyperparameters import Hyperparameters
-from scalegp.knot_learning import LearnedKnotsObjective, learn_knots
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.inference.knot_learning import LearnedKnotsObjective, learn_knots
 
 NOISE = 0.05
 SMOOTH = ["gaussian", "matern32", "matern52", "cauchy"]
@@ -177,7 +178,7 @@ def test_objective_and_knot_gradient_equal_the_dense_analytic_ones(chunk_size, n
     np.testing.assert_allclose(value, value_ref, rtol=1e-10)
     knot_grad = grad[hp.n_params:].reshape(Z.shape)
     np.testing.assert_allclose(knot_grad, grad_ref, rtol=0, atol=1e-10 * np.abs(grad_ref).max())
-    engine_value, engine_grad = sg.objectives.low_rank_objective(
+    engine_value, engine_grad = sg.engine.objectives.low_rank_objective(
         fmap, hp, X, y, objective="vfe")(hp.theta)
     assert engine_value == pytest.approx(value, rel=1e-12)
     np.testing.assert_allclose(grad[:hp.n_params], engine_grad, rtol=1e-12, atol=1e-12)
@@ -205,12 +206,12 @@ def test_learned_knots_raise_the_bound_which_stays_below_the_exact_likelihood(da
                                          knots="pivoted_cholesky")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        start = sg.objectives.low_rank_objective(fmap, hp, X, y, objective="vfe").value(hp.theta)
+        start = sg.engine.objectives.low_rank_objective(fmap, hp, X, y, objective="vfe").value(hp.theta)
         learned_map, learned_hp, result, objective = learn_knots(fmap, hp, X, y, max_iter=60)
     assert learned_map.selection == "learned" and learned_map.knots.shape == (6, 2)
     assert result.log_marginal_likelihood > start
     theta = learned_hp.theta
-    bound = sg.objectives.low_rank_objective(learned_map, learned_hp, X, y,
+    bound = sg.engine.objectives.low_rank_objective(learned_map, learned_hp, X, y,
                                              objective="vfe").value(theta)
     assert bound == pytest.approx(result.log_marginal_likelihood, rel=1e-12)
     kernel_learned, noise_learned = learned_hp.values(theta)

@@ -21,9 +21,9 @@ from scalegp._limits import (MAX_GIBBS_SWEEPS, MAX_KNOT_ITERATIONS, MAX_RESTARTS
                              MAX_THETA1_ATOMS, check_count)
 from scalegp.cli import main
 from scalegp.errors import InsufficientMemoryError, NotPositiveDefiniteError, NumericalWarning
-from scalegp.gibbs_estimator import GibbsGPRegressor
+from scalegp.estimators.gibbs import GibbsGPRegressor
 from scalegp.metrics import sample_kernel_approximation_error
-from scalegp.optimize import maximize_likelihood
+from scalegp.inference.optimize import maximize_likelihood
 
 #: A refusal "before any work": well under what the smallest fit of these data takes, and far
 #: under the minutes the issue measured.

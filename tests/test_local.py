@@ -1,4 +1,4 @@
-"""Local (centred) models (scalegp.local, docs/local-models.md): test-point and cluster centring.
+"""Local (centred) models (scalegp.local.centered, docs/local-models.md): test-point and cluster centring.
 
 Shift-invariant Fourier maps are unchanged by centring (their features of x - c are a rotation
 of those of x). The non-trivial behaviour is tested with a map defined here, the truncated
@@ -21,13 +21,15 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import scalegp as sg
-from scalegp import features, gp, local
+from scalegp import features
+from scalegp.engine import gp
+from scalegp.local import centered as local
 from scalegp._validation import check_matrix
-from scalegp.clustering import farthest_point_centres, nearest_centres
-from scalegp.data import ArraySource
+from scalegp.local.clustering import farthest_point_centres, nearest_centres
+from scalegp.data.base import ArraySource
 from scalegp.errors import InsufficientMemoryError
 from scalegp.features.base import FeatureMap, _REGISTRY
-from scalegp.hyperparameters import Hyperparameters
+from scalegp.engine.hyperparameters import Hyperparameters
 
 NAME = "test-taylor-gaussian"
 

@@ -1,4 +1,4 @@
-"""Where the Maclaurin truncation resolves a local model (scalegp.resolution, issue 24 §2).
+"""Where the Maclaurin truncation resolves a local model (scalegp.local.resolution, issue 24 §2).
 
 A test-point-centred Maclaurin model is the GP of the truncated local kernel; it is within the
 exact GP's posterior band at every test point the truncation resolves, and it warns, naming
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import resolution
+from scalegp.local import resolution
 from scalegp.features.maclaurin import MaclaurinFeatures, truncation_share
 
 #: A resolved test point's mean lies within this many exact posterior standard deviations of

@@ -13,7 +13,7 @@ import scalegp as sg
 from scalegp import features
 from scalegp.features.maclaurin import (AllocationStatistics, optimize_allocation,
                                         uniform_allocation)
-from scalegp.sketches import SKETCHES
+from scalegp.features.sketches import SKETCHES
 
 Maclaurin = features.get("maclaurin")
 
@@ -65,7 +65,7 @@ def reference_terms(U, sketch, max_degree):
     c_ij^2 Var_n(u_i, u_j; D) / (n!)^2 with c_ij = exp(-(|u_i|^2 + |u_j|^2) / 2) and Var_n
     the closed-form sketch variance; bias[p] the squared truncation error of degree p
     averaged over all pairs (i, j)."""
-    from scalegp.sketches import sketch_variance
+    from scalegp.features.sketches import sketch_variance
     i, j = np.tril_indices(len(U), k=-1)
     sq = np.sum(U**2, axis=1)
 

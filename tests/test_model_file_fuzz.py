@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import io as model_io, local
+from scalegp import io as model_io
+from scalegp.local import centered as local
 from scalegp.errors import InvalidModelFileError
 
 MUST_FAIL, MAY_LOAD = "must fail", "may load"
@@ -64,7 +65,7 @@ MODELS = {
                                               random_state=0),
     "exact": lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
                                          normalize_y=True),
-    # local models (scalegp.local): stacked per-centre systems, or the training rows
+    # local models (scalegp.local.centered): stacked per-centre systems, or the training rows
     "clusters": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
                                               local_threshold=1.0, normalize_y=True,
                                               random_state=0),
@@ -90,7 +91,7 @@ MODELS = {
     # the knots
     "nystrom": lambda: sg.LowRankGPRegressor(approximation="nystrom", n_components=8,
                                              optimize=False, random_state=0),
-    # the draws of the Gibbs sampler (scalegp.gibbs), with the FITC-style diagonal
+    # the draws of the Gibbs sampler (scalegp.inference.gibbs), with the FITC-style diagonal
     "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0, 2.0],
                                          n_iter=30, burn_in=10, thin=2, collapsed=True,
                                          diag_correction=True, normalize_X=True,

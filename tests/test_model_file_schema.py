@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, io as model_io, local
+from scalegp import features, io as model_io
+from scalegp.local import centered as local
 from scalegp.errors import InvalidModelFileError
 
 from .test_model_file_fuzz import model_file, with_array, write

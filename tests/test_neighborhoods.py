@@ -1,13 +1,14 @@
-"""Neighbourhood-local models (scalegp.neighborhoods): the cover, the blend, the composite
+"""Neighbourhood-local models (scalegp.local.neighborhoods): the cover, the blend, the composite
 likelihood and the blended posterior, against brute-force and exact references."""
 
 import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import exact, neighborhoods as nb
-from scalegp.hyperparameters import Hyperparameters
-from scalegp.transformers import _build_feature_map
+from scalegp.engine import exact
+from scalegp.local import neighborhoods as nb
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.estimators.transformers import _build_feature_map
 
 
 def rough_data(n=300, seed=0):
@@ -174,14 +175,14 @@ def test_shift_invariant_map_with_all_points_equals_the_global_low_rank_gp(appro
     hyper = Hyperparameters(kernel, 0.05, (1e-3, 1.0))
     objective = nb.NeighborhoodLikelihood(hyper, cover, X, y, feature_map=feature_map)
     posterior = objective.posterior(hyper.theta)
-    reference = sg.gp.Posterior.fit(feature_map, kernel, 0.05, X, y)
+    reference = sg.engine.gp.Posterior.fit(feature_map, kernel, 0.05, X, y)
     X_test = np.random.default_rng(3).uniform(-3, 3, size=(50, 2))
     mean, var = posterior.predict(X_test, return_var=True)
     ref_mean, ref_var = reference.predict(X_test, return_var=True)
     np.testing.assert_allclose(mean, ref_mean, atol=1e-10)
     np.testing.assert_allclose(var, ref_var, atol=1e-10)
     value, gradient = objective(hyper.theta)
-    ref_objective = sg.gp.MarginalLikelihood(feature_map, hyper, X, y)
+    ref_objective = sg.engine.gp.MarginalLikelihood(feature_map, hyper, X, y)
     ref_value, ref_gradient = ref_objective(hyper.theta)
     assert value == pytest.approx(cover.n_centres * ref_value, rel=1e-10)
     np.testing.assert_allclose(gradient, cover.n_centres * ref_gradient, rtol=1e-8, atol=1e-8)
@@ -286,7 +287,7 @@ def test_estimator_refuses_exact_outside_neighbourhoods_and_short_memory(monkeyp
 def test_composite_noise_only_reference_is_the_sum_over_neighbourhoods():
     X, y = rough_data(150)
     model = neighbors_estimator(optimize=False).fit(X, y)
-    from scalegp.estimator import noise_only_log_marginal_likelihood
+    from scalegp.engine.noise import noise_only_log_marginal_likelihood
     expected = sum(noise_only_log_marginal_likelihood(y[rows])
                    for rows in model.local_model_.neighborhoods.members)
     assert model.noise_only_log_marginal_likelihood_ == pytest.approx(expected, rel=1e-12)

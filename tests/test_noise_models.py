@@ -8,8 +8,8 @@ import pytest
 import scalegp as sg
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError
-from scalegp.gp import MarginalLikelihood
-from scalegp.noise import FITC, HOMOSCEDASTIC
+from scalegp.engine.gp import MarginalLikelihood
+from scalegp.engine.noise import FITC, HOMOSCEDASTIC
 from scalegp.testing import check_heteroscedastic_engine_equals_dense, dense_diagonal
 
 from .conftest import all_kernels, kernel_id, map_kernel_cases
@@ -117,7 +117,7 @@ def test_heteroscedastic_models_refuse_the_qr_solver_and_the_positive_part(regre
     kernel = sg.Gaussian(length_scale=[0.7, 1.3])
     glf = features.get("glf").build(X, kernel, N_COMPONENTS, np.random.default_rng(0))
     with pytest.raises(NotImplementedError, match="solver='qr' supports homoscedastic"):
-        sg.qr.QRMarginalLikelihood(glf, kernel, X, y, noise=FITC)
+        sg.engine.qr.QRMarginalLikelihood(glf, kernel, X, y, noise=FITC)
     sfs = features.get("sfs").build(X, kernel, N_COMPONENTS, np.random.default_rng(0))
     with pytest.raises(NotImplementedError, match="homoscedastic noise only"):
         MarginalLikelihood(sfs, kernel, X, y, noise=FITC, signed_rule="repair")

@@ -15,11 +15,12 @@ import pytest
 
 import scalegp as sg
 import scalegp.testing
-from scalegp import exact, features, kernels, linalg
+from scalegp.engine import exact
+from scalegp import features, kernels, linalg
 from scalegp.features import nystrom
-from scalegp.gp import MarginalLikelihood
-from scalegp.hyperparameters import Hyperparameters
-from scalegp.objectives import low_rank_objective
+from scalegp.engine.gp import MarginalLikelihood
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.engine.objectives import low_rank_objective
 
 NOISE = 0.05
 

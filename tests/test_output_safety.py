@@ -25,7 +25,7 @@ import pytest
 import scalegp as sg
 from scalegp import _output, cli, experiments
 from scalegp.errors import UnsafeOutputError
-from scalegp.tables import read_table, write_csv
+from scalegp.data.tables import read_table, write_csv
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 VICTIM_TEXT = "precious: must never change\n"
@@ -577,7 +577,8 @@ def test_cli_fit_checks_out_before_reading_or_fitting(tmp_path, data_files, caps
 
 def test_cli_predict_demo_experiment_check_before_work(tmp_path, data_files, capsys,
                                                        monkeypatch):
-    from scalegp import demo, io
+    from scalegp.cli import demo
+    from scalegp import io
     calls = []
     monkeypatch.setattr(io, "load", lambda path: calls.append(path))
     monkeypatch.setattr(demo, "run_demo", lambda **kw: calls.append("demo"))

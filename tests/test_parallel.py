@@ -12,10 +12,10 @@ from threadpoolctl import threadpool_info
 
 import scalegp as sg
 from scalegp import features, parallel
-from scalegp.data import ArraySource
-from scalegp.gp import MarginalLikelihood, Statistics
-from scalegp.hyperparameters import Hyperparameters
-from scalegp.noise import FITC
+from scalegp.data.base import ArraySource
+from scalegp.engine.gp import MarginalLikelihood, Statistics
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.engine.noise import FITC
 
 SEEDS = (0, 1, 2)
 

@@ -13,8 +13,8 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.gp import MarginalLikelihood, Posterior, Statistics
-from scalegp.positive_part import PositivePart
+from scalegp.engine.gp import MarginalLikelihood, Posterior, Statistics
+from scalegp.engine.positive_part import PositivePart
 
 from scalegp.testing import dense_positive_part_gp as dense_repaired
 from scalegp.testing import signed_random_fourier_features

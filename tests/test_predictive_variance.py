@@ -5,7 +5,7 @@ Nystrom and random-projection features span the knots (or the projection's basis
 returned by default under ``objective="dtc"`` (0.000-0.022 with all 200 training points as
 knots where the exact GP gives 0.70-1.0; std 0 far from the data with 40 knots). The default
 is now the DTC predictive, which adds c(x) = k(x, x) - q(x, x)
-(:func:`scalegp.noise.default_diag_correction`): with all training points as knots the model
+(:func:`scalegp.engine.noise.default_diag_correction`): with all training points as knots the model
 is the exact GP, for the std too. ``scalegp predict --[no-]diag-correction`` chooses as the
 API's ``diag_correction`` does.
 """
@@ -18,7 +18,7 @@ import pytest
 import scalegp as sg
 from scalegp import features, kernels
 from scalegp.cli import main
-from scalegp.noise import default_diag_correction
+from scalegp.engine.noise import default_diag_correction
 
 MAPS = ["nystrom", "random-projection"]
 EPS = np.finfo(float).eps

@@ -9,7 +9,7 @@ from math import factorial
 import numpy as np
 import pytest
 
-from scalegp import quadrature
+from scalegp.features import quadrature
 
 
 def gaussian_moment(k) -> float:

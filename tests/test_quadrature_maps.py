@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, quadrature
+from scalegp import features
+from scalegp.features import quadrature
 from scalegp.cli import main as cli_main
 from scalegp.errors import NotPositiveDefiniteError
 from scalegp.features import fully_symmetric
-from scalegp.gp import MarginalLikelihood, Posterior
+from scalegp.engine.gp import MarginalLikelihood, Posterior
 
 from .conftest import all_kernels, kernel_id
 from scalegp.testing import dense_gp as dense_reference

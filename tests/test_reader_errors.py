@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from scalegp.cli import main
-from scalegp.readers import TableError
-from scalegp.sources import open_source, to_arrays
+from scalegp.data.readers import TableError
+from scalegp.data.sources import open_source, to_arrays
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -28,7 +28,7 @@ def test_fortran_ordered_npz_members_read_as_their_c_ordered_copy(layout, dtype,
                                                                   monkeypatch):
     """df[cols].to_numpy() is Fortran-ordered; every dtype and byte order, in blocks that cut
     the rows (the member is read whole, then sliced)."""
-    from scalegp import sources
+    from scalegp.data import sources
     monkeypatch.setattr(sources, "READ_ROWS", 7)
     values = (table() * 100).astype(dtype)
     for order, name in (("C", "c.npz"), ("F", "f.npz")):
@@ -94,7 +94,7 @@ def test_parquet_integers_above_2_53_read_as_the_csv_reader_rounds_them(tmp_path
 
 def test_parquet_integers_above_2_53_on_the_dask_workers(tmp_path):
     dask = pytest.importorskip("dask")
-    from scalegp.distributed import dask_file_source
+    from scalegp.data.distributed import dask_file_source
     ids = np.arange(10, dtype=np.int64) + 2**60 + 1
     pq.write_table(pa.table({"id": ids, "y": np.linspace(0, 1, 10)}), tmp_path / "t.parquet")
     with dask.config.set(scheduler="synchronous"):

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import cli, features, gibbs, linalg, local, rowwise
+from scalegp import cli, features, linalg, rowwise
+from scalegp.inference import gibbs
+from scalegp.local import centered as local
 from scalegp.errors import NonFiniteResultError
 
 ORDINARY = np.random.default_rng(7).uniform(-2.5, 2.5, size=(10, 2))

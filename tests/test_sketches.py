@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from scalegp import sketches as sk
+from scalegp.features import sketches as sk
 
 U = np.array([0.7, -0.4, 0.5])
 V = np.array([0.3, 0.8, -0.6])

@@ -1,4 +1,4 @@
-"""Streaming from files (scalegp.sources): equal to the in-memory fit, flat in memory, and
+"""Streaming from files (scalegp.data.sources): equal to the in-memory fit, flat in memory, and
 bad input refused with errors that name the problem.
 
 A streamed fit reads the same floats (every format parses a number with correct rounding, and
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import sources
-from scalegp.readers import TableError
-from scalegp.sources import CsvSource, NpySource, ParquetSource, open_source
+from scalegp.data import sources
+from scalegp.data.readers import TableError
+from scalegp.data.sources import CsvSource, NpySource, ParquetSource, open_source
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -223,7 +223,7 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
 # ----------------------------------------------------------------- memory
 PEAK = r"""
 import sys, numpy as np, scalegp as sg
-from scalegp.sources import NpySource
+from scalegp.data.sources import NpySource
 sg.LowRankGPRegressor(approximation="rff", n_components=64, optimize=False,
                       normalize_X=True, random_state=0).fit(NpySource(sys.argv[1], 2))
 print([int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0])
@@ -339,7 +339,7 @@ def test_a_dask_source_fits_on_its_workers_equal_to_the_in_memory_fit(data, monk
     equals the in-memory one up to the rounding of other block sums (measured 4e-13)."""
     dask = pytest.importorskip("dask")
     da = pytest.importorskip("dask.array")
-    from scalegp.distributed import DaskSource
+    from scalegp.data.distributed import DaskSource
     X, y, _ = data
     driver_passes = []
     chunks = sources.StandardizedSource.chunks

@@ -4,7 +4,7 @@ L-BFGS-B's first trial point is x - g, stopped only by the box: with length-scal
 1e-20..1e20 it used to land where the kernel is degenerate, return to the start and report
 "converged" there (`scalegp fit ... --length-scale-bounds 1e-20 1e20`: the start values and a
 log likelihood of -494.9 where 211.7 is reached in the default box). Wide boxes are now
-searched in moving windows (:func:`scalegp.optimize._windowed_search`); a run that cannot
+searched in moving windows (:func:`scalegp.inference.optimize._windowed_search`); a run that cannot
 leave a non-stationary start is reported as not converged.
 """
 
@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import kernels, optimize
+from scalegp import kernels
+from scalegp.inference import optimize
 from scalegp.cli import main
-from scalegp.hyperparameters import Hyperparameters
+from scalegp.engine.hyperparameters import Hyperparameters
 
 
 def _data_1d(n=200):

@@ -1,29 +1,28 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
-from . import (clustering, exact, features, gibbs, gp, kernels, linalg, local, metrics,
-               optimize)
+from . import (data, datasets, engine, estimators, features, inference, io, kernels, linalg,
+               local, metrics)
+from ._version import __version__
 from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
-from .exact import ExactMarginalLikelihood, ExactPosterior
-from .gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
+from .engine.exact import ExactMarginalLikelihood, ExactPosterior
+from .engine.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
-from .optimize import learn_hyperparameters
-from .estimator import ExactGPRegressor, LowRankGPRegressor
-from .gibbs_estimator import GibbsGPRegressor
+from .inference.optimize import learn_hyperparameters
+from .estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+from .estimators.gibbs import GibbsGPRegressor
 from .io import load, save
-from .transformers import FeatureMapTransformer
-
-__version__ = "0.1.0"
+from .estimators.transformers import FeatureMapTransformer
 
 __all__ = [
-    "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning", "FitQualityWarning",
-    "NonFiniteResultError", "ExactMarginalLikelihood", "ExactPosterior",
-    "Gaussian", "InvalidModelFileError", "Kernel", "Laplacian", "MarginalLikelihood", "Matern",
+    "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning",
+    "ExactGPRegressor", "ExactMarginalLikelihood", "ExactPosterior", "FeatureMapTransformer",
+    "FitQualityWarning", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
+    "Laplacian", "LowRankGPRegressor", "MarginalLikelihood", "Matern", "NonFiniteResultError",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
-    "UnsafeOutputError", "__version__",
-    "clustering", "exact", "features", "gibbs", "gp", "kernels", "learn_hyperparameters", "linalg",
-    "local", "metrics",
-    "optimize",
-    "ExactGPRegressor", "FeatureMapTransformer", "GibbsGPRegressor", "LowRankGPRegressor", "load", "save",
+    "UnsafeOutputError", "__version__", "learn_hyperparameters", "load", "save",
+    # the wings (docs/extending.md, "The layout of the package")
+    "data", "datasets", "engine", "estimators", "features", "inference", "io", "kernels",
+    "linalg", "local", "metrics",
 ]

@@ -36,24 +36,25 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: The wing of each module at the top of the package (every other module's is its folder).
 TOP_LEVEL: dict[str, str] = {
     "scalegp": "package", "__main__": "package", "testing": "package",
-    "_architecture": "base", "errors": "base", "_validation": "base", "_limits": "base",
+    "_architecture": "base", "_version": "base", "errors": "base", "_validation": "base", "_limits": "base",
     "_memory": "base", "_output": "base", "linalg": "base", "parallel": "base",
     "rowwise": "base", "kernels": "base", "metrics": "base",
-    # the flat layout before issue 25: each module's wing as its docstring describes it
-    "data": "data", "sources": "data", "readers": "data", "tables": "data", "grid": "data",
-    "distributed": "data", "datasets": "datasets",
-    "glf_theory": "features", "quadrature": "features", "sketches": "features",
-    "gp": "engine", "systems": "engine", "noise": "engine", "positive_part": "engine",
-    "qr": "engine", "objectives": "engine", "hyperparameters": "engine", "exact": "engine",
-    "optimize": "inference", "gibbs": "inference", "knot_learning": "inference",
-    "glf_selection": "inference",
-    "local": "local", "neighborhoods": "local", "clustering": "local", "resolution": "local",
-    "estimator": "estimators", "gibbs_estimator": "estimators", "transformers": "estimators",
-    "_training_data": "estimators",
-    "io": "io", "cli": "cli", "demo": "cli",
 }
 
 LAYER_OF: dict[str, int] = {wing: level for level, wings in enumerate(LAYERS) for wing in wings}
+
+#: Package-private helper modules: every wing may import them and use their public names. Any
+#: other module or name that starts with an underscore is private to its wing.
+HELPERS = frozenset({"scalegp._validation", "scalegp._memory", "scalegp._output",
+                     "scalegp._limits", "scalegp._version"})
+
+#: Functions of numpy.linalg, scipy.linalg and scipy.sparse.linalg that factorize a matrix or
+#: solve with one: only :mod:`scalegp.linalg` calls them.
+FACTORIZING = frozenset({
+    "cholesky", "cho_factor", "cho_solve", "solve", "solve_triangular", "eig", "eigh",
+    "eigvals", "eigvalsh", "eigsh", "qr", "svd", "svdvals", "lu", "lu_factor", "lu_solve",
+    "inv", "pinv", "lstsq", "cond", "det", "slogdet", "ldl"})
+LINALG_MODULES = ("numpy.linalg", "scipy.linalg", "scipy.sparse.linalg")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -84,6 +85,16 @@ class Module:
     imports: set[str] = field(default_factory=set)
     #: (imported module, name) for every ``from module import _private`` and ``module._private``
     private_uses: set[tuple[str, str]] = field(default_factory=set)
+    #: private names the module defines (functions, classes, attributes, variables)
+    defines: set[str] = field(default_factory=set)
+    #: (line, text) of every ``obj._private`` with obj neither ``self`` nor ``cls``
+    private_attributes: list[tuple[int, str]] = field(default_factory=list)
+    #: (line, text) of every call of a :data:`FACTORIZING` function of numpy or scipy
+    factorizations: list[tuple[int, str]] = field(default_factory=list)
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 def _resolve(node: ast.ImportFrom, name: str, is_package: bool) -> str:
@@ -129,16 +140,50 @@ def read_package(root: Path = ROOT) -> dict[str, Module]:
                         aliases[alias.asname or alias.name] = child
                     else:
                         module.imports.add(source)
-                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        if is_private(alias.name):
                             module.private_uses.add((source, alias.name))
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases and node.attr.startswith("_")
-                    and not node.attr.startswith("__")):
-                module.private_uses.add((aliases[node.value.id], node.attr))
+        _read_names(module, tree, aliases)
         module.imports.discard(module.name)
         module.imports &= set(modules)
     return modules
+
+
+def _read_names(module: Module, tree: ast.Module, aliases: dict[str, str]) -> None:
+    """Fill the private names a module defines and reaches, and its factorizing calls."""
+    linalg_aliases, linalg_names = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in ("numpy", "scipy"):
+                    linalg_aliases |= {f"{alias.asname or alias.name}.linalg",
+                                       f"{alias.asname or alias.name}.sparse.linalg"}
+                elif alias.name in LINALG_MODULES:
+                    linalg_aliases.add(alias.asname or alias.name)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in LINALG_MODULES:
+                    linalg_aliases.add(alias.asname or alias.name)
+                elif node.module in LINALG_MODULES and alias.name in FACTORIZING:
+                    linalg_names.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            module.defines.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            module.defines.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.ctx, ast.Store):
+                module.defines.add(node.attr)
+            elif is_private(node.attr):
+                if isinstance(node.value, ast.Name) and node.value.id in aliases:
+                    module.private_uses.add((aliases[node.value.id], node.attr))
+                elif not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    module.private_attributes.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call):
+            function = ast.unparse(node.func)
+            owner, _, name = function.rpartition(".")
+            if (owner in linalg_aliases and name in FACTORIZING) or function in linalg_names:
+                module.factorizations.append((node.lineno, function))
+    module.defines = {name for name in module.defines if is_private(name)}
 
 
 def cycles(modules: dict[str, Module]) -> list[list[str]]:
@@ -195,3 +240,37 @@ def upward_arrows(modules: dict[str, Module]) -> list[tuple[str, str]]:
     """Every import from a module to one of a higher layer."""
     return sorted((v, w) for v, module in modules.items() for w in module.imports
                   if LAYER_OF[wing(w)] > LAYER_OF[wing(v)])
+
+
+def private_reaches(modules: dict[str, Module]) -> list[str]:
+    """A line for every private module or name used outside its wing.
+
+    Private to its wing: a module whose name starts with an underscore (but the
+    :data:`HELPERS`, which every wing may import), and a name that does: imported from another
+    wing's module or read from it (``module._name``), or read as ``obj._name`` from an object
+    when no module of the reader's wing defines ``_name`` (``self`` and ``cls`` excepted). A
+    helper's own private names are private to it.
+    """
+    defined: dict[str, set[str]] = {}
+    for name, module in modules.items():
+        defined.setdefault(wing(name), set()).update(module.defines)
+    found = []
+    for name, module in sorted(modules.items()):
+        here = wing(name)
+        for target in sorted(module.imports):
+            if (any(is_private(part) for part in target.split(".")[1:])
+                    and target not in HELPERS and wing(target) != here):
+                found.append(f"{name} imports {target}")
+        for target, attribute in sorted(module.private_uses):
+            if target != name and (wing(target) != here or target in HELPERS):
+                found.append(f"{name} uses {target}.{attribute}")
+        for _, text in sorted(set(module.private_attributes)):
+            if text.rpartition(".")[2] not in defined[here]:
+                found.append(f"{name} reads {text}")
+    return list(dict.fromkeys(found))
+
+
+def factorizations(modules: dict[str, Module]) -> dict[str, int]:
+    """The factorizing calls of each module but :mod:`scalegp.linalg` that makes any."""
+    return {name: len(module.factorizations) for name, module in sorted(modules.items())
+            if name != f"{PACKAGE}.linalg" and module.factorizations}

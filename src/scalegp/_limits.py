@@ -5,9 +5,9 @@ ran over a minute drawing its starts before anything was said; ``--theta1-grid 0
 exhausted memory in ``linspace``). Counts whose cost is memory are checked against the
 machine (:mod:`scalegp._memory`): ``n_components`` (``check_memory``), the predictive
 covariance and the draws of ``sample_y`` (``check_prediction_memory``), a local model's
-neighbourhoods and centres (:func:`scalegp.neighborhoods.check_memory`,
-:func:`scalegp.local` memory checks), the Gibbs sampler's m x m factors per grid point and
-its kept draws (:mod:`scalegp.gibbs`), the subsample of ``sample_kernel_approximation_error``.
+neighbourhoods and centres (:func:`scalegp.local.neighborhoods.check_memory`,
+:func:`scalegp.local.centered` memory checks), the Gibbs sampler's m x m factors per grid point and
+its kept draws (:mod:`scalegp.inference.gibbs`), the subsample of ``sample_kernel_approximation_error``.
 Counts whose cost is time, and whose useful range is far below any machine's, get a fixed
 limit here, stated in the docstrings and ``--help``:
 

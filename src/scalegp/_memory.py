@@ -4,7 +4,7 @@ posterior draws the machine cannot hold, before any work (:func:`check_memory`,
 
 The estimate (:func:`required_bytes`) counts the m x m float64 matrices and the chunk-sized
 buffers of features that are alive at once at the engine's peak (the engine streams the data in
-chunks of :func:`scalegp.gp.default_chunk_size` rows, so n_samples does not enter). Data,
+chunks of :func:`default_chunk_size` rows, so n_samples does not enter). Data,
 inputs and the fitted model's O(m d) state are not counted. It is compared with
 :func:`available_bytes`, the memory the operating system can give without swapping.
 """
@@ -14,7 +14,20 @@ from __future__ import annotations
 import os
 
 from .errors import InsufficientMemoryError
-from .gp import default_chunk_size
+
+#: Bytes of one chunk of features (rows are chosen so a chunk of Psi is about this size).
+#: 16 MiB keeps a chunk's Psi and the feature map's temporaries below glibc's largest dynamic
+#: mmap threshold (32 MiB), so their memory is reused from the heap instead of being mapped and
+#: page-faulted anew for every chunk (at 32 MiB that cost ~15 % of the RFF feature time), while
+#: a chunk stays long enough (>= 2048 rows up to m = 1024) for the per-chunk O(m^2) work to be
+#: small next to the syrk (benchmarks/bench_accumulate.py).
+CHUNK_BYTES = 16 * 2**20
+
+
+def default_chunk_size(n_components: int, itemsize: int = 8) -> int:
+    """Rows per chunk so that one chunk of Psi takes about ``CHUNK_BYTES``."""
+    return max(256, CHUNK_BYTES // (itemsize * max(n_components, 1)))
+
 
 #: m x m float64 matrices alive at once at the engine's peak, per path of the fit (upper bounds).
 #: "cholesky" (normal equations, every unsigned map but GLF with solver="qr"): the cached
@@ -23,9 +36,9 @@ from .gp import default_chunk_size
 #: (a map whose features depend on theta holds G's upper triangle, the per-chunk Gram and the
 #: two triangles summed into G instead: at most 5). "eigen" (a signed rule kept as it is):
 #: G, s2 S, M = G + s2 S, (M + M^T) / 2, LAPACK's copy of it, its eigenvectors and the syevd
-#: workspace (2 m^2): 8. "qr" (:mod:`scalegp.qr`): R_V, B = R_V diag(h), the 2m x m stack
+#: workspace (2 m^2): 8. "qr" (:mod:`scalegp.engine.qr`): R_V, B = R_V diag(h), the 2m x m stack
 #: [B; sqrt(s2) I] and LAPACK's copy of it, and its 2m x m R-factor: 8. "positive_part" (a
-#: signed rule with ``signed_rule="repair"``, :mod:`scalegp.positive_part`): G and its
+#: signed rule with ``signed_rule="repair"``, :mod:`scalegp.engine.positive_part`): G and its
 #: eigenvectors V, R = D^{1/2} V^T, R S, R S R^T and its eigenvectors U, the bases
 #: V D^{-1/2} U and V D^{1/2} U, the syevd workspace, and in the gradient H_U, the divided
 #: differences F and N1: 12.
@@ -33,8 +46,8 @@ from .gp import default_chunk_size
 #: qr) m^2 float64 besides the chunks; growth of the resident set (m = 3000, sfs in 8-D, which
 #: also counts LAPACK's workspaces): 7.6 (kept) and 11.4 (repaired) m^2.
 ENGINE_MATRICES = {"cholesky": 6, "eigen": 8, "qr": 8, "positive_part": 12}
-#: Chunk-sized buffers alive at once in a fit (a chunk has :func:`scalegp.gp.default_chunk_size`
-#: rows, about :data:`scalegp.gp.CHUNK_BYTES`): Psi and the map's temporaries (phases); in the
+#: Chunk-sized buffers alive at once in a fit (a chunk has :func:`default_chunk_size`
+#: rows, about :data:`CHUNK_BYTES`): Psi and the map's temporaries (phases); in the
 #: gradient pass, whose rows are chosen so that Psi and dPsi together take one chunk, Psi,
 #: Psi M^{-1}, dPsi and the per-parameter blocks that ``features_grad`` stacks into it; for
 #: solver="qr" the block of [Phi | y], the stack [R; block], LAPACK's copy of it and its
@@ -45,7 +58,7 @@ ENGINE_MATRICES = {"cholesky": 6, "eigen": 8, "qr": 8, "positive_part": 12}
 #: with solver="qr" 107 of 128 MiB; Fourier maps now apply dPsi as an operator (sfs: 43 MiB),
 #: while a map without one still forms it, which the 4 chunks keep room for. Not counted here:
 #: the features a likelihood-and-gradient evaluation keeps for its gradient pass,
-#: :class:`scalegp.gp.KeptFeatures` (n m float64 within :func:`scalegp.gp.feature_cache_budget`:
+#: :class:`scalegp.engine.gp.KeptFeatures` (n m float64 within :func:`scalegp.engine.gp.feature_cache_budget`:
 #: 1 GiB and a quarter of the available memory).
 ENGINE_CHUNKS = 4
 #: Chunk-sized buffers of a transformer's features: Psi and the phases (``transform`` computes

@@ -57,4 +57,4 @@ class InsufficientMemoryError(ValueError, MemoryError):
 class ApproximationWarning(UserWarning):
     """A feature map cannot resolve the kernel in this setting (a measured kernel error, or a
     truncation remainder, above the stated limit): its predictions may be far from the exact
-    GP's (see :mod:`scalegp.resolution`)."""
+    GP's (see :mod:`scalegp.local.resolution`)."""

@@ -21,6 +21,8 @@ from numbers import Integral
 
 from threadpoolctl import threadpool_limits
 
+from ._memory import ENGINE_CHUNKS
+
 
 def available_cores() -> int:
     """The CPU cores this process may run on."""
@@ -34,7 +36,6 @@ def threaded_pass_buffers(n_threads: int) -> tuple[int, int]:
     """(m x m matrices beyond the serial pass's accumulator, chunk buffers) of a pass on
     ``n_threads`` threads, for the memory checks: a threaded pass holds an accumulator and a
     chunk Gram per thread, and each thread its chunks (``ENGINE_CHUNKS`` of them)."""
-    from ._memory import ENGINE_CHUNKS
     extra = 2 * n_threads - 1 if n_threads > 1 else 0
     return extra, ENGINE_CHUNKS * n_threads
 

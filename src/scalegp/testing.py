@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import features
-from .gp import MarginalLikelihood, Posterior, Statistics
+from .engine.gp import MarginalLikelihood, Posterior, Statistics
 
 __all__ = ["dense_gp", "dense_diagonal", "dense_positive_part_gp", "check_engine_equals_dense",
            "check_heteroscedastic_engine_equals_dense",
@@ -62,7 +62,7 @@ def dense_gp(Psi, signs, dPsi, y, noise_variance, diagonal=None, diagonal_grad=N
 def dense_diagonal(feature_map, kernel, X, noise_variance, sample_noise_variance=None,
                    fitc=False):
     """d_i = s2 + v_i [+ max(k(x_i, x_i) - psi_i^T S psi_i, 0)] and its gradient (P + 1, n),
-    computed with dense numpy from the features (the reference of :mod:`scalegp.noise`)."""
+    computed with dense numpy from the features (the reference of :mod:`scalegp.engine.noise`)."""
     Psi, dPsi = feature_map.features(X, kernel), feature_map.features_grad(X, kernel)
     S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
     n = X.shape[0]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gibbs_estimator import GibbsGPRegressor
+from ..estimators.gibbs import GibbsGPRegressor
 from . import register, verdicts, write_text
 from .quadrature import load_uci, standardize
 

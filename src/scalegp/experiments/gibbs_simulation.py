@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..gibbs_estimator import GibbsGPRegressor
+from ..estimators.gibbs import GibbsGPRegressor
 from . import register, verdicts, write_figure, write_text
 
 #: Maps compared: (label, approximation, m or the largest rank, build options, one map per

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import datasets, exact, features, gp, metrics
+from .. import datasets, features, metrics
+from ..engine import exact, gp
 from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
 from ..kernels import Gaussian, Kernel, Matern
-from ..hyperparameters import Hyperparameters
-from ..optimize import learn_hyperparameters
+from ..engine.hyperparameters import Hyperparameters
+from ..inference.optimize import learn_hyperparameters
 from . import register, write_figure, write_text
 
 CONSTANTS_NOTE = (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..estimator import ExactGPRegressor, LowRankGPRegressor
+from ..estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
 from ..kernels import Gaussian
 from . import register, verdicts, write_figure, write_text
 

@@ -32,9 +32,9 @@ import scipy.sparse.linalg
 
 from .. import features, metrics
 from ..errors import NotPositiveDefiniteError
-from ..estimator import ExactGPRegressor
+from ..estimators.lowrank import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
-from ..gp import Posterior
+from ..engine.gp import Posterior
 from ..kernels import Gaussian
 from . import register, write_figure, write_text
 

@@ -188,7 +188,7 @@ class FixedBasisFeatureMap(FeatureMap):
     has_grid_statistics: ClassVar[bool] = False
 
     def grid_basis_statistics(self, grid) -> tuple[np.ndarray, np.ndarray]:
-        """(Phi^T Phi, Phi^T y) over every cell of a :class:`scalegp.grid.TensorGrid`,
+        """(Phi^T Phi, Phi^T y) over every cell of a :class:`scalegp.data.grid.TensorGrid`,
         without a pass over the cells (maps with ``has_grid_statistics``)."""
         raise NotImplementedError(f"{self.name!r} has no tensor-grid statistics; its "
                                   "statistics come from a pass over the cells")
@@ -209,7 +209,7 @@ class MapAtTheta:
     #: True where the map has ``homoscedastic_gradient(items, statistics, system, *,
     #: trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one pass of
     #: its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`),
-    #: which :class:`scalegp.gp.MarginalLikelihood` then uses instead of the general one.
+    #: which :class:`scalegp.engine.gp.MarginalLikelihood` then uses instead of the general one.
     has_homoscedastic_gradient: ClassVar[bool] = False
 
     def __init__(self, feature_map: FeatureMap, kernel: Kernel):

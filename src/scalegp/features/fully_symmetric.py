@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .. import quadrature
+from . import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_scalar
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap

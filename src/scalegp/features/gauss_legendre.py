@@ -14,18 +14,18 @@ replaced by the tensor Gauss-Legendre rule with q_j nodes in dimension j (Eqs. 1
 The nodes eta_l and weights W_l depend on (Q, q) only, so the basis Phi does not depend on the
 hyperparameters theta; they enter through the diagonal weights w(theta) = W p_theta(eta)
 (Section 4.2, Proposition 6), and after one O(n s^2) pass every likelihood-and-gradient
-evaluation costs O(s^3) (the engine's :class:`~scalegp.gp.BasisStatistics` path).
+evaluation costs O(s^3) (the engine's :class:`~scalegp.engine.gp.BasisStatistics` path).
 
 This module holds the two maps: ``"glf"`` and ``"glf-semigroup"`` of the reciprocal semigroup
 kernel (Section 6.3; section 9). Their parts live elsewhere: the 1-D rules in
-:mod:`scalegp.quadrature` (section 1), the tensor-grid algebra in
+:mod:`scalegp.features.quadrature` (section 1), the tensor-grid algebra in
 :mod:`scalegp.features._tensor_grid` (section 2), the box Theta, truncation (Proposition 7;
 section 5), node-count bounds (Theorems 10-12; section 6) and the practical rules for q and Q
-(section 7) in :mod:`scalegp.glf_theory`, the ``n_nodes="auto"`` search in
-:mod:`scalegp.glf_selection` (it needs the engine, which no feature map imports), and what the
+(section 7) in :mod:`scalegp.features.glf_theory`, the ``n_nodes="auto"`` search in
+:mod:`scalegp.inference.glf_selection` (it needs the engine, which no feature map imports), and what the
 kernel contributes (decay class, density bound, panels, Laplace representation) in the kernel
 (:mod:`scalegp.kernels`). The QR-based likelihood of Appendix A.2 (section 8) is in
-:mod:`scalegp.qr`.
+:mod:`scalegp.engine.qr`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ import numpy as np
 
 from .._validation import (as_generator, check_matrix, check_positive_int,
                            check_positive_scalar, check_vector)
-from ..glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widths,
-                          rule_panels, semigroup_truncation_half_widths, split_budget,
-                          theoretical_node_counts, truncation_half_widths)
+from .glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widths, rule_panels,
+                         semigroup_truncation_half_widths, split_budget, theoretical_node_counts,
+                         truncation_half_widths)
 from ..kernels import Kernel
-from ..quadrature import gauss_legendre, symmetric_rule
+from .quadrature import gauss_legendre, symmetric_rule
 from ._tensor_grid import (Nodes, Products, Weights, contract_axes, full_grid, half_grid,
                            half_grid_exponential_rows, half_grid_flat_indices, kronecker)
 from .base import FixedBasisFeatureMap, feature_dtype
@@ -51,7 +51,7 @@ from .base import FixedBasisFeatureMap, feature_dtype
 DEFAULT_NOISE_VARIANCE_LOWER = 1e-6
 #: Largest number of columns a rule may have (an s x s float64 Gram of 16,384 is 2 GiB).
 MAX_COMPONENTS = 16_384
-#: Default tolerance of ``n_nodes="auto"`` (:func:`scalegp.glf_selection.search_node_counts`).
+#: Default tolerance of ``n_nodes="auto"`` (:func:`scalegp.inference.glf_selection.search_node_counts`).
 DEFAULT_TOLERANCE = 1e-3
 #: build warns when the rule reproduces a share of k(x, x) off 1 by more than this at an end
 #: of Theta's length scales (:meth:`GaussLegendreFeatures.captured_mass`).
@@ -193,13 +193,13 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
         kernel : Kernel
             One with a known decay class (:meth:`supports`; Gaussian, Matern, Cauchy,
             Laplacian); its bounds define Theta (see
-            :class:`scalegp.glf_theory.HyperparameterBox`).
+            :class:`scalegp.features.glf_theory.HyperparameterBox`).
         n_components : int or None
             Budget of real columns s: with ``n_nodes=None`` the q_j are chosen with
             prod_j q_j <= n_components in proportion to R_j D_j (the Nyquist counts
             pi R_j D_j of docs/gauss-legendre.md section 7, D_j the data box width; None: 256); with
             ``n_nodes="auto"`` the largest s tried, a hard cap (None: derived from the
-            problem by :func:`scalegp.glf_selection.auto_budget`). Ignored for integer and
+            problem by :func:`scalegp.inference.glf_selection.auto_budget`). Ignored for integer and
             ``"theory"`` counts.
         rng : numpy.random.Generator, optional
             Draws the subsample of ``n_nodes="auto"`` (the rule itself is deterministic).
@@ -225,7 +225,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
             Q_j: None for the resolution rule (Notes), "proposition7" for R_j, or given.
             Ignored by ``n_nodes="theory"`` (Q = R) and ``"auto"`` (the resolution rule).
         node_search : callable, optional
-            The search of ``n_nodes="auto"``, :func:`scalegp.glf_selection.search_node_counts`
+            The search of ``n_nodes="auto"``, :func:`scalegp.inference.glf_selection.search_node_counts`
             (it needs the engine, which no feature map imports); the estimators and
             :class:`scalegp.FeatureMapTransformer` supply it.
         n_samples : int, optional
@@ -282,7 +282,7 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
                                      "targets) must be given as an option, got y=None")
                 if node_search is None:
                     raise ValueError(
-                        "n_nodes='auto' needs node_search=scalegp.glf_selection."
+                        "n_nodes='auto' needs node_search=scalegp.inference.glf_selection."
                         "search_node_counts (the estimators and FeatureMapTransformer pass it; "
                         "feature maps do not import the GP engine), got node_search=None")
 

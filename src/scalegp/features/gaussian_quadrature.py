@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import quadrature
+from . import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
@@ -78,7 +78,7 @@ def largest_fitting(settings, columns, n_components: int, name: str, setting_nam
 
 def rule_columns(rule: quadrature.QuadratureRule) -> int:
     """Real columns of a symmetric rule's features: a cos/sin pair per +-pair of nodes and
-    one for the origin (its sin column is 0), see :func:`scalegp.quadrature.symmetric_half`."""
+    one for the origin (its sin column is 0), see :func:`scalegp.features.quadrature.symmetric_half`."""
     has_origin = bool(np.any(np.all(rule.nodes == 0.0, axis=1)))
     return 2 * ((rule.n_nodes + int(has_origin)) // 2)
 
@@ -91,7 +91,7 @@ class GaussianQuadratureFeatures(FourierFeatureMap, name="gq"):
     -----
     With u = (x - y) / l and the n-point Gauss-Hermite rule (t_i, a_i) for N(0, 1), the dense
     grid of Dao, De Sa & Re (2017, "dense grid" construction; equation numbers not
-    recovered) is the product rule (:func:`scalegp.quadrature.tensor_gauss_hermite`)
+    recovered) is the product rule (:func:`scalegp.features.quadrature.tensor_gauss_hermite`)
 
         k(x, y) ~ s sum_{i in [n]^d} a_{i_1} ... a_{i_d} cos(t_i^T u) = s prod_j g_n(u_j),
 

@@ -9,7 +9,7 @@ truncated at degree p to k_p. The map is (Eq. 4 for d = 1, Eq. 5 for d >= 2)
     psi(x) = sqrt(s) e^{-|x~|^2/2} (1, Phi_1(x~) / sqrt(1!), ..., Phi_p(x~) / sqrt(p!)),
 
 with Phi_n(u) = u^n for d = 1 (``sketch="explicit"``: psi^T psi = k_p exactly) and, for
-d >= 2, independent polynomial sketches with D_n features (:mod:`scalegp.sketches`), so that
+d >= 2, independent polynomial sketches with D_n features (:mod:`scalegp.features.sketches`), so that
 E[psi(x)^T psi(y)] = k_p(x, y). The sketch draw does not depend on theta: l enters through
 x~ and the prefactor, so the engine learns theta like for any map. The allocation D_1..D_p
 and the degree p* are chosen by the incremental algorithm on a subsample (docs/maclaurin.md, "Allocation and degree p*";
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammainc, gammaln
 
-from .. import sketches
+from . import sketches
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from .base import FeatureMap, MapAtTheta, feature_dtype
@@ -153,7 +153,7 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
     Attributes
     ----------
     sketch : str
-        ``"explicit"`` (d = 1) or one of :data:`scalegp.sketches.SKETCHES`.
+        ``"explicit"`` (d = 1) or one of :data:`scalegp.features.sketches.SKETCHES`.
     allocation : ndarray of int, shape (p,)
         D_n, the features of degree n (complex features for complex sketches: 2 columns each).
     projections : ndarray, shape (n_dims, sum_n n D_n)
@@ -229,7 +229,7 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
         rng : Generator or seed
         sketch : str, optional
             ``"explicit"`` (default for d = 1: degree p = m - 1, psi^T psi = k_p exactly) or
-            a sketch of :data:`scalegp.sketches.SKETCHES` (default ``"rademacher"``).
+            a sketch of :data:`scalegp.features.sketches.SKETCHES` (default ``"rademacher"``).
         allocation : sequence of int, optional
             D_1..D_p given (sum <= budget); default: optimized (docs/maclaurin.md, "Allocation and degree p*").
         min_degree, max_degree : int

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .. import quadrature
+from . import quadrature
 from .._validation import check_matrix, check_positive_int
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
@@ -40,7 +40,7 @@ class SparseGridFeatures(FourierFeatureMap, name="sgq"):
 
     Notes
     -----
-    The Smolyak rule of level q (Liu et al. Eq. 21; :func:`scalegp.quadrature.smolyak`) on
+    The Smolyak rule of level q (Liu et al. Eq. 21; :func:`scalegp.features.quadrature.smolyak`) on
     the 1-D Gauss-Hermite sequence V_i with 2i - 1 points,
 
         A(q, d) = sum_{max(d, q+1) <= |i| <= d+q} (-1)^{d+q-|i|} C(d-1, d+q-|i|)

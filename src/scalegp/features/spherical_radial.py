@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import quadrature
+from . import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap

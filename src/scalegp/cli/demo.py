@@ -1,0 +1,441 @@
+"""``scalegp demo``: a GP fitted to the embedded East Africa relief map, drawn side by side.
+
+Train on the 82,800-point ETOPO5 crop without its 5,000 test points (or a random subsample of
+it), learn the hyperparameters of an anisotropic Matern-5/2 kernel with the library's own
+rules, test on the held-out grid points, compare with an exact GP on a smaller subsample, then
+predict the whole grid and write a PNG with the data, the predicted mean and the predicted
+standard deviation.
+
+Two models, both chosen as the library chooses them for any user, with no hand-set box:
+
+- ``model="neighbors"`` (the default, the most accurate at demo cost): a neighbourhood-local
+  model (:mod:`scalegp.local.neighborhoods`) of exact GPs on every training point, one per centre of
+  an adaptive cover, each on its ``n_neighbors`` nearest points, blended continuously; the
+  shared hyperparameters maximize the composite likelihood of ``LEARNING_CENTRES`` random
+  neighbourhoods. A rough field is what global low-rank models resolve worst (README,
+  "Local models").
+- ``model="global"``: one low-rank GP on ``subsample`` points, Gauss-Legendre features with
+  ``n_nodes="auto"`` capped at the budget ``n_components`` (2,048: a fit of about ten seconds
+  on two cores); the optimizer searches the part of the bounds that rule resolves
+  (:meth:`scalegp.features.FeatureMap.valid_log_bounds`), so the learned kernel is one the
+  features reproduce (the captured prior variance is printed). When the learned length scales
+  sit on the resolvable bound, the data want shorter ones than the budget resolves; the demo
+  says so, with the length scales an exact GP on ``exact_subsample`` of the training points
+  learns and the node counts whose rule would resolve them.
+
+Both standardise the inputs (``normalize_X=True``), so the kernel's default length-scale
+bounds (:data:`scalegp.kernels.DEFAULT_LENGTH_SCALE_BOUNDS`, meant for unit-variance inputs)
+apply.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+
+from .._output import PNG_SUFFIXES, check_output_path, write_atomically
+from ..datasets import load_east_africa_relief
+from ..errors import BoundaryWarning
+from ..metrics import nlpd, rmse
+from ..inference.optimize import BOUNDARY_TOLERANCE
+
+#: The figure written when no path is named: created, never replacing anything there.
+DEFAULT_OUT = "scalegp-demo.png"
+#: Width and height of the demo figure in pixels.
+FIGURE_PIXELS = (1500, 500)
+N_TEST = 5000
+#: Training points of the exact GP (a subset of the low-rank model's), kept small because its
+#: learning (about 17 O(n^3) likelihood-and-gradient evaluations) took 12 to 13 s on the
+#: shared 2-core machine when otherwise idle.
+EXACT_SUBSAMPLE = 2000
+#: The demo's two models (module docstring).
+DEMO_MODELS = ("neighbors", "global")
+#: Training points per neighbourhood of the default model: on this map k = 200, 300 and 500
+#: reached the same test RMSE (50 to 52 m), and 300 needs the least time (README, "Local
+#: models").
+N_NEIGHBORS = 300
+#: Neighbourhoods the default model learns its hyperparameters on.
+LEARNING_CENTRES = 32
+#: Starting noise variance of learning, in units of the normalised targets' variance.
+NOISE_VARIANCE_START = 0.05
+#: Warnings of the low-rank fit that the demo's printed explanation states in its own words:
+#: the map's build (Theta's ends not reproduced, "auto" stopped at the budget), the narrowed
+#: search box (UserWarning) and the optimum on its end (BoundaryWarning). They are printed
+#: as notes; every other warning is raised as it is.
+EXPLAINED_WARNINGS = (UserWarning, BoundaryWarning)
+
+
+def run_demo(*, model: str = "neighbors", subsample: int | None = None,
+             n_components: int = 2048, approximation: str | None = None,
+             kernel: str = "matern52", exact_subsample: int = EXACT_SUBSAMPLE,
+             n_neighbors: int = N_NEIGHBORS, out=None, seed: int = 0,
+             log=print) -> dict:
+    """Fit, evaluate, compare with the exact GP and draw; returns the printed metrics.
+
+    Parameters
+    ----------
+    model : {"neighbors", "global"}, default="neighbors"
+        The neighbourhood-local model, or one global low-rank GP (module docstring).
+    subsample : int or None, default=None
+        Training points, drawn from the map without its test points. None: all 77,800 for
+        ``"neighbors"``, 20,000 for ``"global"``.
+    n_components : int, default=2048
+        The feature budget of a low-rank model: the cap of ``n_nodes="auto"`` for ``"glf"``,
+        m for other maps (unused by exact local GPs).
+    approximation : str or None, default=None
+        The feature map (:func:`scalegp.features.names`), or ``"exact"`` with
+        ``model="neighbors"``. None: ``"exact"`` for ``"neighbors"``, ``"glf"`` for
+        ``"global"``.
+    kernel : str, default="matern52"
+        A shift-invariant kernel name (:func:`scalegp.kernels.get`), made anisotropic with
+        the default bounds; the exact GP uses the same family.
+    exact_subsample : int, default=2000
+        Training points of the exact GP: the first min(exact_subsample, subsample) of the
+        model's.
+    n_neighbors : int, default=N_NEIGHBORS
+        Training points per neighbourhood of ``model="neighbors"``.
+    out : path or None, default=None
+        A ``.png`` file, checked before the fit and written atomically, replacing a file
+        there (:mod:`scalegp._output` says what is refused). None: :data:`DEFAULT_OUT` in the
+        working folder, created only if nothing is at that path (a file the caller did not
+        name is never replaced).
+    seed : int, default=0
+        Seed of the train / test split and of the map's randomness.
+    log : callable, default=print
+        Receives each printed line.
+
+    Returns
+    -------
+    results : dict
+        ``n_train``, ``n_test``, ``n_exact``; ``rmse_m`` and ``nlpd_km`` (low-rank model),
+        ``exact_rmse_m`` and ``exact_nlpd_km``; ``length_scale_deg`` and
+        ``exact_length_scale_deg`` (longitude, latitude); ``on_lower_bound`` and
+        ``on_upper_bound`` (per dimension: the learned length scale sits on that end of the
+        search box); ``captured_mass`` (GLF only,
+        else None); ``fit_seconds``, ``predict_seconds``, ``exact_fit_seconds``;
+        ``n_centres`` (``"neighbors"``, else None).
+    """
+    if model not in DEMO_MODELS:
+        raise ValueError(f"model must be one of {DEMO_MODELS}, got {model!r}")
+    local = model == "neighbors"
+    approximation = approximation or ("exact" if local else "glf")
+    if approximation == "exact" and not local:
+        raise ValueError("approximation='exact' needs model='neighbors' (the demo's exact GP "
+                         "on exact_subsample points is always drawn for comparison)")
+    replace = out is not None
+    out = DEFAULT_OUT if out is None else out
+    check_output_path(out, suffixes=PNG_SUFFIXES, what="out", replace=replace)
+    relief = load_east_africa_relief()
+    n = len(relief.y)
+    if subsample is None:
+        subsample = n - N_TEST if local else 20000
+    if not 2 <= subsample <= n - N_TEST:
+        raise ValueError(f"subsample must be between 2 and {n - N_TEST}, got {subsample}")
+    if exact_subsample < 2:
+        raise ValueError(f"exact_subsample must be at least 2, got {exact_subsample}")
+    rows = np.random.default_rng(seed).permutation(n)
+    train, test = rows[N_TEST:N_TEST + subsample], rows[:N_TEST]
+    y_km = relief.y / 1000.0
+    start_kernel = _start_kernel(kernel, relief.X.shape[1])
+
+    local_options = ({"local": "neighbors", "local_neighbors": n_neighbors,
+                      "local_learning_centres": LEARNING_CENTRES} if local else {})
+    log(f"fitting a neighbourhood-local model ({approximation}) to {len(train)} training "
+        "points (about a minute on two cores)..." if local else
+        f"fitting {approximation} to {len(train)} training points...")
+    model, notes, fit_seconds = _fit_low_rank(
+        relief.X[train], y_km[train], start_kernel, approximation, n_components, seed,
+        **local_options)
+    start = time.perf_counter()
+    mean, std = model.predict(relief.X[test], return_std=True, include_noise=True)
+    predict_seconds = time.perf_counter() - start
+    search_box = _search_box(model)
+
+    def standardise(X):
+        # the exact GP sees the low-rank model's standardised inputs, so both kernels (and
+        # the map's resolvable box) are in the same units
+        return (X - model.X_train_mean_) / model.X_train_scale_
+
+    exact_rows = train[:min(exact_subsample, subsample)]
+    exact, exact_seconds = _fit_exact(standardise(relief.X[exact_rows]), y_km[exact_rows],
+                                      model, seed)
+    exact_mean, exact_std = exact.predict(standardise(relief.X[test]), return_std=True,
+                                          include_noise=True)
+    scale = model.X_train_scale_
+    results = {
+        "n_train": len(train), "n_test": len(test), "n_exact": len(exact_rows),
+        "rmse_m": 1000.0 * rmse(y_km[test], mean),
+        "nlpd_km": nlpd(y_km[test], mean, std**2),
+        "exact_rmse_m": 1000.0 * rmse(y_km[test], exact_mean),
+        "exact_nlpd_km": nlpd(y_km[test], exact_mean, exact_std**2),
+        "length_scale_deg": _per_dim(model.kernel_.length_scale, scale) * scale,
+        "exact_length_scale_deg": _per_dim(exact.kernel_.length_scale, scale) * scale,
+        **_on_bounds(model.kernel_, search_box),
+        "captured_mass": _captured_mass(model),
+        "fit_seconds": fit_seconds, "predict_seconds": predict_seconds,
+        "exact_fit_seconds": exact_seconds, "n_centres": model.n_centres_,
+    }
+    X_train = standardise(relief.X[train])
+    for line in _explain(model, exact, results, search_box, notes, n_grid=n, X_train=X_train,
+                         kernel_name=kernel, budget=n_components):
+        log(line)
+    grid_mean, grid_std = model.predict(relief.X, return_std=True)
+    _draw(relief, y_km, grid_mean, grid_std, train, out, replace)
+    log(f"wrote {out}")
+    return results
+
+
+def _start_kernel(name: str, n_dims: int):
+    """The named kernel, anisotropic (one length scale per input, 1 in standardised units),
+    with the library's default bounds."""
+    from .. import kernels
+
+    kernel = kernels.get(name)
+    if not kernel.shift_invariant:
+        raise ValueError(f"kernel must be shift-invariant for the demo's standardised "
+                         f"longitude / latitude inputs, got {name!r}")
+    return kernel.with_params(length_scale=np.ones(n_dims))
+
+
+def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_options):
+    """(model, explained warning texts, fit seconds) of the GP the library chooses (global, or
+    local with ``local_options``)."""
+    from ..estimators.lowrank import LowRankGPRegressor
+
+    glf = approximation.lower() == "glf"
+    model = LowRankGPRegressor(
+        approximation=approximation,
+        n_components=None if approximation == "exact" else n_components, kernel=kernel,
+        noise_variance=NOISE_VARIANCE_START, normalize_X=True, normalize_y=True,
+        approximation_options={"n_nodes": "auto"} if glf else None, random_state=seed,
+        **local_options)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    seconds = time.perf_counter() - start
+    notes = []
+    for warning in caught:
+        if warning.category in EXPLAINED_WARNINGS:
+            notes.append(str(warning.message))
+        else:
+            warnings.warn(warning.message, warning.category, stacklevel=3)
+    return model, list(dict.fromkeys(notes)), seconds
+
+
+def _fit_exact(X, y, model, seed):
+    """(exact GP, fit seconds) on standardised inputs, learning from the low-rank optimum.
+
+    The same kernel family and bounds; the start only shortens L-BFGS-B's path to the exact
+    GP's own optimum.
+    """
+    from ..estimators.lowrank import ExactGPRegressor
+
+    exact = ExactGPRegressor(kernel=model.kernel_, noise_variance=model.noise_variance_,
+                             normalize_y=True, random_state=seed)
+    start = time.perf_counter()
+    exact.fit(X, y)
+    return exact, time.perf_counter() - start
+
+
+def _search_box(model) -> np.ndarray:
+    """The optimizer's box (log): the kernel's bounds within the map's resolvable box."""
+    box = model.kernel_.bounds
+    if model.feature_map_ is None:              # exact local GPs hold on all of it
+        return box
+    valid = model.feature_map_.valid_log_bounds(model.kernel_)
+    if valid is None:
+        return box
+    return np.column_stack([np.maximum(box[:, 0], valid[:, 0]),
+                            np.minimum(box[:, 1], valid[:, 1])])
+
+
+def _on_bounds(kernel, box: np.ndarray) -> dict:
+    """Per length scale: whether it sits on the lower / upper end of ``box`` (log), within
+    the optimizer's BOUNDARY_TOLERANCE."""
+    theta, rows = np.log(kernel.length_scale), box[:kernel.n_params - 1]
+    return {"on_lower_bound": theta <= rows[:, 0] + BOUNDARY_TOLERANCE,
+            "on_upper_bound": theta >= rows[:, 1] - BOUNDARY_TOLERANCE}
+
+
+def _per_dim(length_scale, scale) -> np.ndarray:
+    return np.broadcast_to(np.asarray(length_scale, dtype=float), np.shape(scale))
+
+
+def _captured_mass(model):
+    """k~(x, x) / k(x, x) at the learned kernel (maps that report it), else None."""
+    captured = getattr(model.feature_map_, "captured_mass", None)
+    return None if captured is None else captured(model.kernel_)
+
+
+def _resolving_nodes(model, X, kernel) -> np.ndarray | None:
+    """Smallest node counts whose rule's valid box reaches down to ``kernel``'s length scales
+    (None: more columns than a rule may have).
+
+    For the demo's anisotropic kernel the valid box of dimension j depends on q_j alone (and
+    the data box), so each short dimension gains one node at a time. X: the standardised
+    training inputs (they set the rule's box, as in the model's build).
+    """
+    from ..features import gauss_legendre as gl
+
+    q = model.feature_map_.n_nodes.copy()
+    target = np.log(_per_dim(kernel.length_scale, q))
+    lower = model.noise_variance_bounds[0]
+    while math.prod(q.tolist()) <= gl.MAX_COMPONENTS:
+        # probe rules are never fitted: their warnings about Theta's ends do not apply
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = gl.GaussLegendreFeatures.build(X, model.kernel_, None, n_nodes=q,
+                                                   noise_variance_lower=lower)
+        short = target < probe.valid_log_bounds(model.kernel_)[:q.size, 0]
+        if not np.any(short):
+            return q
+        q = q + short
+    return None
+
+
+def _degrees(values, scale) -> str:
+    return " / ".join(f"{v:.3g}" for v in _per_dim(values, scale) * scale)
+
+
+def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kernel_name,
+             budget) -> list[str]:
+    """The printed lines: data, method and why, the box searched, learned values, RMSEs."""
+    from ..features.gauss_legendre import GaussLegendreFeatures
+
+    fmap, kernel, scale = model.feature_map_, model.kernel_, model.X_train_scale_
+    n_dims = scale.size
+    box = np.exp(search_box[:n_dims])
+    default = np.exp(kernel.bounds[:n_dims])
+    glf = isinstance(fmap, GaussLegendreFeatures)
+    lines = [
+        f"East Africa relief (ETOPO5, {n_grid} grid points): {results['n_train']} training / "
+        f"{results['n_test']} test points, inputs standardised (1 unit = "
+        f"{_degrees(1.0, scale)} degrees of longitude / latitude)"]
+    if model.local_model_ is not None:
+        local_gps = "exact GPs" if fmap is None else f"{fmap.name} GPs ({fmap.description})"
+        lines.append(
+            f"method: neighbourhood-local {local_gps} with the {kernel_name} kernel, one length "
+            f"scale per input, default bounds: {model.local_model_.describe()}; predictions "
+            f"blended over the nearest centres; the shared hyperparameters maximize the sum "
+            f"of the log marginal likelihoods of {model.local_learning_centres} random "
+            "neighbourhoods (docs/local-models.md)")
+    else:
+        choice = (f"the nodes by n_nodes='auto' within the budget n_components = {budget}, "
+                  "the search box by the region the rule resolves" if glf else
+                  f"m = {fmap.n_components} features, the kernel's bounds as the search box")
+        lines.append(
+            f"method: {fmap.name} ({fmap.description}) with the {kernel_name} kernel, one "
+            f"length scale per input, default bounds; chosen by the library's rules: {choice}")
+    if glf:
+        lines.append(f"nodes: {fmap.report()}")
+    narrowed = np.any(box != default)
+    lines.append(
+        "length scales searched in " + " x ".join(
+            f"[{lo:.3g}, {hi:.3g}] ({lo * s:.3g} to {hi * s:.3g} deg)"
+            for (lo, hi), s in zip(box, scale))
+        + (f": the part of the default bounds [{default[0, 0]:.3g}, {default[0, 1]:.3g}] on "
+           "which the rule reproduces the prior variance (valid_log_bounds); outside it the "
+           "features approximate another kernel" if narrowed else
+           ": the kernel's bounds (the " + ("exact local GPs hold" if fmap is None else
+                                              "map holds") + " on all of them)"))
+    mass = results["captured_mass"]
+    lines.append(
+        f"learned: length scales {_degrees(kernel.length_scale, scale)} deg, variance "
+        f"{kernel.variance:.4g}, noise variance {model.noise_variance_:.4g} (normalised "
+        "units)" + ("" if mass is None else
+                    f"; the features reproduce {100 * mass:.1f} % of its prior variance"))
+    lines.extend(_bound_lines(model, exact, results, X_train))
+    name = "neighbors" if model.local_model_ is not None else fmap.name
+    lines.append(
+        f"{name}: test RMSE {results['rmse_m']:.1f} m, NLPD {results['nlpd_km']:.3f} "
+        f"(in km), fit {results['fit_seconds']:.2f} s, predict {results['predict_seconds']:.3f}"
+        f" s for {results['n_test']} points")
+    lines.append(
+        f"exact GP on {results['n_exact']} of the training points (same kernel family, its "
+        f"own learned hyperparameters: length scales "
+        f"{_degrees(exact.kernel_.length_scale, scale)} deg): test RMSE "
+        f"{results['exact_rmse_m']:.1f} m, NLPD {results['exact_nlpd_km']:.3f}, fit "
+        f"{results['exact_fit_seconds']:.2f} s")
+    lines.extend(f"note: {note}" for note in notes)
+    return lines
+
+
+def _bound_lines(model, exact, results, X_train) -> list[str]:
+    """What the learned length scales say: inside the searched box, or on one of its ends
+    (on the lower: what the exact GP learns, and the node counts that would resolve it)."""
+    from ..features.gauss_legendre import GaussLegendreFeatures
+
+    dims = np.array(["longitude", "latitude"])
+    lower, upper = results["on_lower_bound"], results["on_upper_bound"]
+    if model.local_model_ is not None:          # the kernel's own bounds: no rule narrows them
+        ends = [f"the learned {' and '.join(dims[mask])} length {_scales_sit(mask)} on the "
+                f"kernel's {end} bound; widen length_scale_bounds"
+                for mask, end in ((lower, "lower"), (upper, "upper")) if np.any(mask)]
+        return ends or ["the learned length scales lie inside the kernel's bounds: there the "
+                        "data put them"]
+    lines = []
+    if np.any(upper):
+        lines.append(f"the learned {' and '.join(dims[upper])} length {_scales_sit(upper)} on "
+                     "the resolvable upper bound: longer ones leave the spectral density's "
+                     "peak between the nodes")
+    if not np.any(lower):
+        return lines or ["the learned length scales lie inside the searched box: there the "
+                         "data put them"]
+    fmap, scale = model.feature_map_, model.X_train_scale_
+    exact_scale = _per_dim(exact.kernel_.length_scale, scale)
+    line = (f"the data want shorter length scales than {fmap.n_components} features resolve: "
+            f"the learned {' and '.join(dims[lower])} length {_scales_sit(lower)} on the "
+            f"resolvable lower bound; the exact GP on {results['n_exact']} points learns "
+            f"{_degrees(exact_scale, scale)} deg")
+    if not isinstance(fmap, GaussLegendreFeatures):
+        return lines + [line + "; raise n_components"]
+    box = np.exp(_search_box(model)[:scale.size, 0])
+    if np.all(exact_scale[lower] >= box[lower]):
+        return lines + [line + f", inside the box ({results['n_exact']} points support less "
+                        f"detail than {results['n_train']}); raise n_components to learn how "
+                        f"short the {results['n_train']} points want them"]
+    q = _resolving_nodes(model, X_train, exact.kernel_)
+    if q is None:
+        return lines + [line + ", which no rule of the map's largest size resolves"]
+    return lines + [line + f"; q = {q.tolist()} nodes (n_components = "
+                    f"{math.prod(q.tolist())}) would resolve that"]
+
+
+def _scales_sit(mask) -> str:
+    return "scales sit" if np.sum(mask) > 1 else "scale sits"
+
+
+def _draw(relief, y_km, grid_mean, grid_std, train, out, replace: bool) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shape = relief.grid_shape
+    lon, lat = relief.X[:, 0], relief.X[:, 1]
+    extent = (lon.min(), lon.max(), lat.min(), lat.max())
+    dpi = 100
+    fig, axes = plt.subplots(1, 3, figsize=(FIGURE_PIXELS[0] / dpi, FIGURE_PIXELS[1] / dpi),
+                             dpi=dpi, constrained_layout=True)
+    limits = dict(vmin=float(y_km.min()), vmax=float(y_km.max()))
+    panels = [(y_km, "data: elevation (km)", "terrain", limits),
+              (grid_mean, "predicted mean (km)", "terrain", limits),
+              (grid_std, "predicted std (km)", "magma",     # edges would set the scale
+               dict(vmin=float(np.percentile(grid_std, 1)),
+                    vmax=float(np.percentile(grid_std, 99))))]
+    for axis, (values, title, cmap, scale) in zip(axes, panels):
+        image = axis.imshow(values.reshape(shape), origin="lower", extent=extent, cmap=cmap,
+                            aspect="auto", **scale)
+        axis.set_title(title)
+        axis.set_xlabel("longitude (deg E)")
+        fig.colorbar(image, ax=axis, shrink=0.85)
+    axes[0].set_ylabel("latitude (deg N)")
+    axes[0].plot(lon[train[:2000]], lat[train[:2000]], ",", color="k", alpha=0.3)
+    try:
+        write_atomically(out, lambda file: fig.savefig(file, dpi=dpi, format="png"),
+                         suffixes=PNG_SUFFIXES, what="out", replace=replace)
+    finally:
+        plt.close(fig)

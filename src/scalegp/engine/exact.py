@@ -1,0 +1,175 @@
+"""The dense exact GP (Rasmussen & Williams 2006, Algorithm 2.1): the independent reference.
+
+K = k(X, X) + D = L L^T, alpha = L^{-T} L^{-1} y, with D = s2 I, or diag(s2 + v_i) with known
+per-row noise variances v_i (docs/engine.md, "Noise models"),
+log p(y) = -1/2 y^T alpha - sum_i log L_ii - n/2 log 2 pi,
+d log p / d theta_i = 1/2 tr((alpha alpha^T - K^{-1}) dK/d theta_i)   (R&W eq. 5.9).
+
+It builds n x n matrices (and n x n x P for the gradient), so it refuses n above
+``MAX_EXACT_SAMPLES``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import linalg, rowwise
+from .._validation import check_matrix, check_positive_scalar, check_vector
+from .hyperparameters import Hyperparameters
+from ..kernels import Kernel
+
+#: Largest training set the dense reference accepts: an n x n float64 Gram of 10,000 rows is
+#: 0.8 GB, and the likelihood gradient needs (n_params + 2) of them.
+MAX_EXACT_SAMPLES = 10_000
+
+
+def check_size(n_samples: int) -> None:
+    if n_samples > MAX_EXACT_SAMPLES:
+        raise ValueError(
+            f"the exact GP is limited to n_samples <= {MAX_EXACT_SAMPLES} (it stores n x n "
+            f"matrices), got n_samples = {n_samples}; use a low-rank approximation "
+            "(LowRankGPRegressor) or evaluate on a subsample"
+        )
+
+
+def _prepare(kernel: Kernel, X, y, sample_noise_variance=None):
+    X = check_matrix(X, "X")
+    check_size(X.shape[0])
+    kernel.check_n_dims(X.shape[1])
+    y = check_vector(y, "y", n_samples=X.shape[0])
+    if sample_noise_variance is not None:
+        sample_noise_variance = check_vector(sample_noise_variance, "sample_noise_variance",
+                                             n_samples=X.shape[0])
+        if np.any(sample_noise_variance < 0):
+            raise ValueError("sample_noise_variance must be >= 0 on every row")
+    return X, y, sample_noise_variance
+
+
+def _covariance(kernel: Kernel, noise_variance: float, X, sample_noise_variance):
+    """K = k(X, X) + s2 I (+ diag(v)), and its Cholesky factor with the jitter used."""
+    K = kernel(X)
+    K[np.diag_indices(X.shape[0])] += noise_variance
+    if sample_noise_variance is not None:
+        K[np.diag_indices(X.shape[0])] += sample_noise_variance
+    L, jitter = linalg.cholesky(K, name="K + noise_variance I")
+    return L, jitter
+
+
+def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
+                            eval_gradient: bool = False, sample_noise_variance=None):
+    """log p(y | X, theta), and optionally its gradient with respect to
+    [kernel.theta..., log noise_variance]."""
+    noise_variance = check_positive_scalar(noise_variance, "noise_variance")
+    X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
+    n = X.shape[0]
+    L, _ = _covariance(kernel, noise_variance, X, sample_noise_variance)
+    alpha = linalg.cho_solve(L, y)
+    value = -0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L) - 0.5 * n * math.log(2 * math.pi)
+    if not eval_gradient:
+        return float(value)
+    K_inv = linalg.inverse_from_cholesky(L)
+    inner = np.outer(alpha, alpha) - K_inv                       # alpha alpha^T - K^{-1}
+    kernel_grad = 0.5 * np.einsum("ij,pji->p", inner, kernel.gradient(X))
+    noise_grad = 0.5 * np.trace(inner) * noise_variance          # dK/d log s2 = s2 I
+    return float(value), np.append(kernel_grad, noise_grad)
+
+
+@dataclass(frozen=True)
+class ExactPosterior:
+    """Dense posterior: mean k*^T alpha, latent variance k** - |L^{-1} k*|^2."""
+
+    kernel: Kernel
+    noise_variance: float
+    X_train: np.ndarray
+    cholesky_factor: np.ndarray
+    alpha: np.ndarray
+    log_marginal_likelihood: float
+    jitter: float
+
+    @classmethod
+    def fit(cls, kernel: Kernel, noise_variance, X, y,
+            sample_noise_variance=None) -> "ExactPosterior":
+        noise_variance = check_positive_scalar(noise_variance, "noise_variance")
+        X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
+        n = X.shape[0]
+        L, jitter = _covariance(kernel, noise_variance, X, sample_noise_variance)
+        alpha = linalg.cho_solve(L, y)
+        value = (-0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L)
+                 - 0.5 * n * math.log(2 * math.pi))
+        return cls(kernel, noise_variance, X, L, alpha, float(value), jitter)
+
+    @property
+    def n_samples(self) -> int:
+        return self.X_train.shape[0]
+
+    def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
+                include_noise: bool = False):
+        """Predictive mean, and optionally the latent variance or covariance.
+
+        Row by row (:mod:`scalegp.rowwise`): k(x*, X_train) is shifted by the training
+        inputs' mean, so a row's prediction is a function of that row alone. The covariance
+        is a joint quantity; its test-test block k(X*, X*) comes from the differences
+        (:meth:`~scalegp.kernels.Kernel.by_differences`), accurate for any spread of X*."""
+        if return_var and return_cov:
+            raise ValueError("return_var and return_cov cannot both be True")
+        X = check_matrix(X, "X", n_dims=self.X_train.shape[1])
+        noise = self.noise_variance if include_noise else 0.0
+        if return_cov:
+            K_star = self.kernel(X, self.X_train)
+            V = linalg.solve_lower(self.cholesky_factor, K_star.T)
+            cov = self.kernel.by_differences(X) - V.T @ V
+            cov[np.diag_indices_from(cov)] += noise
+            return K_star @ self.alpha, cov
+
+        def block(rows):
+            K_star = self.kernel(rows, self.X_train)
+            mean = K_star @ self.alpha
+            if not return_var:
+                return mean
+            V = linalg.solve_lower(self.cholesky_factor, K_star.T)
+            var = np.maximum(self.kernel.diag(rows) - np.einsum("ij,ij->j", V, V), 0.0)
+            return mean, var + noise
+        return rowwise.in_blocks(block, X)
+
+    def sample(self, X, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws of the latent function at X, shape (n_test, n_samples), from the
+        n_test x n_test predictive covariance (eigh tolerates its rank deficiency)."""
+        mean, cov = self.predict(X, return_cov=True)
+        return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
+
+
+class ExactMarginalLikelihood:
+    """The exact objective: theta = [kernel.theta..., log noise_variance] -> log p(y) and its
+    gradient (dense), and the posterior at theta; theta is owned by ``hyperparameters``
+    (:class:`~scalegp.engine.hyperparameters.Hyperparameters`, or a kernel taken as one)."""
+
+    def __init__(self, hyperparameters, X, y, *, sample_noise_variance=None):
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.X, self.y, self.sample_noise_variance = _prepare(
+            self.hyperparameters.kernel, X, y, sample_noise_variance)
+        self.n_evaluations = 0
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.hyperparameters.kernel
+
+    def value(self, theta) -> float:
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return log_marginal_likelihood(kernel, noise_variance, self.X, self.y,
+                                       sample_noise_variance=self.sample_noise_variance)
+
+    def __call__(self, theta):
+        self.n_evaluations += 1
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return log_marginal_likelihood(kernel, noise_variance, self.X, self.y,
+                                       eval_gradient=True,
+                                       sample_noise_variance=self.sample_noise_variance)
+
+    def posterior(self, theta) -> "ExactPosterior":
+        """The exact posterior at theta (or at a :class:`Hyperparameters`' values)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        return ExactPosterior.fit(kernel, noise_variance, self.X, self.y,
+                                  self.sample_noise_variance)

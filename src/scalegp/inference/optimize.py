@@ -1,0 +1,287 @@
+"""Hyperparameter learning: L-BFGS-B on log-parameters inside their box.
+
+The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
+:class:`~scalegp.engine.gp.MarginalLikelihood` or the exact reference), theta and its box given by
+:class:`~scalegp.engine.hyperparameters.Hyperparameters`; parameters whose lower and upper bounds
+coincide are held fixed. Restarts are drawn uniformly in the box from an
+explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`. An evaluation
+whose matrices do not factorize even with jitter (:class:`NotPositiveDefiniteError`) is an
+infeasible point the line search backs off from, reported in one :class:`NumericalWarning`;
+only when no start can be evaluated is the error raised.
+
+A log-parameter whose box reaches further than ``WIDE_BOX`` (a factor 1e7) from its start is
+searched in windows of a factor 100 around the current point, moved while the optimum sits
+on a window face: L-BFGS-B's first step is the raw gradient, which only the box stops
+(:func:`_windowed_search`). A run that reports convergence without leaving a start where the
+projected gradient is not zero is retried in narrower windows and otherwise reported as not
+converged ("NO PROGRESS"), never as converged.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+
+from .._limits import MAX_RESTARTS, check_count
+from .._validation import as_generator, check_positive_int
+from ..errors import BoundaryWarning, NotPositiveDefiniteError, NumericalWarning
+from ..engine.hyperparameters import Hyperparameters
+
+#: An optimum closer than this (in log units) to a bound counts as "on the bound".
+BOUNDARY_TOLERANCE = 1e-5
+#: A parameter whose box reaches further than this (log units) from its start, which no
+#: default box does from its default start (the widest, the noise variance's 1e-6..1e5 from
+#: the estimators' 1e-2, reaches 1e7), is searched in windows (:func:`_windowed_search`) ...
+WIDE_BOX = math.log(1e7)
+#: ... of this half-width: a factor 100 either side of the current point.
+WINDOW = math.log(1e2)
+#: A run that ended at its start although the gradient there is not zero is retried with
+#: every window (WINDOW at most) this many times narrower ...
+WINDOW_SHRINK = 4.0
+#: ... at most this many times.
+WINDOW_SHRINKS = 3
+#: Window moves of one start before the search is reported as not converged.
+MAX_WINDOW_MOVES = 50
+#: L-BFGS-B's own projected-gradient tolerance (scipy's ``gtol``): a point with a larger
+#: projected gradient is not stationary in its box.
+STATIONARITY_TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class OptimizationResult:
+    """Best log-parameters found, their log marginal likelihood and bookkeeping."""
+
+    theta: np.ndarray
+    log_marginal_likelihood: float
+    n_evaluations: int
+    n_starts: int
+    converged: bool
+    message: str
+
+
+def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=None,
+                        names=None, max_iter: int = 500,
+                        windows: bool = False) -> OptimizationResult:
+    """Maximize ``objective(theta) -> (value, gradient)`` by L-BFGS-B from theta0 and restarts.
+
+    Parameters
+    ----------
+    objective : callable
+        Returns the log marginal likelihood and its gradient at theta.
+    theta0 : array (P,)
+        Starting log-parameters (inside ``bounds``).
+    bounds : array (P, 2)
+        Log-space box; rows with lower == upper are fixed.
+    n_restarts : int
+        Extra starts drawn uniformly in the box from ``rng``, at most
+        :data:`scalegp._limits.MAX_RESTARTS` (1,000) (with ``windows``, a parameter whose box
+        is wider than ``WIDE_BOX`` either side of theta0 is drawn within ``WIDE_BOX`` of it).
+    names : list of str, optional
+        Parameter names for the boundary warning.
+    max_iter : int
+        L-BFGS-B iterations of each run.
+    windows : bool
+        The parameters are log-parameters: search those with boxes wider than ``WIDE_BOX``
+        either side of the start in moving windows (:func:`_windowed_search`). Without, every
+        parameter is searched in its whole box (knot coordinates, which have no scale); a
+        run that does not move from a non-stationary start is reported either way.
+    """
+    theta0 = np.asarray(theta0, dtype=float)
+    bounds = np.asarray(bounds, dtype=float)
+    if bounds.shape != (theta0.size, 2) or np.any(bounds[:, 0] > bounds[:, 1]):
+        raise ValueError(f"bounds must have shape ({theta0.size}, 2) with lower <= upper")
+    n_restarts = check_count(check_positive_int(n_restarts, "n_restarts", minimum=0),
+                             "n_restarts", MAX_RESTARTS, "each restart is a whole L-BFGS-B run")
+    names = names or [f"theta[{i}]" for i in range(theta0.size)]
+    free = bounds[:, 0] < bounds[:, 1]
+    if not np.any(free):
+        value, _ = objective(theta0)
+        return OptimizationResult(theta0, float(value), 1, 0, True, "all parameters fixed")
+
+    failures, evaluated = [], []          # evaluated: (-value, free theta) of every success
+
+    def infeasible(free_theta):
+        # a finite value above every one seen, from which the line search backtracks (an
+        # infinite one ends L-BFGS-B at once, reporting convergence at the start)
+        worst = max((value for value, _ in evaluated), default=0.0)
+        return worst + abs(worst) + 1.0, np.zeros(free_theta.size)
+
+    def negative(free_theta):
+        theta = theta0.copy()
+        theta[free] = free_theta
+        try:
+            value, gradient = objective(theta)
+        except NotPositiveDefiniteError as error:
+            # e.g. a float32 Gram at a noise variance it cannot resolve: an infeasible point,
+            # backed off from (reported below)
+            failures.append(error)
+            return infeasible(free_theta)
+        if not np.isfinite(value):
+            return infeasible(free_theta)
+        evaluated.append((-float(value), np.array(free_theta)))
+        return -value, -np.asarray(gradient)[free]
+
+    box = bounds[free]
+    first = np.clip(theta0, bounds[:, 0], bounds[:, 1])[free]
+    radius = np.full(first.size, np.inf)
+    if windows:
+        wide = (first - box[:, 0] > WIDE_BOX) | (box[:, 1] - first > WIDE_BOX)
+        radius[wide] = WINDOW
+    draw_box = _window(box, first, np.where(np.isinf(radius), np.inf, WIDE_BOX))
+    starts = [first]
+    generator = as_generator(rng)
+    for _ in range(n_restarts):
+        starts.append(generator.uniform(draw_box[:, 0], draw_box[:, 1]))
+
+    best = None
+    n_evaluations = 0
+    for start in starts:
+        run = _windowed_search(negative, start, box, max_iter, radius)
+        n_evaluations += run.n_evaluations
+        if best is None or run.fun < best.fun:
+            best = run
+    if failures and not evaluated:                  # no start could be evaluated
+        raise failures[0]
+    if failures:
+        # the best point evaluated: the run's last iterate may be a rejected trial point
+        fun, x = min(evaluated, key=lambda pair: pair[0])
+        best = _Run(x, fun, n_evaluations, False,
+                    f"{best.message} (backed off from {len(failures)} infeasible point(s))")
+        warnings.warn(
+            f"{len(failures)} of {n_evaluations} likelihood evaluations failed ({failures[0]}) "
+            "and were treated as infeasible: the optimizer backed off from those "
+            "hyperparameters, so the optimum is the best where the statistics factorize (a "
+            "float32 fit cannot resolve a noise variance much below 1e-3 of the target's "
+            "variance, docs/float32.md: use dtype='float64' or raise the noise variance's "
+            "lower bound)", NumericalWarning, stacklevel=3)
+    theta = theta0.copy()
+    theta[free] = best.x
+    _warn_on_bounds(theta, bounds, free, names)
+    return OptimizationResult(theta, float(-best.fun), n_evaluations, len(starts),
+                              best.converged, best.message)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The end of one start's search: x, -objective there, evaluations, and the verdict."""
+
+    x: np.ndarray
+    fun: float
+    n_evaluations: int
+    converged: bool
+    message: str
+
+
+class _RecordFirst:
+    """``negative`` that keeps its first evaluation (L-BFGS-B's, at the run's start)."""
+
+    def __init__(self, negative):
+        self.negative, self.first = negative, None
+
+    def __call__(self, x):
+        out = self.negative(x)
+        if self.first is None:
+            self.first = out
+        return out
+
+
+def _window(box: np.ndarray, x: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """The box intersected with [x - radius, x + radius] (per parameter), shape (P, 2)."""
+    return np.column_stack([np.maximum(box[:, 0], x - radius),
+                            np.minimum(box[:, 1], x + radius)])
+
+
+def _projected_gradient(x: np.ndarray, gradient: np.ndarray, box: np.ndarray) -> float:
+    """max_i |P(x - g) - x|_i, P the projection on the box: L-BFGS-B's stationarity measure
+    (0 where x is stationary in the box, an outward gradient on a bound included)."""
+    return float(np.max(np.abs(np.clip(x - gradient, box[:, 0], box[:, 1]) - x)))
+
+
+def _windowed_search(negative, start, box, max_iter, radius) -> _Run:
+    """L-BFGS-B from ``start`` in ``box``, each parameter within ``radius`` (log units, inf:
+    its whole box) of the current point.
+
+    L-BFGS-B's first trial point is x - g (its first Hessian guess is the identity), so
+    only the box limits the first step: with a gradient of hundreds in log units and a box
+    1e-20..1e20 wide the trial lands where the kernel is degenerate (length scale 1e-20) and
+    the objective and its gradient are rounding noise; the line search then returns to the
+    start and the run ends with "CONVERGENCE: REL_REDUCTION_OF_F" without having moved, or
+    settles in a spurious optimum of that region. So a wide parameter is searched in the
+    window ``_window(box, x, radius)``: an optimum on a face of the window that is not a
+    face of the box moves the window there (each move raises the objective), at most
+    ``MAX_WINDOW_MOVES`` times ("STILL MOVING" otherwise). A run that reports convergence
+    at its start although the projected gradient there exceeds ``STATIONARITY_TOLERANCE`` is retried in
+    windows ``WINDOW_SHRINK`` times narrower (every parameter, ``WINDOW`` at most;
+    ``WINDOW_SHRINKS`` retries in all) and otherwise reported as not converged
+    ("NO PROGRESS"): never as converged.
+    """
+    x, radius = np.asarray(start, dtype=float), np.asarray(radius, dtype=float)
+    evaluations = moves = shrinks = 0
+    while True:
+        window = _window(box, x, radius)
+        recorder = _RecordFirst(negative)
+        result = scipy.optimize.minimize(recorder, x, jac=True, method="L-BFGS-B",
+                                         bounds=window, options={"maxiter": max_iter})
+        evaluations += result.nfev
+        start_value, start_gradient = recorder.first
+        stationarity = _projected_gradient(x, start_gradient, window)
+        if shrinks == 0:
+            first_stationarity = _projected_gradient(x, start_gradient, box)
+        if (result.success and np.array_equal(result.x, x) and np.isfinite(start_value)
+                and stationarity > STATIONARITY_TOLERANCE):
+            if shrinks == WINDOW_SHRINKS:
+                return _Run(x, float(result.fun), evaluations, False,
+                            f"NO PROGRESS: L-BFGS-B stayed at its start although the "
+                            f"projected gradient there is {first_stationarity:.3g} (also in "
+                            f"windows down to +-{radius.min():.3g} log units around it): the "
+                            "objective or its gradient is inaccurate near the start "
+                            "(degenerate hyperparameters); narrow the bounds or move the start")
+            radius = np.minimum(radius, WINDOW) / WINDOW_SHRINK
+            shrinks += 1
+            continue
+        on_window_face = (((result.x <= window[:, 0] + BOUNDARY_TOLERANCE)
+                           & (window[:, 0] > box[:, 0] + BOUNDARY_TOLERANCE))
+                          | ((result.x >= window[:, 1] - BOUNDARY_TOLERANCE)
+                             & (window[:, 1] < box[:, 1] - BOUNDARY_TOLERANCE)))
+        if not (result.success and np.any(on_window_face)):
+            return _Run(result.x, float(result.fun), evaluations, bool(result.success),
+                        str(result.message))
+        moves += 1
+        if moves > MAX_WINDOW_MOVES:
+            return _Run(result.x, float(result.fun), evaluations, False,
+                        f"STILL MOVING: the optimum left {MAX_WINDOW_MOVES} windows of "
+                        f"+-{WINDOW:.3g} log units in a row, toward a bound far from the "
+                        "start; narrow the bounds or move the start")
+        x = result.x
+
+
+def _warn_on_bounds(theta, bounds, free, names) -> None:
+    for i in np.flatnonzero(free):
+        for side, limit in (("lower", bounds[i, 0]), ("upper", bounds[i, 1])):
+            if abs(theta[i] - limit) <= BOUNDARY_TOLERANCE:
+                warnings.warn(
+                    f"the optimum of {names[i]} = {np.exp(theta[i]):.4g} sits on its {side} "
+                    f"bound {np.exp(limit):.4g}; consider widening the bounds",
+                    BoundaryWarning, stacklevel=3,
+                )
+
+
+def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_restarts: int = 0,
+                          rng=None) -> tuple[Hyperparameters, OptimizationResult]:
+    """Maximize the objective over theta inside the box of ``hyperparameters``.
+
+    ``objective`` takes theta = [kernel.theta..., log noise_variance] (any objective of the
+    engine: :class:`scalegp.engine.gp.MarginalLikelihood`, :class:`scalegp.engine.qr.QRMarginalLikelihood`,
+    :class:`scalegp.engine.exact.ExactMarginalLikelihood`); ``hyperparameters`` gives the start and
+    the box (:class:`~scalegp.engine.hyperparameters.Hyperparameters`, which may have been narrowed
+    to where a feature map is valid). Returns the hyperparameters at the optimum and the
+    :class:`OptimizationResult`.
+    """
+    result = maximize_likelihood(objective, hyperparameters.theta, hyperparameters.bounds,
+                                 n_restarts=n_restarts, rng=rng, names=hyperparameters.names,
+                                 windows=True)
+    return hyperparameters.at(result.theta), result

@@ -1,0 +1,537 @@
+"""Neighbourhood-local GP models: one GP per centre, trained on the centre's nearest points.
+
+A global low-rank model spreads its m columns over the whole input box, so for a rough field
+(relief, say) its resolution is bounded by m; an exact GP is bounded by its n. A
+neighbourhood-local model instead keeps one GP per centre c, trained only on the k training
+points nearest c, so each GP sees a small extent at full resolution (docs/local-models.md,
+"Neighbourhood-local models"):
+
+* **Cover.** Centres are chosen by an adaptive farthest-point cover: the neighbourhood of a
+  centre c is its k nearest training points, R_c the distance of the k-th, and its blend radius
+  r_c = R_c / 2; the next centre is the training point worst covered, the largest
+  min_c |x - c| / r_c, until every training point has |x - c| / r_c <= ``overlap`` for some c.
+  Distances are measured in units of the starting length scales (x / l), and the cover stays
+  fixed while the hyperparameters are learned (the objective is then smooth in theta).
+  Cost O(N N_C d): one distance vector and one partial sort per new centre.
+* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``) or a
+  low-rank GP of any feature map, with one map for all centres (one draw, one rule) built on
+  the neighbourhoods shifted to their centres, x - c: a fixed-basis map (GLF) then covers a
+  small box, so few nodes resolve short length scales.
+* **Shared hyperparameters** maximize the block composite likelihood
+  sum_c log p(y_{N_c} | theta), the sum of the local log marginal likelihoods (or of a random
+  subset of ``learning_centres`` of them: a cheaper, unbiased-up-to-scale estimate of the
+  same objective); gradients add the same way. With a fixed basis each local objective keeps
+  its basis statistics, so a step costs O(N_C s^3) after one pass.
+* **Blended prediction.** With the compactly supported C^1 weight
+  w_c(x) = (1 - t^2)^2 for t = |x - c| / r_c < 1 (0 beyond), the predictive distribution is the
+  mixture sum_c w_c p_c(f(x) | y) / sum_c w_c: mean mu = sum_c w~_c mu_c and variance
+  sum_c w~_c (v_c + mu_c^2) - mu^2 (the mixture's), w~ = w / sum w. Every point covered by
+  the cover has a weight >= (1 - overlap^2)^2 > 0, and the weights are continuous, so the mean
+  is continuous across neighbourhood borders. A test point outside every blend support (far
+  from the training data) takes the centre with the smallest |x - c| / r_c alone.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine import exact
+from .._memory import available_bytes, default_chunk_size
+from ..engine.noise import noise_only_log_marginal_likelihood
+from .._validation import as_generator, check_matrix, check_positive_int, check_vector
+from ..errors import InsufficientMemoryError
+from ..features.base import FeatureMap
+from ..engine.hyperparameters import Hyperparameters
+from .centered import LocalContext, LocalModel
+from ..engine.objectives import low_rank_objective
+from ..rowwise import one_blas_thread
+
+__all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
+           "NeighborhoodPosterior", "blend_weights", "required_bytes", "check_memory"]
+
+#: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
+#: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
+OVERLAP = 0.75
+#: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
+MAX_CENTRES = 20_000
+#: Relative tolerance of :func:`check_cover` (a float32 fit's distances round at 6e-8).
+COVER_TOLERANCE = 1e-5
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread: the local systems (k x k, k in the hundreds) are too small
+    for threaded BLAS, whose idle threads spin; on the shared 2-core machine the East Africa
+    fit took 199 s with OpenBLAS's default threads and 58 s with one (docs/decisions.md,
+    "One BLAS thread for local systems")."""
+    return one_blas_thread()
+
+
+@dataclass(frozen=True, eq=False)
+class Neighborhoods:
+    """The geometry of a neighbourhood-local model, fixed while hyperparameters are learned.
+
+    Attributes
+    ----------
+    centres : ndarray (n_centres, n_dims)
+        In input units.
+    members : tuple of int arrays
+        The training rows of each centre's neighbourhood (its ``n_neighbors`` nearest).
+    blend_radius : ndarray (n_centres,)
+        r_c, in units of ``scale``.
+    scale : ndarray (n_dims,)
+        Distances are |(x - c) / scale| (the starting length scales).
+    """
+
+    centres: np.ndarray
+    members: tuple
+    blend_radius: np.ndarray
+    scale: np.ndarray
+
+    @property
+    def n_centres(self) -> int:
+        return self.centres.shape[0]
+
+    def scaled_distances(self, X) -> np.ndarray:
+        """|(x - c) / scale| for every row of X and every centre, shape (n, n_centres)."""
+        Z = X / self.scale
+        C = self.centres / self.scale
+        squared = np.zeros((Z.shape[0], C.shape[0]))
+        with np.errstate(over="ignore"):    # a row too far to measure: inf, outside all
+            for j in range(Z.shape[1]):    # per dimension: no cancellation, O(n n_centres)
+                squared += (Z[:, j, None] - C[None, :, j]) ** 2
+        return np.sqrt(squared)
+
+
+def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
+          max_centres: int = MAX_CENTRES) -> Neighborhoods:
+    """The adaptive farthest-point cover of X by neighbourhoods of ``n_neighbors`` points.
+
+    Parameters
+    ----------
+    X : ndarray (n_samples, n_dims)
+    n_neighbors : int
+        k, the training points of each neighbourhood (all of them if k >= n_samples).
+    scale : float or ndarray (n_dims,)
+        The length scales distances are measured in.
+    overlap : float in (0, 1), default=OVERLAP
+        Every training point ends within ``overlap`` blend radii of a centre.
+    max_centres : int, default=MAX_CENTRES
+        The cover stops there with a warning (some points then have smaller weights).
+
+    Returns
+    -------
+    Neighborhoods
+        The first centre is the training mean; each later one the training point with the
+        largest min_c |x - c| / r_c (module docstring).
+    """
+    X = check_matrix(X, "X")
+    n_samples, n_dims = X.shape
+    n_neighbors = min(check_positive_int(n_neighbors, "n_neighbors"), n_samples)
+    if not 0.0 < overlap < 1.0:
+        raise ValueError(f"overlap must lie in (0, 1), got {overlap!r}")
+    scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
+    Z = X / scale
+    coverage = np.full(n_samples, np.inf)        # min_c |z - c| / r_c so far
+    centres, members, radii = [], [], []
+    centre = Z.mean(axis=0)
+    while True:
+        distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
+        nearest = np.argpartition(distance, n_neighbors - 1)[:n_neighbors]
+        reach = float(distance[nearest].max())
+        radius = 0.5 * reach if reach > 0 else 1.0
+        centres.append(centre * scale)
+        members.append(np.sort(nearest))
+        radii.append(radius)
+        np.minimum(coverage, distance / radius, out=coverage)
+        worst = int(np.argmax(coverage))
+        if coverage[worst] <= overlap:
+            break
+        if len(centres) == max_centres:
+            warnings.warn(
+                f"the neighbourhood cover stopped at max_centres = {max_centres}: a training "
+                f"point lies {coverage[worst]:.3g} blend radii from its nearest centre "
+                f"(target {overlap}); raise n_neighbors or max_centres", UserWarning,
+                stacklevel=2)
+            break
+        centre = Z[worst].copy()
+    return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
+                tolerance: float = COVER_TOLERANCE) -> None:
+    """Raise ValueError unless ``neighborhoods`` keeps the rules of :func:`cover` that bound
+    its size (a model file's cover, checked before any neighbourhood is conditioned).
+
+    In scaled units z = x / scale: at most one centre per row plus the first, which is the
+    mean of the z's; the blend radius of each centre is half the distance of its farthest
+    member (1 if 0); and each later centre lies farther than ``overlap`` blend radii from
+    every earlier one (the greedy rule: centres pack like those of a fit, so a file cannot
+    repeat one centre many times). A radius is at least half the distance of the k-th
+    nearest row, so this bounds the number of centres as the fit's rule does. Comparisons
+    allow a relative ``tolerance`` (the fit may have computed in float32). Cost
+    O(n_centres (k + n_centres) d + N d), against O(n_centres k^3) for conditioning. Which
+    rows each neighbourhood holds is checked afterwards, by the likelihood of the model.
+    """
+    Z = X / neighborhoods.scale
+    C = neighborhoods.centres / neighborhoods.scale
+    radii = neighborhoods.blend_radius
+    n_rows, n_centres = Z.shape[0], C.shape[0]
+    if n_centres > n_rows + 1:
+        raise ValueError(f"it has {n_centres} centres for {n_rows} training rows (a cover has "
+                         "at most one per row, plus their mean)")
+    size = 1.0 + float(np.max(np.abs(Z)))
+    if np.max(np.abs(C[0] - Z.mean(axis=0))) > tolerance * size:
+        raise ValueError("its first centre is not the mean of the training rows")
+    for c, rows in enumerate(neighborhoods.members):
+        reach = float(np.max(_distances(Z[rows], C[c:c + 1])))
+        radius = 0.5 * reach if reach > 0 else 1.0
+        if abs(radii[c] - radius) > tolerance * radius:
+            raise ValueError(f"neighbourhood {c} has the blend radius {radii[c]!r}, not half "
+                             f"the distance of its farthest row ({radius!r})")
+    chunk = max(1, 2**20 // n_centres)
+    for start in range(1, n_centres, chunk):
+        stop = min(start + chunk, n_centres)
+        between = _distances(C[:stop], C[start:stop])          # (stop, stop - start)
+        for j, c in enumerate(range(start, stop)):
+            if np.any(between[:c, j] <= overlap * radii[:c] * (1 - tolerance)):
+                raise ValueError(f"centre {c} lies within {overlap} blend radii of an earlier "
+                                 "centre, which the cover never chooses")
+
+
+def _distances(Z, C) -> np.ndarray:
+    """|z - c| for every row of Z and C, shape (len(Z), len(C)), by differences."""
+    squared = np.zeros((Z.shape[0], C.shape[0]))
+    for j in range(Z.shape[1]):
+        squared += (Z[:, j, None] - C[None, :, j]) ** 2
+    return np.sqrt(squared)
+
+
+def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
+    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres).
+
+    A row outside every support gets weight 1 on its centre of smallest t (module docstring).
+    """
+    t = neighborhoods.scaled_distances(X) / neighborhoods.blend_radius
+    weights = np.where(t < 1.0, (1.0 - np.minimum(t, 1.0) ** 2) ** 2, 0.0)
+    total = weights.sum(axis=1)
+    outside = total == 0
+    if np.any(outside):
+        weights[outside, np.argmin(t[outside], axis=1)] = 1.0
+        total[outside] = 1.0
+    return weights / total[:, None]
+
+
+class _Shifted:
+    """A local posterior on inputs shifted by its centre (x - c): what a feature map sees."""
+
+    def __init__(self, posterior, centre: np.ndarray):
+        self.posterior = posterior
+        self.centre = centre
+
+    def predict(self, X, return_var=False):
+        return self.posterior.predict(X - self.centre, return_var=return_var)
+
+
+class NeighborhoodLikelihood:
+    """The block composite likelihood sum_c log p(y_{N_c} | theta) of a cover (an objective:
+    :mod:`scalegp.engine.objectives`), its gradient, and the neighbourhood posterior at theta.
+
+    Parameters
+    ----------
+    hyperparameters : Hyperparameters
+    neighborhoods : Neighborhoods
+    X, y : training inputs and targets
+    feature_map : FeatureMap or None
+        None: exact local GPs. A map: low-rank local GPs on x - c.
+    learning_centres : int or None
+        Evaluate ``value`` and ``__call__`` on this many centres drawn at random (``rng``), not
+        all: learning then costs that many local objectives per step. ``posterior`` always
+        conditions every neighbourhood.
+    solver, dtype : the low-rank engine's options (:func:`scalegp.engine.objectives.low_rank_objective`)
+    """
+
+    def __init__(self, hyperparameters, neighborhoods: Neighborhoods, X, y, *,
+                 feature_map: FeatureMap | None = None, learning_centres: int | None = None,
+                 rng=None, solver: str = "cholesky", dtype=None):
+        self.hyperparameters = Hyperparameters.of(hyperparameters)
+        self.neighborhoods = neighborhoods
+        self.X = check_matrix(X, "X")
+        self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.feature_map = feature_map
+        self.solver = solver
+        self.dtype = dtype
+        centres = np.arange(neighborhoods.n_centres)
+        if learning_centres is not None:
+            learning_centres = check_positive_int(learning_centres, "learning_centres")
+            if learning_centres < neighborhoods.n_centres:
+                centres = np.sort(as_generator(rng).choice(
+                    neighborhoods.n_centres, size=learning_centres, replace=False))
+        self.learning_centres = centres
+        self._objectives = {}
+        self.n_evaluations = 0
+
+    def _local_objective(self, c: int):
+        """The objective of neighbourhood c (kept: a fixed basis keeps its statistics)."""
+        if c not in self._objectives:
+            rows = self.neighborhoods.members[c]
+            X, y = self.X[rows], self.y[rows]
+            if self.feature_map is None:
+                objective = exact.ExactMarginalLikelihood(self.hyperparameters, X, y)
+            else:
+                objective = low_rank_objective(
+                    self.feature_map, self.hyperparameters, X - self.neighborhoods.centres[c],
+                    y, solver=self.solver, dtype=self.dtype)
+            self._objectives[c] = objective
+        return self._objectives[c]
+
+    def value(self, theta) -> float:
+        with _one_blas_thread():
+            return float(sum(self._local_objective(c).value(theta)
+                             for c in self.learning_centres))
+
+    def __call__(self, theta) -> tuple[float, np.ndarray]:
+        self.n_evaluations += 1
+        value, gradient = 0.0, 0.0
+        with _one_blas_thread():
+            for c in self.learning_centres:
+                local_value, local_gradient = self._local_objective(c)(theta)
+                value += local_value
+                gradient = gradient + np.asarray(local_gradient)
+        return float(value), gradient
+
+    def posterior(self, theta) -> "NeighborhoodPosterior":
+        """Every neighbourhood conditioned at theta (or at a Hyperparameters' values)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        locals_ = []
+        with _one_blas_thread():
+            for c in range(self.neighborhoods.n_centres):
+                posterior = self._local_objective(c).posterior(theta)
+                if self.feature_map is not None:
+                    posterior = _Shifted(posterior, self.neighborhoods.centres[c])
+                locals_.append(posterior)
+                if c not in self.learning_centres:   # not needed again: free its memory
+                    self._objectives.pop(c, None)
+        value = sum(p.log_marginal_likelihood if self.feature_map is None
+                    else p.posterior.log_marginal_likelihood for p in locals_)
+        return NeighborhoodPosterior(self.neighborhoods, tuple(locals_), kernel,
+                                     float(noise_variance), float(value),
+                                     feature_map=self.feature_map, X=self.X, y=self.y)
+
+
+class NeighborhoodPosterior(LocalModel, kind="neighbors"):
+    """The blended predictive distribution of a neighbourhood-local model (module docstring),
+    a local kind of :mod:`scalegp.local.centered` (``LowRankGPRegressor(local="neighbors")``).
+
+    Attributes
+    ----------
+    neighborhoods : Neighborhoods
+    local_posteriors : tuple
+        One per centre, with ``predict(X, return_var=...)`` (latent, no noise).
+    kernel, noise_variance : the shared hyperparameters
+    log_marginal_likelihood : float
+        The composite sum_c log p(y_{N_c}) over every neighbourhood.
+    noise_only_log_marginal_likelihood : float
+        sum_c max_s2 log N(y_{N_c} | 0, s2 I), the same sum for the best noise-only model:
+        what the composite value is compared with (a fit below it explains the data worse
+        than white noise).
+    feature_map : FeatureMap or None
+        The map of the local GPs (None: exact local GPs).
+    X_train, y_train : the training rows (kept for model files), or None
+    """
+
+    def __init__(self, neighborhoods: Neighborhoods, local_posteriors: tuple, kernel,
+                 noise_variance: float, log_marginal_likelihood: float, *,
+                 feature_map: FeatureMap | None = None, X=None, y=None):
+        n_samples = len(np.unique(np.concatenate(neighborhoods.members)))
+        super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
+                         n_samples)
+        self.neighborhoods = neighborhoods
+        self.local_posteriors = local_posteriors
+        self.X_train, self.y_train = X, y
+        self.noise_only_log_marginal_likelihood = (
+            None if y is None else float(sum(noise_only_log_marginal_likelihood(y[rows])
+                                             for rows in neighborhoods.members)))
+
+    @classmethod
+    def learning_objective(cls, context: LocalContext, hyperparameters):
+        """The block composite likelihood of the context's cover (:class:`Neighborhood
+        Likelihood`)."""
+        return NeighborhoodLikelihood(
+            hyperparameters, context.neighborhoods, context.source.X, context.source.y,
+            feature_map=context.feature_map, learning_centres=context.learning_centres,
+            rng=context.rng, dtype=context.dtype)
+
+    @classmethod
+    def fit(cls, context: LocalContext, kernel, noise_variance: float):
+        hyperparameters = Hyperparameters(kernel, noise_variance)
+        return cls.learning_objective(context, hyperparameters).posterior(hyperparameters)
+
+    @property
+    def centres(self) -> np.ndarray:
+        return self.neighborhoods.centres
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        return np.concatenate([p.alpha if self.feature_map is None else p.posterior.system.beta
+                               for p in self.local_posteriors])
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the local systems: a k x k factor, k inputs and alpha per exact local GP;
+        an m x m factor and beta per low-rank one."""
+        if self.feature_map is None:
+            return int(sum(p.cholesky_factor.nbytes + p.X_train.nbytes + p.alpha.nbytes
+                           for p in self.local_posteriors))
+        m = self.feature_map.n_components
+        return 8 * (m * m + m) * len(self.local_posteriors)
+
+    def describe(self) -> str:
+        what = "exact GPs" if self.feature_map is None else (
+            f"{self.feature_map.name!r} GPs (m = {self.feature_map.n_components})")
+        return f"local model 'neighbors' of {what}: {describe_cover(self.neighborhoods)}"
+
+    # ----------------------------------------------------------------- model files
+    # The local systems (k x k factors for exact local GPs) are far larger than the data, so
+    # a file keeps the training rows and the cover, and loading conditions every
+    # neighbourhood again at the stored hyperparameters (as ``fit`` did: same predictions).
+    MODEL_FILE_METADATA = {}
+    #: Its local GPs may be exact (``approximation="exact"``, no feature map).
+    EXACT_LOCAL_GPS = True
+    MODEL_FILE_ARRAYS = {
+        "centres": (("c", "d"), ("finite",)),
+        "blend_radius": (("c",), ("positive",)),
+        "scale": (("d",), ("positive",)),
+        "members": (("c", "neighbors"), ("nonnegative",)),
+        "X_train": (("rows", "d"), ("finite",)),
+        "y_train": (("rows",), ("finite",)),
+    }
+
+    def model_file_metadata(self) -> dict:
+        return {}
+
+    def model_file_arrays(self) -> dict:
+        cover = self.neighborhoods
+        return {"centres": np.asarray(cover.centres, dtype=np.float64),
+                "blend_radius": np.asarray(cover.blend_radius, dtype=np.float64),
+                "scale": np.asarray(cover.scale, dtype=np.float64),
+                "members": np.stack(cover.members).astype(np.float64),
+                "X_train": np.asarray(self.X_train, dtype=np.float64),
+                "y_train": np.asarray(self.y_train, dtype=np.float64)}
+
+    @classmethod
+    def stored_arrays(cls, metadata: dict) -> set:
+        return set(cls.MODEL_FILE_ARRAYS)
+
+    @classmethod
+    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
+                        n_samples, metadata, arrays, dtype, map_builder=None):
+        """Condition the stored cover again; ValueError if the members are not row indices
+        or the likelihood differs from the stored one (the file's rows were altered)."""
+        members = arrays["members"]
+        n_rows = arrays["X_train"].shape[0]
+        if np.any(members != np.round(members)) or np.any(members >= n_rows):
+            raise ValueError(f"'members' must hold row indices below {n_rows}")
+        members = members.astype(np.intp)
+        if np.any(np.diff(members, axis=1) <= 0):
+            raise ValueError("each row of 'members' must be strictly increasing")
+        cover = Neighborhoods(arrays["centres"], tuple(members), arrays["blend_radius"],
+                              arrays["scale"])
+        covered = len(np.unique(members))
+        if covered != n_samples:
+            raise ValueError(f"its neighbourhoods cover {covered} rows, but the file says "
+                             f"n_samples = {n_samples}")
+        # everything conditioning costs (O(n_centres k^3)) is checked first
+        check_cover(cover, arrays["X_train"])
+        check_memory(cover, feature_map)
+        hyperparameters = Hyperparameters(kernel, noise_variance)
+        model = NeighborhoodLikelihood(hyperparameters, cover, arrays["X_train"],
+                                       arrays["y_train"], feature_map=feature_map,
+                                       dtype=dtype).posterior(hyperparameters)
+        if not np.isclose(model.log_marginal_likelihood, log_marginal_likelihood,
+                          rtol=1e-9, atol=1e-9):
+            raise ValueError(
+                f"its log marginal likelihood is {model.log_marginal_likelihood!r} on the "
+                f"stored rows, but the file says {log_marginal_likelihood!r}")
+        return model
+
+    def predict(self, X, *, return_var: bool = False, return_cov: bool = False,
+                include_noise: bool = False, chunk_size: int | None = None):
+        """Blended mean, and optionally the mixture variance (+ s2 if ``include_noise``)."""
+        self._check_no_cov(return_cov)
+        X = check_matrix(X, "X", n_dims=self.neighborhoods.centres.shape[1])
+        chunk_size = chunk_size or default_chunk_size(self.neighborhoods.n_centres)
+        with _one_blas_thread():
+            mean, second = self._blend(X, return_var, chunk_size)
+        if not return_var:
+            return mean
+        var = np.maximum(second - mean**2, 0.0)
+        if include_noise:
+            var += self.noise_variance
+        return mean, var
+
+    def _blend(self, X, return_var: bool, chunk_size: int):
+        """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X.
+
+        The weights come ``chunk_size`` rows at a time (an O(chunk n_centres) matrix); each
+        centre then predicts all its rows of the batch in one call, and each row adds its
+        centres' terms in the centres' order: a row's value is the one it has alone."""
+        rows, centres, weights = [], [], []
+        for start in range(0, X.shape[0], chunk_size):
+            chunk_weights = blend_weights(self.neighborhoods, X[start:start + chunk_size])
+            row, centre = np.nonzero(chunk_weights)
+            rows.append(row + start)
+            centres.append(centre)
+            weights.append(chunk_weights[row, centre])
+        rows, centres, weights = (np.concatenate(part) for part in (rows, centres, weights))
+        order = np.argsort(centres, kind="stable")          # by centre, rows ascending
+        rows, centres, weights = rows[order], centres[order], weights[order]
+        starts = np.flatnonzero(np.diff(centres, prepend=-1))
+        mean = np.zeros(X.shape[0])
+        second = np.zeros(X.shape[0]) if return_var else None
+        for start, stop in zip(starts, np.append(starts[1:], rows.size)):
+            used, w = rows[start:stop], weights[start:stop]
+            result = self.local_posteriors[centres[start]].predict(X[used],
+                                                                   return_var=return_var)
+            local_mean = result[0] if return_var else result
+            mean[used] += w * local_mean
+            if return_var:
+                second[used] += w * (result[1] + local_mean**2)
+        return mean, second
+
+
+def describe_cover(neighborhoods: Neighborhoods) -> str:
+    """One line: centres, points per neighbourhood, blend radii."""
+    sizes = [len(m) for m in neighborhoods.members]
+    return (f"{neighborhoods.n_centres} centres, {sizes[0]} training points each, blend "
+            f"radius {np.min(neighborhoods.blend_radius):.3g} to "
+            f"{np.max(neighborhoods.blend_radius):.3g} length scales")
+
+
+
+def required_bytes(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
+                   itemsize: int = 8) -> int:
+    """Bytes a fitted neighbourhood model keeps: per centre, a k x k Cholesky factor, its k
+    inputs and k coefficients (exact local GPs), or an m x m factor and m coefficients
+    (low-rank ones, float64 whatever ``itemsize``, which sizes the exact GPs' inputs)."""
+    if feature_map is None:
+        n_dims = neighborhoods.centres.shape[1]
+        return int(sum(8 * len(rows) * (len(rows) + 1) + itemsize * len(rows) * n_dims
+                       for rows in neighborhoods.members))
+    m = feature_map.n_components
+    return 8 * (m * m + m) * neighborhoods.n_centres
+
+
+def check_memory(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
+                 itemsize: int = 8) -> None:
+    """Raise InsufficientMemoryError before conditioning a cover that will not fit."""
+    needed = required_bytes(neighborhoods, feature_map, itemsize=itemsize)
+    available = available_bytes()
+    if available is not None and needed > available:
+        raise InsufficientMemoryError(
+            f"the neighbourhood-local model needs about {needed / 2**30:.2f} GiB for its "
+            f"{neighborhoods.n_centres} local systems ({describe_cover(neighborhoods)}), but "
+            f"only {available / 2**30:.2f} GiB is available; choose fewer neighbours "
+            "(local_neighbors) or a low-rank local map")
