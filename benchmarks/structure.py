@@ -7,23 +7,34 @@ Read from the syntax trees of ``src/scalegp`` (imports inside functions included
 imported) by :mod:`scalegp._architecture`, which also declares the wings and their order:
 modules and lines per folder, the largest module and class, the depth of the import graph (the
 longest chain of imports, a cycle counted as one floor), the cycles and the upward arrows (an
-import from a lower wing to a higher one). ``tests/test_architecture.py`` holds the same graph
-to zero cycles and zero upward arrows.
+import from a lower wing to a higher one), the private names reached across wings and the
+calls that factorize a matrix outside ``scalegp.linalg``. ``tests/test_architecture.py`` holds
+the same graph to zero cycles and zero upward arrows.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if (ROOT / "src" / "scalegp").is_dir():
-    sys.path.insert(0, str(ROOT / "src"))
 
-from scalegp import _architecture as arch  # noqa: E402
+
+def load_architecture():
+    """:mod:`scalegp._architecture` of this checkout, loaded alone (the package is not imported)."""
+    spec = importlib.util.spec_from_file_location(
+        "scalegp._architecture", ROOT / "src" / "scalegp" / "_architecture.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+arch = load_architecture()
 
 MODULE_LIMIT, CLASS_LIMIT = 700, 400
 
@@ -53,6 +64,8 @@ def numbers(root: Path = arch.ROOT) -> dict:
         "longest_chain": chain,
         "cycles": arch.cycles(modules),
         "upward_arrows": [list(arrow) for arrow in arch.upward_arrows(modules)],
+        "private_reaches": arch.private_reaches(modules),
+        "factorizations_outside_linalg": arch.factorizations(modules),
     }
 
 
@@ -74,6 +87,11 @@ def markdown(n: dict) -> str:
         + "".join(f"; {{{', '.join(c)}}}" for c in n["cycles"]) + " |",
         f"| upward arrows | {len(n['upward_arrows'])}"
         + "".join(f"; {a} -> {b}" for a, b in n["upward_arrows"]) + " |",
+        f"| private names reached across wings | {len(n['private_reaches'])}"
+        + "".join(f"; {line}" for line in n["private_reaches"]) + " |",
+        f"| factorizing calls outside linalg | "
+        f"{sum(n['factorizations_outside_linalg'].values())}: "
+        f"{over(n['factorizations_outside_linalg'])} |",
     ]
     return "\n".join(lines)
 
