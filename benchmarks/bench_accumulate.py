@@ -58,7 +58,7 @@ import scipy.linalg.blas as blas  # noqa: E402
 
 import scalegp  # noqa: E402
 from scalegp import _memory  # noqa: E402
-from scalegp.engine import gp  # noqa: E402
+from scalegp import engine  # noqa: E402
 from scalegp.features.base import FeatureMap  # noqa: E402
 from scalegp.features.random_fourier import RandomFourierFeatures  # noqa: E402
 from scalegp.kernels import Gaussian  # noqa: E402
@@ -221,7 +221,7 @@ class GemmPeak:
 # --------------------------------------------------------------------------- accumulate
 def fill_features(feature_map, kernel, X, dtype, chunk_size) -> np.ndarray:
     Psi = np.empty((X.shape[0], feature_map.n_components), dtype=dtype)
-    for start, stop in gp._chunks(X.shape[0], chunk_size):
+    for start, stop in engine._chunks(X.shape[0], chunk_size):
         Psi[start:stop] = feature_map.features(X[start:stop], kernel)
     return Psi
 
@@ -264,9 +264,9 @@ def bench_accumulate(m: int, dtype, n_samples: int, repeats: int, peak: GemmPeak
     for _ in range(repeats):
         peak.measure(dtype)
         G_bare = timer.run("bare", lambda: Psi.T @ Psi)
-        G_gram = timer.run("gram", lambda: gp.Statistics.accumulate(
+        G_gram = timer.run("gram", lambda: engine.Statistics.accumulate(
             stored, kernel, X_index, y, dtype=dtype)).gram
-        G_rff = timer.run("rff", lambda: gp.Statistics.accumulate(
+        G_rff = timer.run("rff", lambda: engine.Statistics.accumulate(
             rff, kernel, X, y, dtype=dtype)).gram
         timer.run("features", features_only)
         log(f"    bare {timer.times['bare'][-1]:.2f}s  gram {timer.times['gram'][-1]:.2f}s  "
@@ -311,7 +311,7 @@ def maxrss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 mode, n_samples, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 import numpy as np
-from scalegp.engine.gp import Posterior
+from scalegp.engine import Posterior
 from scalegp.kernels import Gaussian
 from scalegp.features.random_fourier import RandomFourierFeatures
 rss_imported = rss()

@@ -10,7 +10,7 @@ engine's default chunks), it times
 * **one pass**: :func:`scalegp.local.centered.centred_statistics` (each chunk read once, the features
   of its shifted rows formed for every centre, one symmetric rank-k update per centre), with
   ``group=1`` and ``group=8`` (eight centres' features per call);
-* **N_C passes**: :func:`scalegp.engine.gp.accumulate_statistics` once per centre on x - c, each pass
+* **N_C passes**: :func:`scalegp.engine.statistics.accumulate_statistics` once per centre on x - c, each pass
   reading the whole file again;
 
 and reports seconds, rows read from the file, the peak of ``tracemalloc`` during the call
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import scalegp as sg  # noqa: E402
 from scalegp import _memory, features  # noqa: E402
-from scalegp.engine import gp
+from scalegp import engine
 from scalegp.local import centered as local  # noqa: E402
 from scalegp.data.base import IterableSource  # noqa: E402
 
@@ -95,7 +95,7 @@ def run(n_rows: int, n_components: int, centre_counts, folder: Path) -> list[dic
             reference = reference or stats
         sources = [MemmapSource(path, 2, chunk_rows, shift=c) for c in centres]
         alone, seconds, peak = measure(lambda: [
-            gp.accumulate_statistics(at_map, IterableSource(s)) for s in sources])
+            engine.accumulate_statistics(at_map, IterableSource(s)) for s in sources])
         row["passes"] = {"seconds": seconds, "rows_read": sum(s.rows_read for s in sources),
                          "peak_mib": peak / 2**20}
         row["max_gram_difference"] = float(max(

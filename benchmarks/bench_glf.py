@@ -55,7 +55,8 @@ if (ROOT / "src" / "scalegp").is_dir():
 import peers  # noqa: E402
 from machine import gemm_rate  # noqa: E402
 import scalegp  # noqa: E402
-from scalegp.engine import exact, gp
+from scalegp.engine import exact
+from scalegp import engine
 from scalegp import _memory, features  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
 from scalegp.experiments.glf import target_function  # noqa: E402
@@ -108,7 +109,7 @@ def scaling_rows(sizes, n_components, gemm_n):
     # Warm-up, untimed: measured, the first block of 50 evaluations in a process ran 10-25 %
     # slower in all three repeats than the same block later (cause not isolated).
     X, y = make_data(sizes[0])
-    warm = gp.MarginalLikelihood(glf_map(X, kernel, n_components), kernel, X, y)
+    warm = engine.MarginalLikelihood(glf_map(X, kernel, n_components), kernel, X, y)
     for theta in thetas:
         warm(theta)
     rows = []
@@ -117,7 +118,7 @@ def scaling_rows(sizes, n_components, gemm_n):
         fmap = glf_map(X, kernel, n_components)
         peak = gemm_rate(gemm_n)
         start = time.perf_counter()
-        objective = gp.MarginalLikelihood(fmap, kernel, X, y)
+        objective = engine.MarginalLikelihood(fmap, kernel, X, y)
         pass_seconds = time.perf_counter() - start
         chunk = _memory.default_chunk_size(fmap.n_components)
         start = time.perf_counter()
@@ -165,12 +166,12 @@ def learning_rows(n, n_components, with_exact):
     rows = []
     start = time.perf_counter()
     fmap = glf_map(X, kernel, n_components)
-    learned, noise, result = learn(gp.MarginalLikelihood(fmap, kernel, X, y), kernel)
+    learned, noise, result = learn(engine.MarginalLikelihood(fmap, kernel, X, y), kernel)
     rows.append(("GLF", fmap.n_components, time.perf_counter() - start, result, learned, noise))
     start = time.perf_counter()
     rff = features.get("rff").build(X, kernel, 2 * (fmap.n_components // 2),
                                     np.random.default_rng(7))
-    learned, noise, result = learn(gp.MarginalLikelihood(rff, kernel, X, y), kernel)
+    learned, noise, result = learn(engine.MarginalLikelihood(rff, kernel, X, y), kernel)
     rows.append(("RFF", rff.n_components, time.perf_counter() - start, result, learned, noise))
     if with_exact:
         start = time.perf_counter()
@@ -202,7 +203,7 @@ def target_run(n: int, n_components: int, dtype: str) -> dict:
     start = time.perf_counter()
     fmap = glf_map(X, kernel, n_components)
     built = time.perf_counter()
-    objective = gp.MarginalLikelihood(fmap, kernel, X, y, dtype=dtype)
+    objective = engine.MarginalLikelihood(fmap, kernel, X, y, dtype=dtype)
     passed = time.perf_counter()
     learned, noise, result = learn(objective, kernel)
     learned_at = time.perf_counter()

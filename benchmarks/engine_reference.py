@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 import scalegp as sg  # noqa: E402
 from scalegp import features  # noqa: E402
 from scalegp.errors import NotPositiveDefiniteError  # noqa: E402
-from scalegp.engine.gp import MarginalLikelihood, Posterior  # noqa: E402
+from scalegp.engine.likelihood import MarginalLikelihood, Posterior  # noqa: E402
 from tests.conftest import all_kernels, kernel_id  # noqa: E402
 
 DEFAULT_FILE = ROOT / "benchmarks" / "results" / "engine-reference.json"

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import scalegp as sg  # noqa: E402
-from scalegp.engine import gp  # noqa: E402
+from scalegp import engine  # noqa: E402
 
 from benchmarks.engine_reference import DEFAULT_FILE  # noqa: E402
 
@@ -33,13 +33,13 @@ EPSILONS = (0.0, 1e-15, 1e-14, 1e-13)
 
 def learned_theta(name: str, eps: float) -> np.ndarray:
     """The learning entry of ``engine_reference.learning_numbers`` with the gradient scaled."""
-    original = gp.MarginalLikelihood.__call__
+    original = engine.MarginalLikelihood.__call__
 
     def scaled(self, theta):
         value, gradient = original(self, theta)
         return value, gradient * (1 + eps)
 
-    gp.MarginalLikelihood.__call__ = scaled
+    engine.MarginalLikelihood.__call__ = scaled
     try:
         rng = np.random.default_rng(7)
         X = rng.uniform(-2, 2, size=(200, 2))
@@ -51,7 +51,7 @@ def learned_theta(name: str, eps: float) -> np.ndarray:
             model = sg.LowRankGPRegressor(approximation=name, n_components=32, kernel=kernel,
                                           noise_variance=0.1, random_state=0).fit(X, y)
     finally:
-        gp.MarginalLikelihood.__call__ = original
+        engine.MarginalLikelihood.__call__ = original
     return np.append(model.kernel_.theta, np.log(model.noise_variance_))
 
 

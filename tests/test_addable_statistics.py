@@ -7,10 +7,11 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine import gp
+from scalegp.engine import likelihood
 from scalegp.data.base import Chunk, IterableSource, as_source
-from scalegp.engine.gp import (KeptFeatures, MarginalLikelihood, Statistics, accumulate_gradient,
-                        chunk_gradient, chunk_statistics)
+from scalegp.engine.statistics import (KeptFeatures, Statistics, accumulate_gradient,
+                                       chunk_gradient, chunk_statistics)
+from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.noise import FITC, HOMOSCEDASTIC
 from scalegp.engine.qr import QRBasisStatistics
 from scalegp.engine.systems import FactorizedSystem
@@ -121,7 +122,7 @@ def test_gradient_pass_with_and_without_kept_features(budget, monkeypatch):
     theta = np.append(kernel.theta, np.log(0.2))
     reference = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
                                    chunk_size=16)(theta)
-    monkeypatch.setattr(gp, "feature_cache_budget", lambda dtype: budget)
+    monkeypatch.setattr(likelihood, "feature_cache_budget", lambda dtype: budget)
     objective = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
                                    chunk_size=16)
     calls = []

@@ -35,7 +35,6 @@ arch = load_architecture()
 KNOWN_BIG_MODULES = {
     "scalegp.io", "scalegp.kernels", "scalegp.estimators.lowrank", "scalegp.cli",
     "scalegp.local.centered", "scalegp.features.gauss_legendre", "scalegp.inference.gibbs",
-    "scalegp.engine.gp",
 }
 #: Classes still over CLASS_LIMIT lines.
 KNOWN_BIG_CLASSES = {
@@ -54,8 +53,6 @@ KNOWN_PRIVATE_REACHES = {
     "scalegp.io reads estimator._set_fitted",
     "scalegp.io reads estimator._validate_params",
     "scalegp.io reads self.unfitted_estimator(ESTIMATORS[self.kind], kernel)._stored_centre_map_builder",
-    "scalegp.local.centered uses scalegp._memory._format_bytes",
-    "scalegp.local.centered uses scalegp.engine.gp._BasisOnly",
     "scalegp.local.resolution reads kernel._correlation",
     "scalegp.local.resolution reads posterior._features",
 }

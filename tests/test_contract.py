@@ -9,7 +9,7 @@ import pytest
 import scalegp as sg
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError
-from scalegp.engine.gp import Posterior
+from scalegp.engine.likelihood import Posterior
 from scalegp.testing import (check_chunked_statistics, check_engine_equals_dense,
                              check_features_grad, check_map_protocol)
 

@@ -12,7 +12,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine import gp
+from scalegp import engine
 from scalegp.data.base import ArraySource
 from scalegp.engine.hyperparameters import Hyperparameters
 
@@ -54,10 +54,10 @@ def test_statistics_and_summary_equal_the_serial_pass(block, dtype):
     fmap = features.get("rff").build(X, KERNEL, 64, np.random.default_rng(0))
     # the serial pass in the same chunks, so that float32 chunk Grams are the same: what
     # differs is the float64 order of their sum
-    serial = gp.accumulate_statistics(fmap.at(KERNEL), ArraySource(X, y, dtype=dtype),
+    serial = engine.accumulate_statistics(fmap.at(KERNEL), ArraySource(X, y, dtype=dtype),
                                       dtype=dtype, chunk_size=block)
     source = dask_source(X, y, block=block, dtype=dtype)
-    assert_statistics_equal(gp.accumulate_statistics(fmap.at(KERNEL), source, dtype=dtype),
+    assert_statistics_equal(engine.accumulate_statistics(fmap.at(KERNEL), source, dtype=dtype),
                             serial)
     ours, theirs = source.summary(), ArraySource(X, y, dtype=dtype).summary()
     # merged in another grouping: rounding of a few eps of the data's magnitude (3)
@@ -74,8 +74,8 @@ def test_likelihood_gradient_and_posterior_over_dask(approximation):
     X, y, _ = data()
     fmap = features.get(approximation).build(X, KERNEL, 64, np.random.default_rng(0))
     hyper = Hyperparameters(KERNEL, 0.02)
-    distributed = gp.MarginalLikelihood(fmap, hyper, dask_source(X, y))
-    serial = gp.MarginalLikelihood(fmap, hyper, X, y)
+    distributed = engine.MarginalLikelihood(fmap, hyper, dask_source(X, y))
+    serial = engine.MarginalLikelihood(fmap, hyper, X, y)
     theta = hyper.theta + 0.1
     (value, grad), (ref_value, ref_grad) = distributed(theta), serial(theta)
     assert value == pytest.approx(ref_value, rel=RTOL)
@@ -90,10 +90,10 @@ def test_known_noise_variances_and_the_fitc_diagonal_travel_with_the_blocks():
     X, y, v = data(noise=True)
     fmap = features.get("rff").build(X, KERNEL, 32, np.random.default_rng(1))
     at_map = fmap.at(KERNEL)
-    for noise in (gp.HOMOSCEDASTIC, FITC):
-        serial = gp.accumulate_statistics(at_map, ArraySource(X, y, v), noise=noise,
+    for noise in (engine.HOMOSCEDASTIC, FITC):
+        serial = engine.accumulate_statistics(at_map, ArraySource(X, y, v), noise=noise,
                                           noise_variance=0.01)
-        ours = gp.accumulate_statistics(at_map, dask_source(X, y, v), noise=noise,
+        ours = engine.accumulate_statistics(at_map, dask_source(X, y, v), noise=noise,
                                         noise_variance=0.01)
         assert_statistics_equal(ours, serial)
         assert ours.log_weight_sum != 0.0
@@ -112,7 +112,7 @@ def test_bad_input_is_refused_with_the_rows_named():
     X[612, 1] = np.nan
     fmap = features.get("rff").build(X[:10], KERNEL, 8, np.random.default_rng(0))
     with pytest.raises(ValueError, match="Dask block of rows 600 to 899"):
-        gp.accumulate_statistics(fmap.at(KERNEL), dask_source(X, y, block=300))
+        engine.accumulate_statistics(fmap.at(KERNEL), dask_source(X, y, block=300))
     with pytest.raises(ValueError, match="X has 1000 rows but y has 999"):
         DaskSource(da.from_array(X), da.from_array(y[:-1]))
     with pytest.raises(ValueError, match="2-D"):
@@ -148,7 +148,7 @@ class SlowStatistics:
 
     def __call__(self, chunk):
         time.sleep(0.2)
-        return gp.chunk_statistics(self.at_map, chunk)
+        return engine.chunk_statistics(self.at_map, chunk)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_a_cluster_of_two_processes_gives_the_serial_statistics_and_survives_a_k
     local_cluster, client = cluster
     X, y, _ = data(4000)
     at_map = features.get("rff").build(X, KERNEL, 48, np.random.default_rng(2)).at(KERNEL)
-    serial = gp.accumulate_statistics(at_map, ArraySource(X, y))
+    serial = engine.accumulate_statistics(at_map, ArraySource(X, y))
     source = dask_source(X, y, block=250, client=client)          # 16 blocks
     assert len(client.scheduler_info()["workers"]) == 2
     calm = source.map_reduce(SlowStatistics(at_map))

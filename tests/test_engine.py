@@ -13,7 +13,8 @@ from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError, NumericalWarning
 from scalegp.features.base import FixedBasisFeatureMap
-from scalegp.engine.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
+from scalegp.engine.statistics import BasisStatistics, Statistics
+from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 
 from scalegp.testing import dense_gp as dense_reference
 from scalegp.testing import signed_random_fourier_features

@@ -12,7 +12,8 @@ import scipy.integrate
 
 import scalegp as sg
 from scalegp.engine.hyperparameters import Hyperparameters
-from scalegp.engine import exact, gp
+from scalegp.engine import exact
+from scalegp import engine
 from scalegp import metrics
 from scalegp.experiments.glf import synthetic_data
 from scalegp.features.gauss_legendre import GaussLegendreFeatures, SemigroupGaussLegendreFeatures
@@ -184,7 +185,7 @@ def test_basis_layout_and_its_statistics(n_dims, n_nodes, dtype):
     np.testing.assert_allclose(low, fmap.basis(X), rtol=0,
                                atol=100 * np.finfo(dtype).eps)
     Phi = fmap.basis(X)
-    statistics = gp.BasisStatistics.accumulate(fmap, X, y, chunk_size=16).statistics
+    statistics = engine.BasisStatistics.accumulate(fmap, X, y, chunk_size=16).statistics
     np.testing.assert_allclose(statistics.gram, Phi.T @ Phi, rtol=0, atol=1e-12 * len(y))
     np.testing.assert_allclose(statistics.projection, Phi.T @ y, rtol=0, atol=1e-12 * len(y))
 
@@ -249,7 +250,7 @@ def test_basis_is_fixed_and_weights_carry_theta(data_2d):
         np.testing.assert_array_equal(fmap.basis(X), Phi)
         np.testing.assert_allclose(fmap.features(X, other), Phi * np.sqrt(fmap.weights(other)),
                                    rtol=1e-14)
-    likelihood = gp.MarginalLikelihood(fmap, kernel, X, y)
+    likelihood = engine.MarginalLikelihood(fmap, kernel, X, y)
     likelihood.X = likelihood.y = None            # learning steps never touch the data
     value, grad = likelihood(np.append(kernel.theta + 0.1, np.log(0.05)))
     assert np.isfinite(value) and np.all(np.isfinite(grad))
@@ -281,7 +282,7 @@ def test_gradients_stay_finite_where_weights_underflow(data_2d):
     fmap = build(X, kernel, n_nodes=(20, 20))
     assert np.any(fmap.weights(kernel) == 0.0)
     assert np.all(np.isfinite(fmap.log_weights_grad(kernel)))
-    value, grad = gp.MarginalLikelihood(fmap, kernel, X, y)(np.append(kernel.theta,
+    value, grad = engine.MarginalLikelihood(fmap, kernel, X, y)(np.append(kernel.theta,
                                                                       np.log(0.1)))
     assert np.isfinite(value) and np.all(np.isfinite(grad))
 
@@ -354,7 +355,7 @@ def test_auto_grows_q_until_likelihood_and_predictions_settle():
                                        tolerance=1e-6)
     assert fmap.selection.startswith("auto, converged")
     assert 20 < fmap.n_components < 400
-    value = gp.MarginalLikelihood(fmap, kernel, X, y).value(np.append(kernel.theta,
+    value = engine.MarginalLikelihood(fmap, kernel, X, y).value(np.append(kernel.theta,
                                                                       np.log(0.01)))
     assert value == pytest.approx(exact.log_marginal_likelihood(kernel, 0.01, X, y), rel=1e-6)
     with pytest.warns(UserWarning, match="stopped at the budget n_components = 20"):
@@ -427,7 +428,7 @@ def test_qr_variant_equals_normal_equations(n_samples, n_nodes):
     fmap = build(X, kernel, n_nodes=n_nodes)          # n = 40 < s = 72 too
     qr = low_rank_objective(fmap, kernel, X, y, solver="qr", chunk_size=64)
     assert isinstance(qr, QRMarginalLikelihood)
-    normal = gp.MarginalLikelihood(fmap, kernel, X, y)
+    normal = engine.MarginalLikelihood(fmap, kernel, X, y)
     for theta in (np.append(kernel.theta, np.log(0.01)),
                   np.append(kernel.theta + 0.4, np.log(0.2))):
         value, grad = qr(theta)
@@ -460,7 +461,7 @@ def test_qr_posterior_equals_normal_equations_posterior(data_2d):
     X_test = np.random.default_rng(8).uniform(0, 1, size=(30, 2))
     qr_posterior = QRMarginalLikelihood(fmap, kernel, X, y).posterior(
         Hyperparameters(kernel, 0.03))
-    normal = gp.Posterior.fit(fmap, kernel, 0.03, X, y)
+    normal = engine.Posterior.fit(fmap, kernel, 0.03, X, y)
     assert qr_posterior.log_marginal_likelihood == pytest.approx(
         normal.log_marginal_likelihood, rel=1e-11)
     for got, expected in zip(qr_posterior.predict(X_test, return_var=True),
@@ -476,7 +477,7 @@ def test_qr_refuses_float32_and_theta_dependent_maps(data_2d):
     rff = sg.features.get("rff").build(X, kernel, 16, np.random.default_rng(0))
     with pytest.raises(TypeError, match="QR variant needs a fixed-basis feature map"):
         QRMarginalLikelihood(rff, kernel, X, y)
-    assert isinstance(low_rank_objective(rff, kernel, X, y), gp.MarginalLikelihood)
+    assert isinstance(low_rank_objective(rff, kernel, X, y), engine.MarginalLikelihood)
     with pytest.raises(ValueError, match=r"solver must be one of \('cholesky', 'qr'\), got 'lu'"):
         low_rank_objective(rff, kernel, X, y, solver="lu")
 
@@ -581,7 +582,7 @@ def test_semigroup_map_build_weights_and_engine():
         numeric = (fmap.weights(kernel.with_theta(kernel.theta + step))
                    - fmap.weights(kernel.with_theta(kernel.theta - step))) / (2 * eps)
         np.testing.assert_allclose(analytic[i], numeric, rtol=1e-6, atol=1e-14)
-    value = gp.MarginalLikelihood(fmap, kernel, X, y).value(np.append(kernel.theta,
+    value = engine.MarginalLikelihood(fmap, kernel, X, y).value(np.append(kernel.theta,
                                                                       np.log(1e-3)))
     assert value == pytest.approx(exact.log_marginal_likelihood(kernel, 1e-3, X, y), rel=1e-5)
     with pytest.raises(ValueError, match="X must be non-negative for glf-semigroup"):
@@ -648,15 +649,13 @@ def compare_with_exact(kernel, n_samples, n_dims, seed, ratio):
                                            node_search=search_node_counts,
                                            noise_variance=0.03,
                                            noise_variance_lower=noise_bounds[0])
-        objective = gp.MarginalLikelihood(fmap, kernel, X, y)
+        objective = engine.MarginalLikelihood(fmap, kernel, X, y)
         glf_learned, glf_result = sg.learn_hyperparameters(
             objective, Hyperparameters(kernel, 0.03, noise_bounds))
         glf_kernel, glf_noise = glf_learned.kernel, glf_learned.noise_variance
     exact_rmse = metrics.rmse(y_test, exact.ExactPosterior.fit(
         exact_kernel, exact_noise, X, y).predict(X_test))
-    glf_rmse = metrics.rmse(y_test, gp.Posterior.from_statistics(
-        fmap, glf_kernel, glf_noise,
-        objective.basis_statistics.at(fmap, glf_kernel)).predict(X_test))
+    glf_rmse = metrics.rmse(y_test, objective.posterior(glf_learned.theta).predict(X_test))
     learned = np.exp(np.append(glf_kernel.theta, np.log(glf_noise))
                      - np.append(exact_kernel.theta, np.log(exact_noise)))
     exact_at_glf = exact.log_marginal_likelihood(glf_kernel, glf_noise, X, y)

@@ -263,7 +263,7 @@ def test_fixed_basis_statistics_from_one_pass_equal_a_pass_per_grid_point():
     eigenvalues dropped as rounding (<= m eps lam_max) and their z_l (z_l^2 <= lam_l y^T y)
     bound the reconstruction errors by m tol and sqrt(m tol y^T y), tol = m eps lam_max."""
     from scalegp.data.base import ArraySource
-    from scalegp.engine.gp import accumulate_statistics
+    from scalegp.engine.statistics import accumulate_statistics
     fmap, X, y = tiny_problem(n=40, m=12, approximation="glf")
     backend = StatisticsBackend(fmap, KERNEL, GRID, X, y)
     m = fmap.n_components

@@ -11,7 +11,7 @@ import pytest
 import scalegp as sg
 from scalegp.data.base import ArraySource
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
-from scalegp.engine.gp import BasisStatistics
+from scalegp.engine.statistics import BasisStatistics
 from scalegp.data.grid import GridSource
 
 

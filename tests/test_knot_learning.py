@@ -10,7 +10,9 @@ import pytest
 from sklearn.base import clone
 
 import scalegp as sg
-from scalegp.engine import exact, gp
+from scalegp.engine import exact
+from scalegp.engine.likelihood import MarginalLikelihood
+from scalegp.engine.statistics import accumulate_gradient, features_by_chunk
 from scalegp import kernels
 from scalegp.features import nystrom
 from scalegp.engine.hyperparameters import Hyperparameters
@@ -98,16 +100,16 @@ def test_nystrom_gradient_pass_equals_the_general_chunk_gradient(objective, chun
     kernel = kernels.get(name, length_scale=np.atleast_1d(length_scale), variance=1.5)
     fmap = nystrom.NystromFeatures(n_dims=2, knots=random_knots(X, m=12),
                                    selection=nystrom.LEARNED)
-    engine = gp.MarginalLikelihood(fmap, Hyperparameters(kernel, NOISE), X, y,
+    engine = MarginalLikelihood(fmap, Hyperparameters(kernel, NOISE), X, y,
                                    variational=objective == "vfe", chunk_size=chunk_size,
                                    n_jobs=n_jobs)
     theta = engine.hyperparameters.theta
     at_map, statistics, _, system, _ = engine._condition(theta)
     weight = 1.0 / NOISE if objective == "vfe" else 0.0
-    general = gp.accumulate_gradient(at_map, engine.source, system, chunk_size=chunk_size,
+    general = accumulate_gradient(at_map, engine.source, system, chunk_size=chunk_size,
                                      trace_weight=weight)[:-1]
     own, knots = at_map.homoscedastic_gradient(
-        gp.features_by_chunk(at_map, engine.source, chunk_size=chunk_size), statistics,
+        features_by_chunk(at_map, engine.source, chunk_size=chunk_size), statistics,
         system, trace_weight=weight, n_jobs=n_jobs)
     assert knots is None
     np.testing.assert_allclose(own, general, rtol=0, atol=1e-10 * np.abs(general).max())

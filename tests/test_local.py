@@ -22,7 +22,7 @@ from sklearn.model_selection import GridSearchCV
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine import gp
+from scalegp import engine
 from scalegp.local import centered as local
 from scalegp._validation import check_matrix
 from scalegp.local.clustering import farthest_point_centres, nearest_centres
@@ -113,7 +113,7 @@ def test_centring_changes_nothing_for_shift_invariant_fourier_maps(name):
         fmap = features.get(name).build(X - X.mean(axis=0), kernel, 64,
                                         np.random.default_rng(1))
     Xs = np.random.default_rng(2).uniform(-3, 3, size=(15, 2))
-    mean, var = gp.Posterior.fit(fmap, kernel, 0.05, X, y).predict(Xs, return_var=True)
+    mean, var = engine.Posterior.fit(fmap, kernel, 0.05, X, y).predict(Xs, return_var=True)
     clusters = local.ClusterLocalModel.fit(context(fmap, X, y), kernel, 0.05)
     assert clusters.n_centres > 5
     for model in (clusters, local.TestPointLocalModel.fit(context(fmap, X, y), kernel, 0.05)):
@@ -121,7 +121,7 @@ def test_centring_changes_nothing_for_shift_invariant_fourier_maps(name):
         np.testing.assert_allclose(local_mean, mean, rtol=0, atol=1e-10)
         np.testing.assert_allclose(local_var, var, rtol=0, atol=1e-10)
     assert clusters.log_marginal_likelihood == pytest.approx(
-        gp.Posterior.fit(fmap, kernel, 0.05, X, y).log_marginal_likelihood, abs=1e-10)
+        engine.Posterior.fit(fmap, kernel, 0.05, X, y).log_marginal_likelihood, abs=1e-10)
 
 
 # ----------------------------------------------------------------------------- the local kernel
@@ -152,7 +152,7 @@ def test_far_from_the_data_local_predictions_return_to_the_prior(taylor):
     # the training features psi(x - x*) are below e^{-18^2/2} 18^p: G ~ 0, M ~ s2 I
     np.testing.assert_allclose(mean, 0.0, atol=1e-12)
     np.testing.assert_allclose(var, kernel.variance, rtol=1e-12)
-    vanilla = gp.Posterior.fit(fmap, kernel, 0.01, X - X.mean(axis=0), y)
+    vanilla = engine.Posterior.fit(fmap, kernel, 0.01, X - X.mean(axis=0), y)
     v_mean, v_var = vanilla.predict(far - X.mean(axis=0), return_var=True)
     assert np.all(np.abs(v_mean) < 1e-12) and np.all(v_var < 1e-12)
 
@@ -183,7 +183,7 @@ def test_one_huge_cluster_is_the_vanilla_map_on_mean_centred_data(taylor):
     fmap = taylor.build(X, kernel, 7)
     model = local.ClusterLocalModel.fit(context(fmap, X, y, threshold=1e6), kernel, 0.05)
     np.testing.assert_array_equal(model.centres, X.mean(axis=0)[None])
-    vanilla = gp.Posterior.fit(fmap, kernel, 0.05, X - X.mean(axis=0), y)
+    vanilla = engine.Posterior.fit(fmap, kernel, 0.05, X - X.mean(axis=0), y)
     Xs = np.linspace(-4, 4, 9)[:, None]
     for got, want in zip(model.predict(Xs, return_var=True),
                          vanilla.predict(Xs - X.mean(axis=0), return_var=True)):
@@ -202,7 +202,7 @@ def test_local_models_beat_vanilla_with_a_short_length_scale(taylor):
     Xs = np.linspace(-2.8, 2.8, 50)[:, None]
     exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False).fit(X, y)
     reference = exact.predict(Xs)
-    vanilla = gp.Posterior.fit(fmap, kernel, 0.01, X - X.mean(axis=0), y)
+    vanilla = engine.Posterior.fit(fmap, kernel, 0.01, X - X.mean(axis=0), y)
     vanilla_error = np.max(np.abs(vanilla.predict(Xs - X.mean(axis=0)) - reference))
     for model in (local.ClusterLocalModel.fit(context(fmap, X, y, threshold=0.5), kernel, 0.01),
                   local.TestPointLocalModel.fit(context(fmap, X, y), kernel, 0.01)):
@@ -220,7 +220,7 @@ def test_one_pass_equals_a_pass_per_centre():
     centres = X[[0, 5, 17, 40, 63]]
     together = local.centred_statistics(at_map, ArraySource(X, y), centres, chunk_size=16)
     for centre, statistics in zip(centres, together):
-        alone = gp.accumulate_statistics(at_map, ArraySource(X - centre, y), chunk_size=16)
+        alone = engine.accumulate_statistics(at_map, ArraySource(X - centre, y), chunk_size=16)
         np.testing.assert_allclose(statistics.gram, alone.gram, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(statistics.projection, alone.projection, rtol=1e-12,
                                    atol=1e-13)
@@ -364,7 +364,7 @@ def test_learning_objective_gradient_matches_finite_differences(name, taylor):
     assert objective.centres.shape[0] > 2
     assert (objective.basis_statistics is not None) == (name == "glf")
     assert value == pytest.approx(np.mean([
-        gp.Posterior.fit(fmap, *hyperparameters.decode(theta), X - c, y).log_marginal_likelihood
+        engine.Posterior.fit(fmap, *hyperparameters.decode(theta), X - c, y).log_marginal_likelihood
         for c in objective.centres]), rel=1e-12)
     h = 1e-5
     numeric = [(objective.value(theta + h * e) - objective.value(theta - h * e)) / (2 * h)
@@ -431,7 +431,7 @@ def test_estimator_log_marginal_likelihood_is_the_mean_over_centres():
     X, y = data_2d(60)
     model = estimator(local="clusters", optimize=False).fit(X, y)
     at = model.feature_map_
-    want = np.mean([gp.Posterior.fit(at, model.kernel_, model.noise_variance_, X - c, y)
+    want = np.mean([engine.Posterior.fit(at, model.kernel_, model.noise_variance_, X - c, y)
                     .log_marginal_likelihood for c in model.local_model_.centres])
     assert model.log_marginal_likelihood_value_ == pytest.approx(want, rel=1e-12)
     theta = np.append(model.kernel_.theta, math.log(model.noise_variance_))

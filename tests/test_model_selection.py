@@ -16,7 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 
 import scalegp as sg
-from scalegp.engine.gp import feature_cache_budget
+from scalegp.engine.statistics import feature_cache_budget
 from scalegp import _memory
 from scalegp.errors import InsufficientMemoryError
 

@@ -8,7 +8,7 @@ import pytest
 import scalegp as sg
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError
-from scalegp.engine.gp import MarginalLikelihood
+from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.noise import FITC, HOMOSCEDASTIC
 from scalegp.testing import check_heteroscedastic_engine_equals_dense, dense_diagonal
 

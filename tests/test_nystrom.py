@@ -18,7 +18,7 @@ import scalegp.testing
 from scalegp.engine import exact
 from scalegp import features, kernels, linalg
 from scalegp.features import nystrom
-from scalegp.engine.gp import MarginalLikelihood
+from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.engine.objectives import low_rank_objective
 

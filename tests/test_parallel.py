@@ -13,7 +13,8 @@ from threadpoolctl import threadpool_info
 import scalegp as sg
 from scalegp import features, parallel
 from scalegp.data.base import ArraySource
-from scalegp.engine.gp import MarginalLikelihood, Statistics
+from scalegp.engine.likelihood import MarginalLikelihood
+from scalegp.engine.statistics import Statistics
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.engine.noise import FITC
 

@@ -13,7 +13,8 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine.gp import MarginalLikelihood, Posterior, Statistics
+from scalegp.engine.likelihood import MarginalLikelihood, Posterior
+from scalegp.engine.statistics import Statistics
 from scalegp.engine.positive_part import PositivePart
 
 from scalegp.testing import dense_positive_part_gp as dense_repaired

@@ -8,7 +8,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine.gp import Posterior
+from scalegp.engine.likelihood import Posterior
 from scalegp.engine.systems import CholeskySystem, EigenSystem, RepairedSystem
 from scalegp.testing import signed_random_fourier_features
 

@@ -13,7 +13,7 @@ from scalegp.features import quadrature
 from scalegp.cli import main as cli_main
 from scalegp.errors import NotPositiveDefiniteError
 from scalegp.features import fully_symmetric
-from scalegp.engine.gp import MarginalLikelihood, Posterior
+from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 
 from .conftest import all_kernels, kernel_id
 from scalegp.testing import dense_gp as dense_reference

@@ -12,7 +12,7 @@ from scalegp.engine import exact
 from scalegp import features
 from scalegp.features import _sketching as sketching
 from scalegp.features import random_projection as rp
-from scalegp.engine.gp import MarginalLikelihood, Posterior
+from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 from scalegp.linalg import pivoted_cholesky
 from scalegp.testing import check_engine_equals_dense, check_features_grad
 

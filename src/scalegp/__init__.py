@@ -7,7 +7,8 @@ from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, 
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
 from .engine.exact import ExactMarginalLikelihood, ExactPosterior
-from .engine.gp import BasisStatistics, MarginalLikelihood, Posterior, Statistics
+from .engine.statistics import BasisStatistics, Statistics
+from .engine.likelihood import MarginalLikelihood, Posterior
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from .inference.optimize import learn_hyperparameters
 from .estimators.lowrank import ExactGPRegressor, LowRankGPRegressor

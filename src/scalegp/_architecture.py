@@ -58,7 +58,8 @@ LINALG_MODULES = ("numpy.linalg", "scipy.linalg", "scipy.sparse.linalg")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """``scalegp.engine.gp`` for ``<root>/engine/gp.py``; a package is named by its folder."""
+    """``scalegp.engine.likelihood`` for ``<root>/engine/likelihood.py``; a package is named by
+    its folder."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

@@ -58,7 +58,7 @@ ENGINE_MATRICES = {"cholesky": 6, "eigen": 8, "qr": 8, "positive_part": 12}
 #: with solver="qr" 107 of 128 MiB; Fourier maps now apply dPsi as an operator (sfs: 43 MiB),
 #: while a map without one still forms it, which the 4 chunks keep room for. Not counted here:
 #: the features a likelihood-and-gradient evaluation keeps for its gradient pass,
-#: :class:`scalegp.engine.gp.KeptFeatures` (n m float64 within :func:`scalegp.engine.gp.feature_cache_budget`:
+#: :class:`scalegp.engine.statistics.KeptFeatures` (n m float64 within :func:`scalegp.engine.statistics.feature_cache_budget`:
 #: 1 GiB and a quarter of the available memory).
 ENGINE_CHUNKS = 4
 #: Chunk-sized buffers of a transformer's features: Psi and the phases (``transform`` computes
@@ -133,8 +133,8 @@ def check_bytes(needed: int, what: str, advice: str) -> None:
     available = available_bytes()
     if available is not None and needed > available:
         raise InsufficientMemoryError(
-            f"{what} needs about {_format_bytes(needed)} of memory, but only "
-            f"{_format_bytes(available)} is available; {advice}")
+            f"{what} needs about {format_bytes(needed)} of memory, but only "
+            f"{format_bytes(available)} is available; {advice}")
 
 
 def check_prediction_memory(n_test: int, *, covariance: bool = False, n_samples: int = 0,
@@ -192,12 +192,12 @@ def check_memory(n_components: int, *, n_matrices: int, n_chunks: int = ENGINE_C
         parts = (f"{n_matrices} float64 matrices of {n_components} x {n_components} and {chunks}"
                  if n_matrices else chunks)
         raise InsufficientMemoryError(
-            f"n_components={n_components} needs about {_format_bytes(needed)} of memory for "
-            f"{what} ({parts}), but only {_format_bytes(available)} is available; {advice}"
+            f"n_components={n_components} needs about {format_bytes(needed)} of memory for "
+            f"{what} ({parts}), but only {format_bytes(available)} is available; {advice}"
         )
 
 
-def _format_bytes(n_bytes: int) -> str:
+def format_bytes(n_bytes: int) -> str:
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if n_bytes >= size:
             return f"{n_bytes / size:.3g} {unit}"

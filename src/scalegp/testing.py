@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import features
-from .engine.gp import MarginalLikelihood, Posterior, Statistics
+from .engine.likelihood import MarginalLikelihood, Posterior
+from .engine.statistics import Statistics
 
 __all__ = ["dense_gp", "dense_diagonal", "dense_positive_part_gp", "check_engine_equals_dense",
            "check_heteroscedastic_engine_equals_dense",

@@ -86,7 +86,7 @@ class DataSource(abc.ABC):
 
     _summary: DataSummary | None = None
     #: True for a source whose rows are not held in memory (files): the engine then keeps no
-    #: O(n m) features between passes (:class:`scalegp.engine.gp.KeptFeatures`).
+    #: O(n m) features between passes (:class:`scalegp.engine.statistics.KeptFeatures`).
     out_of_core: bool = False
     #: The :class:`scalegp.data.grid.TensorGrid` of a source whose rows are every cell of a tensor
     #: grid (:class:`scalegp.data.grid.GridSource`, and the wrappers of one), else None: maps with

@@ -6,7 +6,7 @@ optional column of known per-row noise variances, chosen by name or 0-based inde
 command line. Every pass reads the file again, ``READ_ROWS`` rows at a time, and re-blocks to
 the engine's chunks, so a fit holds O(chunk_size * m + m^2) numbers whatever the number of
 rows (docs/data-sources.md, "Memory"). Its ``out_of_core`` flag tells the engine not to keep
-the features of a pass for the next one (:class:`scalegp.engine.gp.KeptFeatures`), which would be
+the features of a pass for the next one (:class:`scalegp.engine.statistics.KeptFeatures`), which would be
 O(n m).
 
 Rows are checked as they are read, with the same rules and messages as the command line: a

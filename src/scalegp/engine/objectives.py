@@ -9,7 +9,7 @@ theta = [kernel.theta..., log noise_variance] (docs/engine.md, "Hyperparameters"
     objective.posterior(theta)   the posterior at theta (or at a Hyperparameters' values)
 
 Three implement it: the low-rank engine on the normal equations
-(:class:`scalegp.engine.gp.MarginalLikelihood`), its QR variant for a fixed basis
+(:class:`scalegp.engine.likelihood.MarginalLikelihood`), its QR variant for a fixed basis
 (:class:`scalegp.engine.qr.QRMarginalLikelihood`) and the dense exact GP
 (:class:`scalegp.engine.exact.ExactMarginalLikelihood`). The optimizer
 (:func:`scalegp.inference.optimize.learn_hyperparameters`) and the estimators use nothing else; a
@@ -22,7 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
-from . import gp, qr
+from . import qr
+from . import likelihood
 from ..features.base import FeatureMap
 from .hyperparameters import Hyperparameters
 from .noise import FITC
@@ -77,4 +78,4 @@ def low_rank_objective(feature_map: FeatureMap, hyperparameters, X, y=None, *,
     if solver == "qr":
         options.pop("signed_rule", None)
         return qr.QRMarginalLikelihood(feature_map, hyperparameters, X, y, **options)
-    return gp.MarginalLikelihood(feature_map, hyperparameters, X, y, **options)
+    return likelihood.MarginalLikelihood(feature_map, hyperparameters, X, y, **options)

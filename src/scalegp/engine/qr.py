@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import gp
+from . import likelihood
 from .. import linalg
 from .._memory import default_chunk_size
 from .._validation import check_dtype
@@ -136,7 +136,7 @@ class QRMarginalLikelihood:
         d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B beta|^2) / s2^2
                                      - (n - s + s2 tr M^{-1}) / s2],
 
-    g_il = d log w_l / d theta_i. Same interface as :class:`scalegp.engine.gp.MarginalLikelihood`:
+    g_il = d log w_l / d theta_i. Same interface as :class:`scalegp.engine.likelihood.MarginalLikelihood`:
     theta = [kernel.theta..., log noise_variance]. Each call costs O(s^3). Computes in
     float64 (the variant exists for accuracy).
     """
@@ -199,11 +199,11 @@ class QRMarginalLikelihood:
         trace_inverse = (stats.n_samples - qr.beta.size + s2 * inverse_diagonal.sum()) / s2
         return qr.value, np.append(kernel_grad, 0.5 * s2 * (alpha_norm2 - trace_inverse))
 
-    def posterior(self, theta) -> gp.Posterior:
+    def posterior(self, theta) -> likelihood.Posterior:
         """The posterior at theta (or at a :class:`Hyperparameters`' values) from the R-factor (no pass over the data, and Phi^T Phi is
         never formed: L = R^T is M's Cholesky factor)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         qr = self._factor(kernel, noise_variance)
         system = CholeskySystem(noise_variance, qr.beta, 0.0, qr.L)
-        return gp.Posterior(self.feature_map, kernel, system, qr.value,
+        return likelihood.Posterior(self.feature_map, kernel, system, qr.value,
                             self.statistics.n_samples)

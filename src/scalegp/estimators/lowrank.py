@@ -2,8 +2,8 @@
 
 Both are pure adapters: ``fit`` validates, optionally normalizes the targets, learns the
 hyperparameters with :func:`scalegp.inference.optimize.learn_hyperparameters` on the log marginal
-likelihood (:class:`scalegp.engine.gp.MarginalLikelihood`, :class:`scalegp.engine.exact.
-ExactMarginalLikelihood`) and conditions (:meth:`scalegp.engine.gp.Posterior.fit`,
+likelihood (:class:`scalegp.engine.likelihood.MarginalLikelihood`, :class:`scalegp.engine.exact.
+ExactMarginalLikelihood`) and conditions (:meth:`scalegp.engine.likelihood.Posterior.fit`,
 :meth:`scalegp.engine.exact.ExactPosterior.fit`); ``predict`` maps the posterior back to the
 original target scale. The hyperparameter box is the kernel's own bounds plus
 ``noise_variance_bounds``.
@@ -404,7 +404,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         rng = as_generator(random_state)
         X = self._validate_test_inputs(X)
         # in weight space unless the posterior draws from the n_test x n_test covariance
-        # (the exact GP, a signed rule's eigen system: gp.Posterior.sample)
+        # (the exact GP, a signed rule's eigen system: engine.Posterior.sample)
         system = getattr(self.posterior_, "system", None)
         weights = system is not None and not isinstance(system, EigenSystem)
         check_prediction_memory(X.shape[0], covariance=not weights, n_samples=n_samples,
@@ -616,7 +616,7 @@ class LowRankGPRegressor(_GPRegressor):
     noise_variance_ : float
     log_marginal_likelihood_value_ : float
         At the learned hyperparameters, of the normalized targets if ``normalize_y``.
-    posterior_ : scalegp.engine.gp.Posterior
+    posterior_ : scalegp.engine.likelihood.Posterior
     feature_map_ : scalegp.features.FeatureMap
     approximation_diagnostics_ : dict
         The map's report at the learned hyperparameters (``feature_map_.diagnostics``: for

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import datasets, features, metrics
-from ..engine import exact, gp
+from ..engine import exact
+from .. import engine
 from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
 from ..kernels import Gaussian, Kernel, Matern
@@ -166,7 +167,7 @@ def fit_glf(kernel: Kernel, X, y, n_nodes) -> Fit:
     includes building the map and the pass."""
     start = time.perf_counter()
     fmap = glf_map(X, kernel, n_nodes)
-    objective = gp.MarginalLikelihood(fmap, kernel, X, y)
+    objective = engine.MarginalLikelihood(fmap, kernel, X, y)
     learned, noise, result, posterior = _learn(objective, kernel)   # posterior: no pass
     return Fit("GLF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
@@ -176,7 +177,7 @@ def fit_rff(kernel: Kernel, X, y, n_components: int, seed: int) -> Fit:
     """RFF-GPR with fixed base samples (Section 4.3): two passes per learning step."""
     start = time.perf_counter()
     fmap = features.get("rff").build(X, kernel, n_components, np.random.default_rng(seed))
-    objective = gp.MarginalLikelihood(fmap, kernel, X, y)
+    objective = engine.MarginalLikelihood(fmap, kernel, X, y)
     learned, noise, result, posterior = _learn(objective, kernel)
     return Fit("RFF", fmap.n_components, learned, noise, result.log_marginal_likelihood,
                time.perf_counter() - start, result.n_evaluations, posterior)
@@ -200,8 +201,8 @@ def likelihood_curves(kernel: Kernel, noise: float, X, y, glf: GaussLegendreFeat
         return exact.log_marginal_likelihood(kernel.with_theta(point[:-1]),
                                              float(np.exp(point[-1])), X, y)
 
-    values_at = {"exact": exact_value, "GLF": gp.MarginalLikelihood(glf, kernel, X, y).value,
-                 "RFF": gp.MarginalLikelihood(rff, kernel, X, y).value}
+    values_at = {"exact": exact_value, "GLF": engine.MarginalLikelihood(glf, kernel, X, y).value,
+                 "RFF": engine.MarginalLikelihood(rff, kernel, X, y).value}
     curves = {}
     for i, name in enumerate(kernel.param_names + ["noise_variance"]):
         grid = np.linspace(max(theta[i] - np.log(10), bounds[i, 0]),

@@ -34,7 +34,7 @@ from .. import features, metrics
 from ..errors import NotPositiveDefiniteError
 from ..estimators.lowrank import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
-from ..engine.gp import Posterior
+from ..engine.likelihood import Posterior
 from ..kernels import Gaussian
 from . import register, write_figure, write_text
 

@@ -14,7 +14,7 @@ replaced by the tensor Gauss-Legendre rule with q_j nodes in dimension j (Eqs. 1
 The nodes eta_l and weights W_l depend on (Q, q) only, so the basis Phi does not depend on the
 hyperparameters theta; they enter through the diagonal weights w(theta) = W p_theta(eta)
 (Section 4.2, Proposition 6), and after one O(n s^2) pass every likelihood-and-gradient
-evaluation costs O(s^3) (the engine's :class:`~scalegp.engine.gp.BasisStatistics` path).
+evaluation costs O(s^3) (the engine's :class:`~scalegp.engine.statistics.BasisStatistics` path).
 
 This module holds the two maps: ``"glf"`` and ``"glf-semigroup"`` of the reciprocal semigroup
 kernel (Section 6.3; section 9). Their parts live elsewhere: the 1-D rules in

@@ -229,7 +229,7 @@ class NystromAtTheta(MapAtTheta):
         sum(B o dK_XZ,j) (with ``knots=True`` also the knots' cross term) from one kernel
         evaluation (:meth:`~scalegp.kernels.Kernel.gradient_inner_and_input_contraction`);
         C from the statistics. The engine's general chunk gradient
-        (:func:`scalegp.engine.gp.chunk_gradient`) gives the same numbers at about twice the flops.
+        (:func:`scalegp.engine.statistics.chunk_gradient`) gives the same numbers at about twice the flops.
         """
         sensitivity = _KnotSpaceSensitivity(self, statistics, system, trace_weight)
         totals = parallel.reduce_chunks(
@@ -318,7 +318,7 @@ class _KnotSpaceSensitivity:
         B = r u^T - Psi E,    u = L^{-T} beta / s2,    E = (M^{-1} - t I) L^{-1},
 
     from W = dF/dPsi = r beta^T / s2 - Psi (M^{-1} - t I) (the kernel part of
-    :func:`scalegp.engine.gp.chunk_gradient` is <W, dPsi_j>),
+    :func:`scalegp.engine.statistics.chunk_gradient` is <W, dPsi_j>),
     r = y - Psi beta, K_ZZ = L L^T: u and E once per evaluation (O(m^3)), then 2 n m^2 flops
     per pass where forming W and solving with L takes 3 n m^2. ``summed_product`` is
     C = sum over the chunks of W^T Psi from the statistics alone (no pass):
@@ -327,7 +327,7 @@ class _KnotSpaceSensitivity:
     """
 
     def __init__(self, at_map: NystromAtTheta, statistics, system, trace_weight: float):
-        s2 = system.noise_variance + system.jitter         # as in gp.chunk_gradient
+        s2 = system.noise_variance + system.jitter         # as in engine.chunk_gradient
         A = system.inverse - trace_weight * np.eye(system.beta.shape[0])     # symmetric
         self.beta = system.beta
         self.u = linalg.solve_lower(at_map.factor, system.beta, transpose=True) / s2

@@ -47,7 +47,7 @@ from .._memory import available_bytes, check_bytes, check_memory
 from .._validation import check_matrix, check_positive_int, check_vector
 from ..data.base import ArraySource
 from ..features.base import FeatureMap, FixedBasisFeatureMap
-from ..engine.gp import BasisStatistics, accumulate_statistics
+from ..engine.statistics import BasisStatistics, accumulate_statistics
 from ..kernels import Kernel
 
 __all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_predictive_draws",

@@ -3,7 +3,7 @@
 docs/gauss-legendre.md, section 7. A Gauss-Legendre rule (:mod:`scalegp.features.gauss_legendre`)
 is deterministic given its node counts; ``n_nodes="auto"`` grows them until the log marginal
 likelihood and the posterior mean settle. That is model selection, and it needs the engine
-(:mod:`scalegp.engine.gp`), which the feature maps may not import: the map's ``build`` receives
+(:mod:`scalegp.engine`), which the feature maps may not import: the map's ``build`` receives
 :func:`search_node_counts` as its ``node_search`` option, which the builder shared by the
 estimators and :class:`scalegp.FeatureMapTransformer`
 (:func:`scalegp.estimators.transformers._build_feature_map`) supplies.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engine import gp
+from .. import engine
 from .._memory import ENGINE_MATRICES
 from .._validation import check_positive_int
 from ..features.base import FixedBasisFeatureMap
@@ -147,10 +147,10 @@ def search_node_counts(rule_for_budget: Callable[[int], FixedBasisFeatureMap],
 
 def _likelihoods_and_means(fmap, kernels, noise_variance, X, y):
     """(log p(y), posterior mean at X) for each kernel, from one basis pass."""
-    statistics = gp.BasisStatistics.accumulate(fmap, X, y)
+    statistics = engine.BasisStatistics.accumulate(fmap, X, y)
     Phi = fmap.basis(X)
     out = []
     for kernel in kernels:
-        value, system = gp.log_marginal_likelihood(statistics.at(fmap, kernel), noise_variance)
+        value, system = engine.log_marginal_likelihood(statistics.at(fmap, kernel), noise_variance)
         out.append((value, Phi @ (np.sqrt(fmap.weights(kernel)) * system.beta)))
     return out

@@ -3,7 +3,7 @@
 Titsias' bound (docs/nystrom.md, Eq. V.1) is a function of the knots Z as much as of theta;
 SGPR (GPflow, GPyTorch) maximizes it over both. :class:`LearnedKnotsObjective` is that bound
 as a function of p = [theta..., vec(Z)] (theta = [kernel log-parameters..., log s2], Z row by
-row), with its gradient: the theta part is the engine's (:class:`scalegp.engine.gp.MarginalLikelihood`
+row), with its gradient: the theta part is the engine's (:class:`scalegp.engine.MarginalLikelihood`
 with ``variational=True``: value, noise gradient and the kernel gradient <W, dPsi_j>, here
 summed in the knots' loop), the Z part is Eq. N.4 of docs/nystrom.md,
 
@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from ..engine import gp
+from ..engine.likelihood import MarginalLikelihood, Posterior, noise_gradient
+from ..engine.statistics import KeptFeatures, features_by_chunk
 from ..features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood
 
@@ -33,7 +34,7 @@ class LearnedKnotsObjective:
     """The VFE bound F(theta, Z) and its gradient in p = [theta..., vec(Z)] (module docstring).
 
     ``feature_map`` is a :class:`~scalegp.features.nystrom.NystromFeatures` (its knots are the
-    start); the other arguments are those of :class:`scalegp.engine.gp.MarginalLikelihood`
+    start); the other arguments are those of :class:`scalegp.engine.MarginalLikelihood`
     (homoscedastic noise only).
     """
 
@@ -41,7 +42,7 @@ class LearnedKnotsObjective:
         if not isinstance(feature_map, NystromFeatures):
             raise ValueError(f"learned knots need approximation='nystrom', got "
                              f"{feature_map.name!r}")
-        self.engine = gp.MarginalLikelihood(feature_map, hyperparameters, X, y,
+        self.engine = MarginalLikelihood(feature_map, hyperparameters, X, y,
                                             variational=True, **options)
         self.knot_shape = feature_map.knots.shape
         self.n_theta = self.engine.hyperparameters.n_params
@@ -71,20 +72,20 @@ class LearnedKnotsObjective:
         self.n_evaluations += 1
         theta = self._at(p)
         engine = self.engine
-        kept = gp.KeptFeatures(engine._feature_budget) if engine._feature_budget else None
+        kept = KeptFeatures(engine._feature_budget) if engine._feature_budget else None
         at_map, statistics, value, system, conditioned = engine._condition(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
         kernel_gradient, knots_gradient = at_map.homoscedastic_gradient(
-            gp.features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
+            features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
                                  dtype=engine.dtype),
             statistics, system, trace_weight=1.0 / noise_variance, n_jobs=engine.n_jobs,
             knots=True)
-        noise_part = (gp.noise_gradient(conditioned, system)
+        noise_part = (noise_gradient(conditioned, system)
                       + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
         return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
 
-    def posterior(self, p) -> gp.Posterior:
+    def posterior(self, p) -> Posterior:
         """The posterior at p's hyperparameters and knots."""
         return self.engine.posterior(self._at(p))
 

@@ -1,7 +1,7 @@
 """Hyperparameter learning: L-BFGS-B on log-parameters inside their box.
 
 The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
-:class:`~scalegp.engine.gp.MarginalLikelihood` or the exact reference), theta and its box given by
+:class:`~scalegp.engine.likelihood.MarginalLikelihood` or the exact reference), theta and its box given by
 :class:`~scalegp.engine.hyperparameters.Hyperparameters`; parameters whose lower and upper bounds
 coincide are held fixed. Restarts are drawn uniformly in the box from an
 explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`. An evaluation
@@ -275,7 +275,7 @@ def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_rest
     """Maximize the objective over theta inside the box of ``hyperparameters``.
 
     ``objective`` takes theta = [kernel.theta..., log noise_variance] (any objective of the
-    engine: :class:`scalegp.engine.gp.MarginalLikelihood`, :class:`scalegp.engine.qr.QRMarginalLikelihood`,
+    engine: :class:`scalegp.engine.likelihood.MarginalLikelihood`, :class:`scalegp.engine.qr.QRMarginalLikelihood`,
     :class:`scalegp.engine.exact.ExactMarginalLikelihood`); ``hyperparameters`` gives the start and
     the box (:class:`~scalegp.engine.hyperparameters.Hyperparameters`, which may have been narrowed
     to where a feature map is valid). Returns the hyperparameters at the optimum and the

@@ -56,7 +56,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ..engine import exact, gp, systems
+from ..engine import exact, systems
+from .. import engine
 from .. import features, kernels
 from ..inference import gibbs
 from ..local import centered as local
@@ -1253,7 +1254,7 @@ class _Reader:
                              value)
         return value
 
-    def low_rank_posterior(self, kernel) -> gp.Posterior:
+    def low_rank_posterior(self, kernel) -> engine.Posterior:
         system_entry = self.metadata["system"]
         feature_map = self.feature_map()
         if feature_map is None:
@@ -1286,7 +1287,7 @@ class _Reader:
         self._check_system_arrays(kind, arrays, signs)
         system = kind.from_arrays(arrays, float(self.metadata["noise_variance"]),
                                   float(system_entry["jitter"]), signs)
-        return gp.Posterior(feature_map, kernel, system,
+        return engine.Posterior(feature_map, kernel, system,
                             float(self.metadata["log_marginal_likelihood"]),
                             system_entry["n_samples"])
 

@@ -44,7 +44,7 @@ estimator's ``local`` parameter, the model-file loader and ``scalegp fit --local
 ``memory_bytes``
     Bytes of the per-centre m x m systems kept (or, for test points, of one block's).
 ``predict(X, *, return_var=False, return_cov=False, include_noise=False)``
-    As :meth:`scalegp.engine.gp.Posterior.predict`; ``return_cov`` raises NotImplementedError (the
+    As :meth:`scalegp.engine.likelihood.Posterior.predict`; ``return_cov`` raises NotImplementedError (the
     centres' posteriors are different GPs, so there is no joint covariance).
 ``sample(X, n_samples, rng)``
     NotImplementedError, for the same reason.
@@ -61,9 +61,9 @@ Model files: ``model_file_metadata()`` (JSON scalars), ``model_file_arrays()`` (
     factors with a positive diagonal).
 
 Only unsigned maps and homoscedastic noise are supported (the estimator says so otherwise).
-Every pass reuses the engine's chunk functions (:func:`scalegp.engine.gp.chunk_gradient`,
-:func:`scalegp.engine.gp.condition`, :func:`scalegp.engine.gp.noise_gradient`,
-:func:`scalegp.engine.gp.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
+Every pass reuses the engine's chunk functions (:func:`scalegp.engine.statistics.chunk_gradient`,
+:func:`scalegp.engine.likelihood.condition`, :func:`scalegp.engine.likelihood.noise_gradient`,
+:func:`scalegp.engine.likelihood.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
 statistics of every centre in one pass over the data (docs/local-models.md, "One pass").
 """
 
@@ -78,10 +78,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..engine import gp
+from .. import engine
 from .. import linalg
 from . import resolution
-from .._memory import _format_bytes, available_bytes, default_chunk_size
+from .._memory import format_bytes, available_bytes, default_chunk_size
 from .._validation import check_dtype
 from .clustering import farthest_point_centres, nearest_centres
 from ..data.base import ArraySource, Chunk, DataSource
@@ -126,8 +126,8 @@ def check_local_memory(n_centres: int, n_components: int, what: str) -> int:
     available = available_bytes()
     if available is not None and needed > available:
         raise InsufficientMemoryError(
-            f"{what} needs about {_format_bytes(needed)} for {n_centres} centres of "
-            f"{n_components} x {n_components} systems, but only {_format_bytes(available)} is "
+            f"{what} needs about {format_bytes(needed)} for {n_centres} centres of "
+            f"{n_components} x {n_components} systems, but only {format_bytes(available)} is "
             "available; raise local_threshold (fewer centres), lower n_components, or use "
             "local_lazy=True (only the centres test points need)")
     return needed
@@ -149,14 +149,14 @@ def _symmetrize_in_place(G_upper: np.ndarray) -> np.ndarray:
 
 
 def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int | None = None,
-                       dtype=None, progress=None) -> list[gp.Statistics]:
+                       dtype=None, progress=None) -> list[engine.Statistics]:
     """The statistics of every centre, G_c = Psi_c^T Psi_c and b_c = Psi_c^T y with
     Psi_c = psi(X - c), in one pass over ``source`` (each chunk read once).
 
     ``at_maps`` is one map at theta shared by all centres, or one per centre. For each chunk
     the features of the rows shifted by each centre are formed in a call of their own, and
     the centre's Gram is a symmetric rank-k update, as in
-    :func:`scalegp.engine.gp.accumulate_statistics`: a centre's statistics are bitwise those it has
+    :func:`scalegp.engine.statistics.accumulate_statistics`: a centre's statistics are bitwise those it has
     alone, whatever the other centres (a test point's, for test-point centring). Memory: one
     m x m Gram per centre plus one chunk of features (docs/local-models.md, "One pass").
     """
@@ -186,17 +186,17 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
         n_samples += rows
         if progress is not None:
             progress(chunk.start + rows)
-    return [gp.Statistics(_symmetrize_in_place(G_upper[j]), b[j], y_norm2, n_samples)
+    return [engine.Statistics(_symmetrize_in_place(G_upper[j]), b[j], y_norm2, n_samples)
             for j in range(n_centres)]
 
 
 def centred_gradients(at_maps, source: DataSource, centres, systems, *,
                       chunk_size: int | None = None, dtype=None) -> np.ndarray:
     """Each centre's d log p_c / d theta from one pass (each chunk read once): the sum over
-    chunks of :func:`scalegp.engine.gp.chunk_gradient` on the shifted chunk (X - c, y).
+    chunks of :func:`scalegp.engine.statistics.chunk_gradient` on the shifted chunk (X - c, y).
 
     Returns an array (n_centres, n_params + 1); its last column (the noise) is 0, to be
-    replaced by :func:`scalegp.engine.gp.noise_gradient` of each centre (homoscedastic noise).
+    replaced by :func:`scalegp.engine.likelihood.noise_gradient` of each centre (homoscedastic noise).
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
@@ -209,7 +209,7 @@ def centred_gradients(at_maps, source: DataSource, centres, systems, *,
         for j, centre in enumerate(centres):
             shifted = Chunk((chunk.X - centre).astype(dtype, copy=False), chunk.y, None,
                             chunk.start)
-            gradients[j] += gp.chunk_gradient(maps[j], shifted, systems[j])
+            gradients[j] += engine.chunk_gradient(maps[j], shifted, systems[j])
     return gradients
 
 
@@ -341,9 +341,9 @@ class LocalMarginalLikelihood:
         maps = [self.maps] if isinstance(self.maps, FeatureMap) else self.maps
         if not all(isinstance(fm, FixedBasisFeatureMap) for fm in maps):
             return None
-        basis = (gp._BasisOnly(self.maps) if isinstance(self.maps, FeatureMap)
-                 else [gp._BasisOnly(fm) for fm in self.maps])
-        return [gp.BasisStatistics(s) for s in centred_statistics(
+        basis = (engine.BasisOnly(self.maps) if isinstance(self.maps, FeatureMap)
+                 else [engine.BasisOnly(fm) for fm in self.maps])
+        return [engine.BasisStatistics(s) for s in centred_statistics(
             basis, self.context.source, self.centres, chunk_size=self.context.chunk_size,
             dtype=self.context.dtype)]
 
@@ -364,7 +364,7 @@ class LocalMarginalLikelihood:
             statistics = centred_statistics(at_maps, self.context.source, self.centres,
                                             chunk_size=self.context.chunk_size,
                                             dtype=self.context.dtype)
-        conditioned = [gp.condition(s, noise_variance) for s in statistics]
+        conditioned = [engine.condition(s, noise_variance) for s in statistics]
         return kernel, at_maps, statistics, conditioned
 
     def value(self, theta) -> float:
@@ -377,7 +377,7 @@ class LocalMarginalLikelihood:
         systems = [system for _, system, _ in conditioned]
         if self.basis_statistics is not None:
             gradients = np.array([
-                np.append(gp.fixed_basis_gradient(s, system,
+                np.append(engine.fixed_basis_gradient(s, system,
                                                   self._map_of(j).log_weights_grad(kernel)),
                           0.0)
                 for j, (s, system) in enumerate(zip(statistics, systems))])
@@ -385,7 +385,7 @@ class LocalMarginalLikelihood:
             gradients = centred_gradients(at_maps, self.context.source, self.centres, systems,
                                           chunk_size=self.context.chunk_size,
                                           dtype=self.context.dtype)
-        gradients[:, -1] = [gp.noise_gradient(s, system)
+        gradients[:, -1] = [engine.noise_gradient(s, system)
                             for s, system in zip(statistics, systems)]
         value = float(np.mean([value for value, _, _ in conditioned]))
         return value, gradients.mean(axis=0)
@@ -472,7 +472,7 @@ class LocalModel(abc.ABC):
                    else f"{self.n_centres} centres")
         return (f"local model {self.kind!r} around {self.feature_map.name!r} "
                 f"(m = {self.feature_map.n_components}): {centres}, "
-                f"{_format_bytes(self.memory_bytes)} of per-centre systems")
+                f"{format_bytes(self.memory_bytes)} of per-centre systems")
 
     @staticmethod
     def _check_no_cov(return_cov: bool) -> None:
@@ -593,7 +593,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                                         progress=context.progress)
         values, systems = [], {}
         for j, s in enumerate(statistics):
-            value, system, _ = gp.condition(s, noise_variance)
+            value, system, _ = engine.condition(s, noise_variance)
             values.append(value)
             systems[j] = system
         return cls(context.feature_map, kernel, noise_variance, float(np.mean(values)),
@@ -630,7 +630,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         statistics = centred_statistics(maps, self.source, self._centres[missing],
                                         chunk_size=self.chunk_size, dtype=self.dtype)
         for j, s in zip(missing, statistics):
-            self.systems[j] = gp.condition(s, self.noise_variance)[1]
+            self.systems[j] = engine.condition(s, self.noise_variance)[1]
 
     def predict(self, X, *, return_var=False, return_cov=False, include_noise=False):
         self._check_no_cov(return_cov)
@@ -643,7 +643,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         var = np.empty(X.shape[0]) if return_var else None
         for j in needed:
             rows = np.flatnonzero(route == j)
-            posterior = gp.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
+            posterior = engine.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
                                      math.nan, self.n_samples)
             shifted = (X[rows] - self._centres[j]).astype(X.dtype, copy=False)
             out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise)
