@@ -12,7 +12,8 @@ import pytest
 
 import scalegp as sg
 from scalegp.datasets import load_east_africa_relief
-from scalegp.estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+from scalegp.estimators.exact import ExactGPRegressor
+from scalegp.estimators.lowrank import LowRankGPRegressor
 from scalegp.features.base import DEFAULT_N_COMPONENTS
 from scalegp.features.gauss_legendre import VALID_MASS_TOLERANCE, GaussLegendreFeatures
 from scalegp.inference.glf_selection import auto_budget, search_node_counts

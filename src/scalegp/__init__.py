@@ -11,7 +11,8 @@ from .engine.statistics import BasisStatistics, Statistics
 from .engine.likelihood import MarginalLikelihood, Posterior
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 from .inference.optimize import learn_hyperparameters
-from .estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+from .estimators.exact import ExactGPRegressor
+from .estimators.lowrank import LowRankGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
 from .io import load, save
 from .estimators.transformers import FeatureMapTransformer

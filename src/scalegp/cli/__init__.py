@@ -281,7 +281,8 @@ def _dtype(args, n_samples: int) -> str:
 
 
 def _make_estimator(args, n_dims: int, n_samples: int):
-    from ..estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+    from ..estimators.exact import ExactGPRegressor
+    from ..estimators.lowrank import LowRankGPRegressor
     kernel = _kernel_from_args(args, n_dims)
     common = dict(kernel=kernel, noise_variance=_noise_variance_start(args),
                   noise_variance_bounds=tuple(args.noise_variance_bounds),
@@ -643,7 +644,8 @@ def _prediction_columns(args, model):
 
 
 def command_evaluate(args) -> None:
-    from ..estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+    from ..estimators.exact import ExactGPRegressor
+    from ..estimators.lowrank import LowRankGPRegressor
     from ..metrics import kl_divergence_factorized, nlpd, rmse
     with _progress(args) as progress:
         source = _training_source(args, progress)

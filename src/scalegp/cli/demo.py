@@ -232,7 +232,7 @@ def _fit_exact(X, y, model, seed):
     The same kernel family and bounds; the start only shortens L-BFGS-B's path to the exact
     GP's own optimum.
     """
-    from ..estimators.lowrank import ExactGPRegressor
+    from ..estimators.exact import ExactGPRegressor
 
     exact = ExactGPRegressor(kernel=model.kernel_, noise_variance=model.noise_variance_,
                              normalize_y=True, random_state=seed)

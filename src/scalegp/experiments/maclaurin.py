@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+from ..estimators.exact import ExactGPRegressor
+from ..estimators.lowrank import LowRankGPRegressor
 from ..kernels import Gaussian
 from . import register, verdicts, write_figure, write_text
 

@@ -32,7 +32,7 @@ import scipy.sparse.linalg
 
 from .. import features, metrics
 from ..errors import NotPositiveDefiniteError
-from ..estimators.lowrank import ExactGPRegressor
+from ..estimators.exact import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
 from ..engine.likelihood import Posterior
 from ..kernels import Gaussian

@@ -65,7 +65,8 @@ from ..features import sketches
 from .._version import __version__
 from .._output import MODEL_SUFFIXES, write_atomically
 from ..errors import InvalidModelFileError
-from ..estimators.lowrank import ExactGPRegressor, LowRankGPRegressor
+from ..estimators.exact import ExactGPRegressor
+from ..estimators.lowrank import LowRankGPRegressor
 from ..features._sketching import CERTIFICATES
 from ..features.random_projection import REDUCTIONS
 from ..estimators.gibbs import GibbsGPRegressor
