@@ -33,7 +33,7 @@ arch = load_architecture()
 
 #: Modules still over MODULE_LIMIT lines (issue 25, section 1: each is split by job).
 KNOWN_BIG_MODULES = {
-    "scalegp.io", "scalegp.kernels", "scalegp.cli",
+    "scalegp.io", "scalegp.kernels",
     "scalegp.local.centered", "scalegp.features.gauss_legendre", "scalegp.inference.gibbs",
 }
 #: Classes still over CLASS_LIMIT lines.
@@ -43,7 +43,7 @@ KNOWN_BIG_CLASSES = {
 }
 #: Private names still reached across wings (issue 25 lists them; each wing gets a public face).
 KNOWN_PRIVATE_REACHES = {
-    "scalegp.cli reads estimator._check_streaming",
+    "scalegp.cli.fit reads estimator._check_streaming",
     "scalegp.experiments.random_projection imports scalegp.features._sketching",
     "scalegp.inference.knot_learning reads engine._condition",
     "scalegp.inference.knot_learning reads engine._feature_budget",

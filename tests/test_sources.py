@@ -306,7 +306,7 @@ def test_cli_predict_streams_block_by_block(tmp_path, data, capsys, monkeypatch)
 
 def test_dtype_auto_rule():
     from argparse import Namespace
-    from scalegp.cli import _dtype
+    from scalegp.cli.fit import _dtype
     args = Namespace(dtype="auto", no_optimize=False, noise_variance=None, quiet=True,
                      noise_variance_bounds=(1e-2, 1e5), n_components=256, solver="cholesky",
                      local=None)
@@ -321,7 +321,7 @@ def test_dtype_auto_rule():
 
 
 def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
-    from scalegp.cli import _PassBars
+    from scalegp.cli.common import _PassBars
     bars = _PassBars()
     sg.LowRankGPRegressor(approximation="glf", n_components=16, normalize_X=True,
                           normalize_y=True).fit(files["csv"], progress=bars)

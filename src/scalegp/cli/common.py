@@ -1,0 +1,94 @@
+"""What every command of the command line shares: its error, options, log, progress bars and warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from contextlib import contextmanager
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------- helpers
+def _parse_options(pairs) -> dict:
+    """``--option key=value`` pairs; values are parsed as JSON when possible."""
+    options = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise CommandError(f"--option must look like key=value, got {pair!r}")
+        key, text = pair.split("=", 1)
+        try:
+            options[key.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key.strip()] = text
+    return options
+
+
+def _log(args, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+class _PassBars:
+    """Progress of streaming passes as tqdm bars: ``start_pass(name, total)`` opens a bar
+    named after the pass (rows done, rows per second and, with a known total, time left),
+    and ``self(rows_done)`` advances it (:class:`scalegp.data.sources.PassReporter`)."""
+
+    def __init__(self):
+        self.bar = None
+
+    def start_pass(self, name: str, total) -> None:
+        from tqdm import tqdm
+        self.close()
+        self.bar = tqdm(total=total, desc=name, unit="rows", unit_scale=True,
+                        file=sys.stderr, leave=False)
+
+    def __call__(self, rows_done: int) -> None:
+        self.bar.update(rows_done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+@contextmanager
+def _progress(args):
+    """A :class:`_PassBars`, or None when quiet or stderr is not a terminal."""
+    if args.quiet or not sys.stderr.isatty():
+        yield None
+        return
+    bars = _PassBars()
+    try:
+        yield bars
+    finally:
+        bars.close()
+
+
+@contextmanager
+def _warnings_as_lines(args):
+    """Print every warning raised inside as one ``scalegp COMMAND: warning: TEXT`` line,
+    each distinct text once."""
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"scalegp {args.command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        yield
+
+
+def _describe_header(reader) -> str:
+    if reader.has_header:
+        return f"columns {', '.join(reader.columns)}"
+    return ("no header row (the first line is data: all its cells are numbers; pass --header "
+            "yes if it holds column names)")

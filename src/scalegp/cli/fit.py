@@ -1,0 +1,379 @@
+"""``scalegp fit``: the estimator from the command line's options, fitted in memory, streamed from a
+file or on a Dask cluster, and saved as a model file.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from .. import features, kernels
+from .._limits import MAX_THETA1_ATOMS
+from .._memory import peak_resident_bytes
+from .._output import MODEL_SUFFIXES, check_output_path
+from ..data.sources import PassReporter, open_source, to_arrays
+from ..parallel import resolve_n_jobs
+from .common import CommandError, _describe_header, _log, _parse_options, _progress
+
+
+#: --dtype auto picks float32 when the fit's Gram work N m^2 is at least this (a float64 fit
+#: of 10 s or more on one core, where float32's 1.5-3.7x speed-up pays) ...
+FLOAT32_MIN_WORK = 2e10
+
+
+#: ... and the noise variance (of the normalized target) cannot fall below this: the float32
+#: Gram's error reaches the solution divided by s2, and the log-likelihood error grew from
+#: 0.4 (s2 = 1e-2) to 7, 150 and 3e7 (s2 = 1e-3, 1e-4, 1e-5) at N = 2e4
+#: (benchmarks/results/float32-noise.md; docs/float32.md).
+FLOAT32_MIN_NOISE_VARIANCE = 1e-2
+
+
+def _training_source(args, progress, dtype=None):
+    """The training file as a streaming source, after its summary pass (which checks every
+    row by the rules of :mod:`scalegp.data.sources` and counts the dropped ones)."""
+    source = open_source(args.data, args.target,
+                         noise_variance=getattr(args, "noise_variance_column", None),
+                         header=args.header, drop_missing=args.drop_missing, dtype=dtype)
+    if not source.reader.has_header:       # the rule decided: say how the first line was read
+        _log(args, f"{args.data}: {_describe_header(source.reader)}")
+    summary = (source if progress is None else PassReporter(source, progress)).summary()
+    if source.n_dropped:
+        _log(args, f"dropped {source.n_dropped} row(s) with missing values")
+    if summary.n_samples < 2:
+        raise CommandError(f"{args.data}: need at least 2 complete rows, got "
+                           f"{summary.n_samples}")
+    return source
+
+
+def _start(given, default: float, bounds, flag: str, bounds_flag: str):
+    """The starting value(s) of one hyperparameter: ``given`` (each checked inside the
+    bounds), else ``default`` when inside them, else their geometric mean."""
+    lower, upper = bounds
+    if not 0 < lower < upper:
+        return default if given is None else given     # the kernel reports the bounds
+    if given is None:
+        return default if lower <= default <= upper else math.sqrt(lower * upper)
+    outside = [value for value in np.atleast_1d(given) if not lower <= value <= upper]
+    if outside:
+        raise CommandError(
+            f"{flag} {outside[0]:g} lies outside {bounds_flag} [{lower:g}, {upper:g}]; give a "
+            f"start inside the bounds, or omit {flag} (the default start is then inside them)"
+        )
+    return given
+
+
+def _length_scale_start(args, n_dims: int):
+    given = args.length_scale
+    if given is not None and len(given) > 1 and not args.ard:
+        raise CommandError(f"--length-scale got {len(given)} values: give one, or one per "
+                           f"input ({n_dims}) with --ard")
+    if given is not None and len(given) not in (1, n_dims):
+        raise CommandError(f"--length-scale got {len(given)} values for {n_dims} input(s): "
+                           "give one, or one per input with --ard")
+    given = None if given is None else np.asarray(given, dtype=float)
+    start = _start(given, 1.0, args.length_scale_bounds, "--length-scale",
+                   "--length-scale-bounds")
+    start = np.broadcast_to(start, (n_dims,)).copy() if args.ard else float(np.ravel(start)[0])
+    return start
+
+
+def _noise_variance_start(args) -> float:
+    return _start(args.noise_variance, 0.1, args.noise_variance_bounds, "--noise-variance",
+                  "--noise-variance-bounds")
+
+
+def _kernel_from_args(args, n_dims: int):
+    variance = _start(args.variance, 1.0, args.variance_bounds, "--variance",
+                      "--variance-bounds")
+    return kernels.get(args.kernel, length_scale=_length_scale_start(args, n_dims),
+                       variance=variance,
+                       length_scale_bounds=tuple(args.length_scale_bounds),
+                       variance_bounds=tuple(args.variance_bounds))
+
+
+def _approximation_name(text: str) -> str:
+    """The registered name of an approximation (case-insensitive), or "exact"."""
+    return "exact" if text.lower() == "exact" else features.get(text).name
+
+
+def _dtype(args, n_samples: int) -> str:
+    """``--dtype``, with "auto" resolved by :data:`DTYPE_RULE` (and said in the log)."""
+    if args.dtype != "auto":
+        return args.dtype
+    lowest = (_noise_variance_start(args) if args.no_optimize
+              else args.noise_variance_bounds[0])
+    work = float(n_samples) * args.n_components**2
+    single = (work >= FLOAT32_MIN_WORK and lowest >= FLOAT32_MIN_NOISE_VARIANCE
+              and getattr(args, "solver", "cholesky") == "cholesky"
+              and getattr(args, "local", None) is None)
+    _log(args, f"--dtype auto: {'float32' if single else 'float64'} (N m^2 = {work:.2g}, "
+               f"float32 from {FLOAT32_MIN_WORK:.0g}; smallest noise variance {lowest:.2g}, "
+               f"float32 from {FLOAT32_MIN_NOISE_VARIANCE:g}; docs/float32.md)")
+    return "float32" if single else "float64"
+
+
+def _make_estimator(args, n_dims: int, n_samples: int):
+    from ..estimators.exact import ExactGPRegressor
+    from ..estimators.lowrank import LowRankGPRegressor
+    kernel = _kernel_from_args(args, n_dims)
+    common = dict(kernel=kernel, noise_variance=_noise_variance_start(args),
+                  noise_variance_bounds=tuple(args.noise_variance_bounds),
+                  optimize=not args.no_optimize,
+                  n_restarts=args.n_restarts, normalize_y=not args.no_normalize_y,
+                  normalize_X=not args.no_standardize, random_state=args.seed)
+    approximation = _approximation_name(args.approximation)
+    kind = getattr(args, "local", None)
+    if approximation == "exact" and kind != "neighbors":
+        if kind is not None:
+            raise CommandError(f"--approximation exact takes --local neighbors (an exact GP "
+                               f"per neighbourhood), not --local {kind}")
+        return ExactGPRegressor(**common)
+    for flag in ("local_lazy", "local_reoptimize"):
+        if kind != "clusters" and getattr(args, flag, False):
+            raise CommandError(f"--{flag.replace('_', '-')} needs --local clusters")
+    return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
+                              approximation_options=_parse_options(args.option),
+                              dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
+                              objective=getattr(args, "objective", "dtc"), local=kind,
+                              signed_rule=getattr(args, "signed_rule", "repair"),
+                              local_threshold=getattr(args, "local_threshold", 2.0),
+                              local_lazy=getattr(args, "local_lazy", False),
+                              local_reoptimize=getattr(args, "local_reoptimize", False),
+                              local_neighbors=getattr(args, "local_neighbors", 300),
+                              local_learning_centres=getattr(args, "local_learning_centres", 32),
+                              n_jobs=getattr(args, "n_jobs", None), **common)
+
+
+def _gibbs_estimator(args, n_dims: int):
+    """``--sampler gibbs``: a GibbsGPRegressor (docs/gibbs.md, "The estimator")."""
+    from ..estimators.gibbs import GibbsGPRegressor
+    approximation = _approximation_name(args.approximation)
+    for given, flag in ((approximation == "exact", "--approximation exact"),
+                        (args.local is not None, "--local"), (args.ard, "--ard"),
+                        (args.noise_variance_column is not None, "--noise-variance-column")):
+        if given:
+            raise CommandError(f"--sampler gibbs does not take {flag} (one length scale "
+                               "theta1, homoscedastic noise, a global low-rank map)")
+    grid = None
+    if args.theta1_grid is not None:
+        start, stop, count = args.theta1_grid
+        if not (count >= 1 and count == int(count)):
+            raise CommandError(f"--theta1-grid COUNT must be a positive integer, got {count!r}")
+        if count > MAX_THETA1_ATOMS:                     # before linspace allocates it
+            raise CommandError(f"--theta1-grid COUNT={count:.0f} is above its limit of "
+                               f"{MAX_THETA1_ATOMS:,} atoms (one feature map and one m x m "
+                               "factor per atom)")
+        grid = np.linspace(start, stop, int(count))
+    return GibbsGPRegressor(
+        approximation=approximation, n_components=args.n_components,
+        kernel=kernels.get(args.kernel), theta1_grid=grid, tau_prior=tuple(args.tau_prior),
+        theta2_prior=tuple(args.theta2_prior), n_iter=args.n_iter, burn_in=args.burn_in,
+        thin=args.thin, collapsed=args.collapsed, diag_correction=args.diag_correction,
+        approximation_options=_parse_options(args.option),
+        normalize_y=not args.no_normalize_y, normalize_X=not args.no_standardize,
+        verbose=not args.quiet and sys.stderr.isatty(), random_state=args.seed)
+
+
+def _describe_gibbs(estimator) -> str:
+    means, ess = estimator.posterior_means_, estimator.effective_sample_sizes_
+    return (f"Gibbs sampler ({estimator.cost_model_} cost model"
+            f"{', collapsed theta1' if estimator.collapsed else ''}): "
+            f"{estimator.samples_.n_draws} draws; posterior means: noise_variance "
+            f"{means['noise_variance']:.4g}, variance {means['variance']:.4g}, length_scale "
+            f"{means['length_scale']:.4g} (normalized units); ESS "
+            + ", ".join(f"{name} {value:.0f}" for name, value in ess.items()))
+
+
+def _streams(estimator) -> bool:
+    """Whether the estimator fits from a streaming source (not exact, local or a map built
+    from the rows themselves, which need the rows in memory)."""
+    try:
+        estimator._check_streaming()
+    except ValueError:
+        return False
+    return True
+
+
+def _memory_report(estimator) -> str:
+    """The working memory of a streamed fit: its O(chunk m + m^2) estimate and the measured
+    peak resident set."""
+    from .._memory import ENGINE_MATRICES, default_chunk_size, required_bytes
+    from ..parallel import threaded_pass_buffers
+    m = estimator.feature_map_.n_components
+    itemsize = estimator.dtype_.itemsize
+    threads = resolve_n_jobs(getattr(estimator, "n_jobs", None))
+    extra, chunks = threaded_pass_buffers(threads)
+    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + extra,
+                              n_chunks=chunks, itemsize=itemsize)
+    peak = peak_resident_bytes()
+    measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"
+    on_threads = f" on {threads} threads" if threads > 1 else ""
+    return (f"streamed in chunks of {default_chunk_size(m, itemsize)} rows{on_threads}: "
+            f"working memory O(chunk m + m^2), about {estimate / 2**20:.0f} MiB for m = {m}"
+            f"{measured}")
+
+
+# --------------------------------------------------------------------------- commands
+def command_fit(args) -> None:
+    from ..io import save
+    check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
+    if args.dask_scheduler is not None:
+        _fit_on_dask(args)
+        return
+    gibbs = args.sampler == "gibbs"
+    with _progress(args) as progress:
+        source = _training_source(args, progress)
+        estimator = (_gibbs_estimator(args, source.n_dims) if gibbs
+                     else _make_estimator(args, source.n_dims, source.n_samples))
+        streamed = not gibbs and _streams(estimator)
+        start = time.perf_counter()
+        if streamed:
+            estimator.fit(source, progress=progress)
+        else:                               # exact, local and Gibbs models hold the rows
+            reading = source if progress is None else PassReporter(source, progress)
+            if progress is not None:
+                reading.stage = "reading the rows into memory (the model holds them)"
+            X, y, variances = to_arrays(reading)
+            if gibbs:
+                estimator.fit(X, y)
+            else:
+                estimator.fit(X, y, sample_noise_variance=variances)
+        elapsed = time.perf_counter() - start
+    if source.reader.has_header:           # a table without a header is matched by position
+        estimator.input_columns_ = list(source.input_columns)
+    estimator.target_column_ = source.target_column
+    save(estimator, args.out)
+    if gibbs:
+        _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {source.n_dims} "
+                   f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
+                   f"to {args.out}")
+        return
+    if getattr(estimator, "local_model_", None) is not None:
+        _log(args, estimator.local_model_.describe())
+    report = getattr(estimator, "approximation_diagnostics_", None)
+    if report:
+        _log(args, "approximation: " + ", ".join(f"{key} {value:.4g}" if isinstance(
+            value, float) else f"{key} {value}" for key, value in report.items()))
+    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+               f"{source.n_dims} inputs in "
+               f"{elapsed:.2f} s; log marginal likelihood "
+               f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
+               f"noise_variance {estimator.noise_variance_:.4g}; "
+               f"{_describe_scaling(args, estimator.kernel_)}; "
+               f"model written to {args.out}")
+    if streamed:
+        _log(args, _memory_report(estimator))
+
+
+def _refuse_on_dask(args) -> None:
+    """--dask-scheduler fits low-rank models whose passes are sums over rows; the models that
+    hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
+    held = [flag for given, flag in (
+        (args.sampler == "gibbs", "--sampler gibbs"),
+        (_approximation_name(args.approximation) == "exact", "--approximation exact"),
+        (args.local is not None, f"--local {args.local}")) if given]
+    if held:
+        raise CommandError(f"--dask-scheduler does not take {held[0]}: that model holds its "
+                           "training rows in memory, which stay on the workers here; fit it "
+                           "without --dask-scheduler, or fit a global low-rank model "
+                           "(docs/distributed.md)")
+    if not features.get(args.approximation).builds_from_bounding_box:
+        streaming = [name for name in features.names()
+                     if features.get(name).builds_from_bounding_box]
+        raise CommandError(f"--dask-scheduler does not take --approximation "
+                           f"{args.approximation}: it builds its map from the training rows "
+                           f"themselves; the maps that stream: {', '.join(streaming)}")
+
+
+def _dask_client(args):
+    """A ``distributed.Client`` of ``--dask-scheduler``, or a CommandError that says why not."""
+    try:
+        from distributed import Client
+
+        from ..data.distributed import check_scheduler_address
+    except ImportError:
+        raise CommandError("--dask-scheduler needs Dask's distributed scheduler: pip install "
+                           "'scalegp[dask]'") from None
+    try:
+        # a malformed address is refused before a Client exists: a Client that failed on
+        # one still closes at exit, with a 20 s timeout and a traceback (issue 24)
+        check_scheduler_address(args.dask_scheduler)
+        client = Client(args.dask_scheduler, timeout=args.dask_timeout, set_as_default=False)
+    except ValueError as error:                    # a malformed address
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: not a scheduler address "
+                           f"({' '.join(str(error).split())}); e.g. tcp://HOST:8786") from None
+    except (OSError, TimeoutError, TypeError) as error:
+        text = " ".join(str(error).split()) or type(error).__name__
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: cannot reach the "
+                           f"scheduler within {args.dask_timeout:g} s ({text}); start one "
+                           "(`dask scheduler`) or check the address, e.g. "
+                           "tcp://HOST:8786") from None
+    if not client.scheduler_info().get("workers"):
+        try:
+            client.wait_for_workers(1, timeout=args.dask_timeout)
+        except TimeoutError:
+            client.close()
+            raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler has "
+                               f"no workers (waited {args.dask_timeout:g} s); start some "
+                               "(`dask worker ADDRESS`)") from None
+    return client
+
+
+def _fit_on_dask(args) -> None:
+    """``fit --dask-scheduler``: the workers read the file and every pass runs on them
+    (docs/distributed.md, "From the command line")."""
+    from ..data.distributed import dask_file_source, lost_cluster_errors
+    from ..io import save
+    _refuse_on_dask(args)
+    client = _dask_client(args)
+    try:
+        start = time.perf_counter()
+        source, file_source, info = dask_file_source(
+            args.data, args.target, noise_variance=args.noise_variance_column,
+            header=args.header, drop_missing=args.drop_missing, client=client,
+            block_rows=args.dask_block_rows)
+        if not file_source.reader.has_header:
+            _log(args, f"{args.data}: {_describe_header(file_source.reader)}")
+        if info["n_dropped"]:
+            _log(args, f"dropped {info['n_dropped']} row(s) with missing values")
+        if source.n_samples < 2:
+            raise CommandError(f"{args.data}: need at least 2 complete rows, got "
+                               f"{source.n_samples}")
+        estimator = _make_estimator(args, source.n_dims, source.n_samples)
+        if estimator.dtype != "float64":
+            source = type(source)(source.X, source.y, source.noise_variance,
+                                  dtype=estimator.dtype, client=client)
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        _log(args, f"Dask scheduler {client.scheduler.address} ({n_workers} worker(s)): "
+                   f"{info['n_rows']} rows of {args.data} in {source.n_blocks} block(s), "
+                   "read by the workers")
+        estimator.fit(source)
+        elapsed = time.perf_counter() - start
+    except lost_cluster_errors() as error:
+        text = " ".join(str(error).split()) or "no detail"
+        raise CommandError(f"--dask-scheduler {args.dask_scheduler}: the scheduler or its "
+                           f"workers went away during the fit ({type(error).__name__}: "
+                           f"{text}); nothing was written") from None
+    finally:
+        client.close(timeout=args.dask_timeout)
+    if file_source.reader.has_header:
+        estimator.input_columns_ = list(file_source.input_columns)
+    estimator.target_column_ = file_source.target_column
+    save(estimator, args.out)
+    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+               f"{source.n_dims} inputs in {elapsed:.2f} s on the Dask scheduler "
+               f"{args.dask_scheduler} ({source.n_blocks} block(s)); log marginal likelihood "
+               f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
+               f"noise_variance {estimator.noise_variance_:.4g}; "
+               f"{_describe_scaling(args, estimator.kernel_)}; model written to {args.out}")
+
+
+def _describe_scaling(args, kernel) -> str:
+    if args.no_standardize:
+        return "inputs not standardized (--no-standardize): length scales in data units"
+    transform = "(x - mean) / std" if kernel.shift_invariant else "x / std (inputs stay >= 0)"
+    return (f"inputs standardized per column, {transform}: length scales and their bounds "
+            "in standard deviations")
