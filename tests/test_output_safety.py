@@ -563,7 +563,7 @@ def _raise(error):
 def test_cli_fit_checks_out_before_reading_or_fitting(tmp_path, data_files, capsys,
                                                       monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "open_source", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("scalegp.cli.fit.open_source", lambda *a, **k: calls.append(a))
     monkeypatch.setattr(sg.LowRankGPRegressor, "fit", lambda *a, **k: calls.append("fit"))
     start = time.perf_counter()
     for out, message in [("/nonexistent-dir/m.npz", "the folder '/nonexistent-dir' does not "
