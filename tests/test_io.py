@@ -10,7 +10,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 import scalegp as sg
-from scalegp import io as model_io
+from scalegp.io import reader
 from scalegp.errors import InvalidModelFileError
 
 from .conftest import STATIONARY_MAPS, OPTIONS, smallest_n_components, supported_kernels
@@ -372,6 +372,6 @@ def test_reader_never_unpickles(monkeypatch, saved):
         calls.append(kwargs.get("allow_pickle"))
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(model_io.np, "load", recording_load)
+    monkeypatch.setattr(reader.np, "load", recording_load)
     sg.load(saved)
     assert calls == [False]

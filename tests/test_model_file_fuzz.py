@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import io as model_io
+from scalegp.io import safety
 from scalegp.local import centered as local
 from scalegp.errors import InvalidModelFileError
 
@@ -539,7 +539,7 @@ def archive_mutants(saved):
     yield ("metadata with a key twice", "file",
            (lambda: model_file(saved, npy_bytes(np.frombuffer(duplicated.encode(), np.uint8)))),
            MUST_FAIL)
-    padded = text + " " * model_io.MAX_METADATA_BYTES
+    padded = text + " " * safety.MAX_METADATA_BYTES
     yield ("metadata longer than the limit", "file",
            (lambda: model_file(saved, npy_bytes(np.frombuffer(padded.encode(), np.uint8)))),
            MUST_FAIL)

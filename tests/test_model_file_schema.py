@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, io as model_io
+from scalegp import features
+from scalegp.io import schema
 from scalegp.local import centered as local
 from scalegp.errors import InvalidModelFileError
 
@@ -117,43 +118,43 @@ def metadata_declaration(metadata, path):
     if head in ("format", "schema_version"):
         return "checked first"
     if not rest:                                          # e.g. an empty object, or null
-        entries = [entry for entry in model_io.METADATA_ENTRIES
+        entries = [entry for entry in schema.METADATA_ENTRIES
                    if entry.path == head and estimator in entry.estimators]
         return entries[0] if entries else None
     if head == "arrays":                                  # the listing of one array
         return "arrays" if len(path) == 3 and path[2] in ("shape", "dtype") else None
     if head == "params":
-        constraints = model_io.ESTIMATORS[estimator]._parameter_constraints
+        constraints = schema.ESTIMATORS[estimator]._parameter_constraints
         if rest[0] == "kernel" and len(rest) > 1:          # a kernel given as an object
             return (rest[1] == "class" or (rest[1] == "params" and len(rest) == 3
-                                           and rest[2] in model_io.KERNEL_PARAMS)) or None
+                                           and rest[2] in schema.KERNEL_PARAMS)) or None
         return constraints.get(rest[0])          # e.g. a dict of options: one value
     if head == "kernel" and rest[:1] == ("params",):
-        return model_io.KERNEL_PARAMS.get(rest[1]) if len(rest) == 2 else None
+        return schema.KERNEL_PARAMS.get(rest[1]) if len(rest) == 2 else None
     if head == "feature_map":
         name = rest[0]
-        if name in model_io.MAP_SCALARS:
-            return model_io.MAP_SCALARS[name]
+        if name in schema.MAP_SCALARS:
+            return schema.MAP_SCALARS[name]
         # a declared array field stored as null (absent, e.g. a real sketch's imaginary part)
-        declared = model_io.MAP_PREFIX + name in model_io._DECLARED_MAP_ARRAYS
+        declared = schema.MAP_PREFIX + name in schema._DECLARED_MAP_ARRAYS
         return "null array" if declared and metadata["feature_map"][name] is None else None
     if head == "local" and len(rest) == 1:
         kind = local.LOCAL_KINDS[metadata["local"]["kind"]]
         return "kind" if rest[0] == "kind" else kind.MODEL_FILE_METADATA.get(rest[0])
     dotted = ".".join(path)
-    entries = [entry for entry in model_io.METADATA_ENTRIES
+    entries = [entry for entry in schema.METADATA_ENTRIES
                if entry.path == dotted and estimator in entry.estimators and not entry.open]
     return entries[0] if entries else None
 
 
 def array_declaration(metadata, key):
     """The schema's declaration of one array (its conditions), or None."""
-    if key.startswith(model_io.LOCAL_PREFIX):
+    if key.startswith(schema.LOCAL_PREFIX):
         kind = local.LOCAL_KINDS[metadata["local"]["kind"]]
-        declared = kind.MODEL_FILE_ARRAYS.get(key[len(model_io.LOCAL_PREFIX):])
+        declared = kind.MODEL_FILE_ARRAYS.get(key[len(schema.LOCAL_PREFIX):])
         return declared and declared[1]
-    fields = [field for field in model_io.ARRAY_FIELDS if field.name == key
-              and (key.startswith(model_io.MAP_PREFIX)
+    fields = [field for field in schema.ARRAY_FIELDS if field.name == key
+              and (key.startswith(schema.MAP_PREFIX)
                    or metadata["estimator"] in field.estimators)]
     return fields[0].conditions if fields else None
 
@@ -217,7 +218,7 @@ def test_maclaurin_projections_stored_as_json_are_refused(files, tmp_path, field
     """Was: a scalar -1, True or 1e15 in place of projections_imag loaded (the generic rule)
     and moved predictions by up to 3e30."""
     metadata, arrays = files["map maclaurin"]
-    key = model_io.MAP_PREFIX + field
+    key = schema.MAP_PREFIX + field
     arrays = {k: v for k, v in arrays.items() if k != key}
     metadata = edited(metadata, feature_map__=None)
     metadata["feature_map"] = {**files["map maclaurin"][0]["feature_map"], field: value}
@@ -402,4 +403,4 @@ def test_every_package_kernel_parameter_is_declared():
     parameters; the generic number rule is for kernels registered from outside."""
     from scalegp import kernels
     for name in sorted(kernels.KERNEL_NAMES):
-        assert set(kernels.get(name).get_params()) <= set(model_io.KERNEL_PARAMS), name
+        assert set(kernels.get(name).get_params()) <= set(schema.KERNEL_PARAMS), name

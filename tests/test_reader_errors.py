@@ -118,7 +118,8 @@ def test_a_model_file_with_fortran_ordered_members_loads_the_same(tmp_path):
     import warnings
 
     import scalegp as sg
-    from scalegp.io import load, save
+    from scalegp.io import load
+    from scalegp.io import save
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(30, 2))
     with warnings.catch_warnings():

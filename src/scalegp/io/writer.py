@@ -1,0 +1,213 @@
+"""Writing a model file: :func:`save` encodes the fitted estimator as plain arrays and one JSON
+metadata array, and writes them atomically (:func:`scalegp._output.write_atomically`).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .. import kernels
+from .._output import MODEL_SUFFIXES, write_atomically
+from .._version import __version__
+from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.lowrank import LowRankGPRegressor
+from ..inference import gibbs
+from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION, LOCAL_PREFIX,
+                     MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
+
+
+# ============================================================================ save
+def save(model, path) -> None:
+    """Write a fitted estimator to ``path`` (one ``.npz`` file, no pickle).
+
+    Parameters
+    ----------
+    model : LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
+        A fitted estimator. The training data are not stored, so a loaded model predicts
+        but cannot evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
+        not an int or None is stored as None.
+    path : str or os.PathLike
+        The file to write, exactly as named: it must end in ``.npz`` (no suffix is added).
+        An existing regular file is replaced only once the new one is complete, keeping its
+        permission bits; see :mod:`scalegp._output` for what is refused.
+
+    Raises
+    ------
+    UnsafeOutputError
+        ``path`` is a folder, device, FIFO, socket, symbolic link or read-only file, its
+        folder is missing or not writable, or it does not end in ``.npz``.
+    """
+    arrays, metadata = _encode(model)
+    text = json.dumps(metadata, indent=1, sort_keys=True)
+    arrays[METADATA_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    write_atomically(path, lambda file: np.savez(file, **arrays), suffixes=MODEL_SUFFIXES)
+
+
+def _encode(model) -> tuple[dict, dict]:
+    if not isinstance(model, tuple(ESTIMATORS.values())):
+        raise TypeError(
+            "model must be a fitted LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor, "
+            f"got {type(model).__name__}"
+        )
+    check_is_fitted(model)
+    if isinstance(model, GibbsGPRegressor):
+        return _encode_gibbs(model)
+    posterior = model.posterior_
+    metadata = {
+        **_common_metadata(model, model.kernel_),
+        "noise_variance": float(model.noise_variance_),
+        "log_marginal_likelihood": float(model.log_marginal_likelihood_value_),
+        "y_train_mean": float(model.y_train_mean_),
+        "y_train_std": float(model.y_train_std_),
+        "optimization": _encode_optimization(model.optimization_result_),
+    }
+    if isinstance(model, LowRankGPRegressor) and model.local_model_ is not None:
+        arrays = {LOCAL_PREFIX + key: value
+                  for key, value in posterior.model_file_arrays().items()}
+        metadata["local"] = {"kind": posterior.kind,
+                             **_to_json(posterior.model_file_metadata(), "local-model metadata")}
+        metadata["system"] = {"jitter": 0.0, "n_samples": int(posterior.n_samples),
+                              "factorization": "local", "signed": False}
+    elif isinstance(model, LowRankGPRegressor):
+        system = posterior.system
+        arrays = {"beta": system.beta, **system.arrays()}
+        if model.feature_map_.signs is not None:
+            arrays["signs"] = np.asarray(model.feature_map_.signs, dtype=np.float64)
+        metadata["system"] = {
+            "jitter": float(system.jitter), "n_samples": int(posterior.n_samples),
+            "factorization": system.name,
+            "signed": model.feature_map_.signs is not None,
+        }
+    else:
+        arrays = {}
+    if isinstance(model, LowRankGPRegressor):
+        metadata["dtype"] = model.dtype_.name
+        _encode_feature_map(model.feature_map_, arrays, metadata)
+    else:
+        arrays = {"X_train": posterior.X_train, "cholesky_factor": posterior.cholesky_factor,
+                  "alpha": posterior.alpha}
+        metadata["system"] = {"jitter": float(posterior.jitter)}
+    return _finish(model, arrays, metadata)
+
+
+def _common_metadata(model, kernel) -> dict:
+    metadata = {
+        "format": FORMAT_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "scalegp_version": __version__,
+        "estimator": type(model).__name__,
+        "params": _encode_params(model),
+        "n_features_in": int(model.n_features_in_),
+        "kernel": _encode_kernel(kernel),
+        "y_train_mean": float(model.y_train_mean_),
+        "y_train_std": float(model.y_train_std_),
+    }
+    if hasattr(model, "feature_names_in_"):
+        metadata["feature_names_in"] = [str(name) for name in model.feature_names_in_]
+    # column names of the table a command-line model was trained on (optional)
+    if hasattr(model, "input_columns_"):
+        metadata["input_columns"] = [str(name) for name in model.input_columns_]
+        metadata["target_column"] = str(model.target_column_)
+    return metadata
+
+
+def _encode_feature_map(feature_map, arrays: dict, metadata: dict) -> None:
+    """The map's name and state; a neighbourhood model of exact local GPs has no map:
+    approximation "exact", no fields."""
+    metadata["approximation"] = "exact" if feature_map is None else feature_map.name
+    metadata["feature_map"] = {}
+    state = {} if feature_map is None else feature_map.state()
+    for field, value in state.items():
+        if isinstance(value, np.ndarray):
+            arrays[MAP_PREFIX + field] = value
+        else:
+            metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
+
+
+def _encode_gibbs(model) -> tuple[dict, dict]:
+    samples = model.samples_
+    if isinstance(samples.feature_map, gibbs.AtomMaps):
+        raise NotImplementedError(
+            "saving a Gibbs model with one map per theta1 atom (map_per_atom=True) is not "
+            "implemented: the model file stores one feature map")
+    metadata = _common_metadata(model, samples.kernel)
+    metadata["gibbs"] = {
+        "diag_correction": bool(samples.diag_correction), "collapsed": bool(samples.collapsed),
+        "cost_model": str(samples.cost_model), "n_iter": int(samples.n_iter),
+        "burn_in": int(samples.burn_in), "thin": int(samples.thin),
+        "n_grid": int(samples.theta1_grid.size), "n_floored": int(samples.n_floored)}
+    arrays = {GIBBS_PREFIX + "theta1_grid": samples.theta1_grid, GIBBS_PREFIX + "tau": samples.tau,
+              GIBBS_PREFIX + "theta2": samples.theta2,
+              GIBBS_PREFIX + "theta1_index": samples.theta1_index,
+              GIBBS_PREFIX + "weights": samples.weights}
+    _encode_feature_map(samples.feature_map, arrays, metadata)
+    return _finish(model, arrays, metadata)
+
+
+def _finish(model, arrays: dict, metadata: dict) -> tuple[dict, dict]:
+    """Add the input standardization and the listing of the arrays."""
+    for name in INPUT_STANDARDIZATION:
+        value = getattr(model, name + "_", None)
+        if value is not None:
+            arrays[name] = np.asarray(value, dtype=np.float64)
+    for key, array in arrays.items():
+        if array.dtype.hasobject:
+            raise TypeError(f"cannot store array {key!r} of dtype object in a model file")
+    metadata["arrays"] = {key: {"shape": list(array.shape), "dtype": array.dtype.str}
+                          for key, array in arrays.items()}
+    return arrays, metadata
+
+
+def _encode_kernel(kernel) -> dict:
+    return {"class": type(kernel).__name__, "params": _to_json(kernel.get_params(), "kernel")}
+
+
+def _encode_params(model) -> dict:
+    params = {}
+    for name, value in model.get_params(deep=False).items():
+        if name == "kernel" and isinstance(value, kernels.Kernel):
+            value = _encode_kernel(value)
+        elif name == "dtype":
+            value = np.dtype(value).name
+        elif name == "random_state" and not isinstance(value, (numbers.Integral, type(None))):
+            value = None
+        elif isinstance(value, gibbs.GammaPrior):
+            value = [value.shape, value.rate]
+        elif isinstance(value, np.ndarray):
+            value = value.tolist()
+        params[name] = _to_json(value, f"parameter {name!r}")
+    return params
+
+
+def _encode_optimization(result):
+    if result is None:
+        return None
+    return {"theta": [float(t) for t in result.theta],
+            "log_marginal_likelihood": float(result.log_marginal_likelihood),
+            "n_evaluations": int(result.n_evaluations), "n_starts": int(result.n_starts),
+            "converged": bool(result.converged), "message": str(result.message)}
+
+
+def _to_json(value, what: str):
+    """A JSON value (None, bool, int, float, str, list, dict with str keys) or TypeError."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_to_json(item, what) for item in value]
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return {key: _to_json(item, what) for key, item in value.items()}
+    raise TypeError(
+        f"cannot store {what} in a model file: values of type {type(value).__name__} are not "
+        "supported (numbers, strings, None, lists and dicts with string keys only)"
+    )
