@@ -1,0 +1,208 @@
+"""A kernel's exact side: k(X, Y), its diagonal, its gradients in the log-parameters and the
+contractions of its input gradient (:class:`KernelValues`, a mixin of
+:class:`scalegp.kernels.base.Kernel`; each kernel gives its correlation kappa and its
+derivatives).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from .._validation import check_matrix
+
+
+class KernelValues:
+    """k(x, z) = s kappa(L^{-1} (x - z)) and its gradients, from the correlation of a kernel."""
+
+    def _scaled_differences(self, X, Y):
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        return (X[:, None, :] - Y[None, :, :]) / self._length_scale
+
+    #: True for a radial kernel kappa(u) = f(|u|^2) with f smooth at 0 (Gaussian, Matern 3/2
+    #: and 5/2), which implements ``_profile``, ``_profile_log_scale_sum`` and
+    #: ``_profile_input_factor`` of r^2: its matrices then come from r^2 by one GEMM
+    #: (:meth:`_scaled_squared_distances`) instead of an (n, m, d) array of differences.
+    smooth_in_r2 = False
+
+    def _scaled_squared_distances(self, X, Y):
+        """(r^2, A, B): r^2_ia = |a_i - b_a|^2 with a = (x - c) / l, b = (y - c) / l and c the
+        mean of Y, as |a|^2 + |b|^2 - 2 a^T b (a GEMM), floored at 0.
+
+        The shift c is the mean of Y, the reference set (training inputs, knots; X itself for
+        k(X)), never of X: row i of r^2 is a function of x_i and Y alone, so a far row in a
+        prediction batch X moves no other row's distances (a shift by the batch's mean did).
+
+        Rounding: the expansion's terms carry relative errors of about (d + 4) eps, so
+        |delta r^2| <= (d + 4) eps (|a| + |b|)^2 to first order. With beta = max_a |b_a| (the
+        spread of Y about its mean, in length scales) and |a| <= |b| + r,
+
+            |delta r^2| <= (d + 4) eps (8 beta^2 + 2 r^2):
+
+        an absolute error set by the reference set's spread, not by the data's offset |x| / l
+        (as without the shift), plus a relative one for far pairs. f smooth in r^2 at 0 turns
+        an error delta of r^2 into delta f'(0), so the matrix is as accurate as from the
+        differences (a kink at r = 0, Matern 1/2, would turn it into sqrt(delta): those
+        kernels keep the differences). A row (or column) whose |a|^2 overflows, |a| > 1.3e154
+        length scales, gets r^2 = inf, so k = 0 exactly, not inf - inf = NaN.
+        """
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        shift = Y.mean(axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):   # far rows: handled below
+            A = (X - shift) / self._length_scale
+            B = A if Y is X else (Y - shift) / self._length_scale
+            a2 = np.einsum("ij,ij->i", A, A)
+            b2 = a2 if B is A else np.einsum("ij,ij->i", B, B)
+            r2 = -2.0 * (A @ B.T)
+            r2 += a2[:, None]
+            r2 += b2[None, :]
+        np.maximum(r2, 0.0, out=r2)
+        r2[~np.isfinite(a2)] = np.inf
+        r2[:, ~np.isfinite(b2)] = np.inf
+        return r2, A, B
+
+    def by_differences(self, X, Y=None) -> np.ndarray:
+        """k(X, Y) from the coordinate differences (x_j - y_j) / l_j, one dimension at a time:
+        accurate to rounding at any offset and free of any shift, in O(len(X) len(Y)) memory
+        and O(len(X) len(Y) d) time without a GEMM. For the joint covariance of a prediction
+        batch, where neither set is a fixed reference for the shift of :meth:`__call__`."""
+        if not self.smooth_in_r2:
+            return self(X, Y)                    # already from the differences
+        X = check_matrix(X, "X")
+        Y = X if Y is None else check_matrix(Y, "Y", n_dims=X.shape[1])
+        self.check_n_dims(X.shape[1])
+        scale = np.broadcast_to(self._length_scale, (X.shape[1],))
+        r2 = np.zeros((X.shape[0], Y.shape[0]))
+        with np.errstate(over="ignore"):        # a far row: r^2 = inf, k = 0
+            for j in range(X.shape[1]):
+                u = np.subtract.outer(X[:, j], Y[:, j])
+                u /= scale[j]
+                r2 += np.square(u, out=u)
+        return self._variance * self._profile(r2)
+
+    def __call__(self, X, Y=None) -> np.ndarray:
+        """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X.
+
+        Y is the reference set (training inputs, knots) and X the rows evaluated against it:
+        row i depends on x_i and Y alone (:meth:`_scaled_squared_distances`), so pass a
+        prediction batch as X. A row farther than float64 can measure gets k = 0."""
+        if self.smooth_in_r2:
+            return self._variance * self._profile(self._scaled_squared_distances(X, Y)[0])
+        with np.errstate(over="ignore"):       # a row too far to measure: |u| = inf, k = 0
+            return self._variance * self._correlation(self._scaled_differences(X, Y))
+
+    def diag(self, X) -> np.ndarray:
+        """k(x, x) for each row of X: the variance s for a stationary kernel."""
+        X = check_matrix(X, "X")
+        return np.full(X.shape[0], self._variance)
+
+    def diag_gradient(self, X) -> np.ndarray:
+        """d k(x, x) / d theta_i for each row, shape (n_params, n): a stationary kernel has
+        k(x, x) = s, so 0 for the length scales and s for log s."""
+        grad = np.zeros((self.n_params, check_matrix(X, "X").shape[0]))
+        grad[-1] = self._variance
+        return grad
+
+    def gradient(self, X, Y=None) -> np.ndarray:
+        """dK/d theta_i of k(X, Y) (Y defaults to X) for the log-parameters, shape
+        (n_params, len(X), len(Y)); memory O(len(X) len(Y) d) (O(len(X) len(Y)) for a
+        smooth radial kernel with one length scale)."""
+        if self.smooth_in_r2 and not self.anisotropic:
+            r2 = self._scaled_squared_distances(X, Y)[0]
+            return np.stack([self._variance * self._profile_log_scale_sum(r2),
+                             self._variance * self._profile(r2)])
+        U = self._scaled_differences(X, Y)
+        K = self._variance * self._correlation(U)
+        if self.anisotropic:
+            scale_grads = self._correlation_grad_log_scale(U)                # (n, n', d)
+            grads = list(self._variance * np.moveaxis(scale_grads, -1, 0))
+        else:
+            grads = [self._variance * self._correlation_grad_log_scale_sum(U)]
+        grads.append(K)
+        return np.stack(grads)
+
+    def input_gradient_contraction(self, X, Z, E) -> np.ndarray:
+        """sum_i E_ia d k(x_i, z_a) / d z_a for each row z_a of Z, shape (len(Z), d).
+
+        With u = (x - z) / l, d k(x, z) / d z_j = -(s / l_j) d kappa / d u_j, so the result is
+        -(s / l) o sum_i E_ia grad kappa(u_ia): the chain rule of a function of k(X, Z) in the
+        knots (docs/nystrom.md, "Learned knots"). Memory O(len(X) len(Z) d), as for the kernel
+        matrix itself. Kernels whose correlation is not differentiable at u = 0 raise
+        NotImplementedError.
+        """
+        E = np.asarray(E, dtype=float)
+        if self.smooth_in_r2:
+            # grad kappa(u_ia) = g(r^2_ia) u_ia with u_ia = a_i - b_a, so the sum over i is
+            # F^T A - (F^T 1) o B with F = E o g(r^2): two GEMMs, no (n, m, d) array
+            r2, A, B = self._scaled_squared_distances(X, Z)
+            if E.shape != r2.shape:
+                raise ValueError(f"E must have shape {r2.shape}, got {E.shape}")
+            F = E * self._profile_input_factor(r2)
+            return -(self._variance / self._length_scale) * (F.T @ A - F.sum(axis=0)[:, None] * B)
+        U = self._scaled_differences(X, Z)
+        if E.shape != U.shape[:2]:
+            raise ValueError(f"E must have shape {U.shape[:2]}, got {E.shape}")
+        grad = self._correlation_grad_input(U)                              # (n, m, d)
+        return -(self._variance / self._length_scale) * np.einsum("ia,iaj->aj", E, grad)
+
+    def gradient_inner_and_input_contraction(self, X, Z, E, *, input_contraction=True):
+        """(g, c) with g_j = <E, dk(X, Z)/d theta_j> for each log-parameter, shape (n_params,),
+        and c = :meth:`input_gradient_contraction` (X, Z, E) (None with
+        ``input_contraction=False``): what a Nystrom gradient pass needs of a chunk
+        (:meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`).
+
+        For a smooth radial kernel with one length scale, both come from one r^2 and one
+        evaluation of kappa and g = kappa'(r) / r (:meth:`_profile_and_input_factor`): with
+        d kappa / d log l = -kappa'(r) r = -g r^2 and d k / d log s = k,
+
+            g = [-s <E o g(r^2), r^2>, s <E, kappa(r^2)>];
+
+        other kernels form :meth:`gradient` and the contraction separately.
+        """
+        if not self.smooth_in_r2 or self.anisotropic:
+            inner = np.array([np.vdot(E, dK_j) for dK_j in self.gradient(X, Z)])
+            return inner, (self.input_gradient_contraction(X, Z, E) if input_contraction
+                           else None)
+        E = np.asarray(E, dtype=float)
+        r2, A, B = self._scaled_squared_distances(X, Z)
+        if E.shape != r2.shape:
+            raise ValueError(f"E must have shape {r2.shape}, got {E.shape}")
+        profile, factor = self._profile_and_input_factor(r2)
+        F = np.multiply(E, factor, out=factor)
+        inner = self._variance * np.array([-np.vdot(F, r2), np.vdot(E, profile)])
+        if not input_contraction:
+            return inner, None
+        cross = -(self._variance / self._length_scale) * (F.T @ A - F.sum(axis=0)[:, None] * B)
+        return inner, cross
+
+    def _profile_and_input_factor(self, r2) -> tuple[np.ndarray, np.ndarray]:
+        """(kappa(r^2), kappa'(r) / r) of a kernel smooth in r^2; kernels override it to share
+        one exponential."""
+        return self._profile(r2), self._profile_input_factor(r2)
+
+    def _correlation_grad_input(self, U: np.ndarray) -> np.ndarray:
+        """d kappa / d u_j, shape (..., d), for the stationary kernels differentiable at
+        u = 0 (Gaussian, Matern 3/2 and 5/2, Cauchy)."""
+        raise NotImplementedError(
+            f"the input gradient (learned knots) is implemented for the gaussian, matern32, "
+            f"matern52 and cauchy kernels, not for {self!r} (matern12 and laplacian have a "
+            "kink at x = z)")
+
+    @abc.abstractmethod
+    def _correlation(self, U: np.ndarray) -> np.ndarray:
+        """kappa of the scaled differences U = (x - z) / l, shape (..., d) -> (...)."""
+
+    @abc.abstractmethod
+    def _correlation_grad_log_scale(self, U: np.ndarray) -> np.ndarray:
+        """d kappa / d log l_j for each dimension j, shape (..., d)."""
+
+    def _correlation_grad_log_scale_sum(self, U: np.ndarray) -> np.ndarray:
+        """sum_j d kappa / d log l_j, shape (...): the derivative in one shared length scale.
+        A radial kernel overrides it with -kappa'(r) r (no (..., d) temporaries)."""
+        return self._correlation_grad_log_scale(U).sum(axis=-1)
+
