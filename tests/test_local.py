@@ -23,7 +23,7 @@ from sklearn.model_selection import GridSearchCV
 import scalegp as sg
 from scalegp import features
 from scalegp import engine
-from scalegp.local import centered as local
+from scalegp import local
 from scalegp._validation import check_matrix
 from scalegp.local.clustering import farthest_point_centres, nearest_centres
 from scalegp.data.base import ArraySource
@@ -330,7 +330,7 @@ def test_memory_is_reported_and_refused_when_it_does_not_fit(monkeypatch):
     fmap = features.get("rff").build(X, kernel, 16, np.random.default_rng(0))
     model = local.ClusterLocalModel.fit(context(fmap, X, y), kernel, 0.1)
     assert model.memory_bytes == model.n_centres * 8 * (16 * 16 + 16)
-    monkeypatch.setattr(local, "available_bytes", lambda: 1000)
+    monkeypatch.setattr("scalegp.local.centered.available_bytes", lambda: 1000)
     with pytest.raises(InsufficientMemoryError, match=rf"needs about .* for {model.n_centres} "
                                                       r"centres of 16 x 16 systems.*local_lazy"):
         local.ClusterLocalModel.fit(context(fmap, X, y), kernel, 0.1)

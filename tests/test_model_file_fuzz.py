@@ -20,7 +20,7 @@ import pytest
 
 import scalegp as sg
 from scalegp.io import safety
-from scalegp.local import centered as local
+from scalegp import local
 from scalegp.errors import InvalidModelFileError
 
 MUST_FAIL, MAY_LOAD = "must fail", "may load"

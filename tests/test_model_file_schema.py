@@ -23,7 +23,7 @@ import pytest
 import scalegp as sg
 from scalegp import features
 from scalegp.io import schema
-from scalegp.local import centered as local
+from scalegp import local
 from scalegp.errors import InvalidModelFileError
 
 from .test_model_file_fuzz import model_file, with_array, write

@@ -18,7 +18,7 @@ import pytest
 import scalegp as sg
 from scalegp import cli, features, linalg, rowwise
 from scalegp.inference import gibbs
-from scalegp.local import centered as local
+from scalegp import local
 from scalegp.errors import NonFiniteResultError
 
 ORDINARY = np.random.default_rng(7).uniform(-2.5, 2.5, size=(10, 2))
@@ -181,7 +181,7 @@ def test_the_chunk_size_changes_no_prediction(name, references, monkeypatch):
     batch = np.arange(len(ORDINARY))
     X = reference.pool[batch]
     expected = outputs(reference.model, X)
-    monkeypatch.setattr(local, "TEST_POINT_BLOCK_BYTES", 3 * 8 * 16 * 16 * 3)   # 3 points
+    monkeypatch.setattr("scalegp.local.test_points.TEST_POINT_BLOCK_BYTES", 3 * 8 * 16 * 16 * 3)   # 3 points
     monkeypatch.setattr(gibbs, "PREDICTION_BYTES", 1)
     parts = np.concatenate([outputs(reference.model, X[:3]), outputs(reference.model, X[3:])])
     np.testing.assert_array_equal(parts, expected)

@@ -25,7 +25,7 @@ from .._output import PNG_SUFFIXES, check_output_dir, check_output_path
 from .._version import __version__
 from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
-from ..local import centered as local
+from .. import local
 from ..parallel import resolve_n_jobs
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines

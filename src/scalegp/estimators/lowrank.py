@@ -26,7 +26,7 @@ from ..engine.noise import default_diag_correction, floored_rows
 from ..engine.objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from ..errors import NumericalWarning
 from ..inference import knot_learning
-from ..local import centered as local_models
+from .. import local as local_models
 from ..local import neighborhoods as neighborhood_models
 from ..local import resolution
 from .base import PROBE_ROWS, TEST_POINT_PROBE_ROWS, _GPRegressor

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import features
 from ..errors import InvalidModelFileError
-from ..local import centered as local
+from .. import local
 from .safety import (MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, MAX_METADATA_BYTES, _Archive,
                      _json_depth, _short)
 from .schema import (ARRAY_FIELDS, DEFAULT_MAP_ARRAY, ESTIMATORS, FORMAT_NAME, GIBBS,

@@ -11,11 +11,11 @@ which equals k(x, y) for every shift-invariant kernel whose approximation depend
 only (Fourier maps: centring changes nothing), and which for a map accurate near the origin
 (Maclaurin features) is exact at the centre: k_c(c, y) = k(c, y) when psi(0)^T psi(u) = k(0, u).
 
-Two kinds are defined here, one class each, registered by name in :data:`LOCAL_KINDS`:
+Two kinds are defined next to it, one class each, registered by name in :data:`LOCAL_KINDS`:
 
-* ``"test-points"`` (:class:`TestPointLocalModel`): every test point is its own centre, the
+* ``"test-points"`` (:class:`~scalegp.local.test_points.TestPointLocalModel`): every test point is its own centre, the
   exact reformulation k(x - x*, y - x*) of Eq. 6-7, O(N* (N m^2 + m^3));
-* ``"clusters"`` (:class:`ClusterLocalModel`): Algorithm 1, farthest-point centres with a
+* ``"clusters"`` (:class:`~scalegp.local.clusters.ClusterLocalModel`): Algorithm 1, farthest-point centres with a
   threshold in length scales (:func:`scalegp.local.clustering.farthest_point_centres`), one posterior
   per centre, each test point routed to its nearest centre.
 
@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import abc
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -80,26 +79,22 @@ import numpy as np
 
 from .. import engine
 from .. import linalg
-from . import resolution
 from .._memory import format_bytes, available_bytes, default_chunk_size
 from .._validation import check_dtype
-from .clustering import farthest_point_centres, nearest_centres
 from ..data.base import ArraySource, Chunk, DataSource
+from ..engine.hyperparameters import Hyperparameters
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
-from ..engine.hyperparameters import Hyperparameters
 from ..kernels import Kernel
-from ..engine.systems import CholeskySystem
+from .clustering import farthest_point_centres, nearest_centres
 
-__all__ = ["LOCAL_KINDS", "LocalContext", "LocalModel", "ClusterLocalModel",
-           "TestPointLocalModel", "LocalMarginalLikelihood", "centred_statistics",
-           "centred_gradients", "local_kernel", "local_memory_bytes", "farthest_point_centres",
-           "nearest_centres"]
+
+__all__ = ["LOCAL_KINDS", "LocalContext", "LocalModel", "LocalMarginalLikelihood",
+           "centred_statistics", "centred_gradients", "local_kernel", "local_memory_bytes"]
+
 
 #: The local kinds by name (the estimator's ``local`` values), filled by subclassing.
 LOCAL_KINDS: dict[str, type["LocalModel"]] = {}
-#: Bytes of the m x m systems of one block of test points (test-point centring).
-TEST_POINT_BLOCK_BYTES = 64 * 2**20
 
 
 def local_kernel(feature_map: FeatureMap, kernel: Kernel, X, Y, centre) -> np.ndarray:
@@ -513,342 +508,3 @@ class LocalModel(abc.ABC):
 def _training_arrays(source: ArraySource) -> dict[str, np.ndarray]:
     return {"X_train": np.asarray(source.X, dtype=np.float64),
             "y_train": np.asarray(source.y, dtype=np.float64)}
-
-
-class ClusterLocalModel(LocalModel, kind="clusters"):
-    """Cluster centring (Algorithm 1; docs/local-models.md, "Algorithm 1"): one posterior per
-    farthest-point centre, each test point predicted by its nearest centre's.
-
-    For centre c with Psi_c = psi(X - c): M_c = Psi_c^T Psi_c + s2 I = L_c L_c^T,
-    beta_c = M_c^{-1} Psi_c^T y; at x* routed to c, mean psi(x* - c)^T beta_c and latent
-    variance s2 |L_c^{-1} psi(x* - c)|^2. The centres come from
-    :func:`~scalegp.local.clustering.farthest_point_centres` at the model's length scale, the first
-    being the training mean; routing is by :func:`~scalegp.local.clustering.nearest_centres`.
-    All centres' statistics come from one pass (:func:`centred_statistics`); the systems take
-    8 (m^2 + m) N_C bytes (``memory_bytes``), checked against the available memory first.
-
-    Lazy mode (``lazy=True``): ``fit`` computes the centres only and keeps the training rows;
-    each ``predict`` accumulates, in one pass, the statistics of the centres its test points
-    route to that are not cached yet, and caches their systems. A lazy model's
-    ``log_marginal_likelihood`` is NaN (it would need every centre). Its model file stores the
-    training rows (and the threshold), not the cache: a loaded model recomputes the centres
-    and refills the cache identically.
-
-    ``reoptimize=True`` builds one map per centre from the rows routed to it, shifted by it,
-    each from its own stream of ``map_seed`` (:func:`centre_streams`). Its model file stores
-    the seed and the training rows besides the systems; a loaded model rebuilds the maps from
-    them exactly as the fit built them (the map builder of the stored estimator parameters).
-    """
-
-    MODEL_FILE_METADATA = {"threshold": ("number", "positive"), "lazy": ("bool", None),
-                           "reoptimized": ("bool", None), "map_seed": ("int", "nonnegative")}
-    MODEL_FILE_DEFAULTS = {"reoptimized": False, "map_seed": 0}
-    MODEL_FILE_ARRAYS = {
-        "centres": (("c", "d"), ("finite",)),
-        "beta": (("c", "m"), ("finite",)),
-        "cholesky_factor": (("c", "m", "m"), ("finite", "cholesky")),
-        "X_train": (("rows", "d"), ("finite",)),
-        "y_train": (("rows",), ("finite",)),
-    }
-
-    def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                 n_samples, *, centres: np.ndarray, threshold: float, systems: dict,
-                 maps=None, lazy: bool = False, source: ArraySource | None = None,
-                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None):
-        super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
-                         n_samples)
-        self._centres = centres
-        self.map_seed = map_seed
-        self.threshold = float(threshold)
-        self.systems = dict(systems)
-        self.maps = feature_map if maps is None else maps
-        self.lazy = bool(lazy)
-        self.source = source
-        self.chunk_size = chunk_size
-        self.dtype = check_dtype(dtype)
-
-    @property
-    def reoptimized(self) -> bool:
-        return not isinstance(self.maps, FeatureMap)
-
-    @classmethod
-    def fit(cls, context, kernel, noise_variance):
-        centres = context.centres(kernel)
-        maps = context.maps(centres, kernel)
-        m = _n_components(maps)
-        reoptimized = not isinstance(maps, FeatureMap)
-        common = dict(centres=centres, threshold=context.threshold,
-                      maps=maps if reoptimized else None,
-                      map_seed=context.map_seed if reoptimized else None,
-                      chunk_size=context.chunk_size, dtype=context.dtype)
-        if context.lazy:
-            return cls(context.feature_map, kernel, noise_variance, math.nan,
-                       context.source.n_samples, systems={}, lazy=True, source=context.source,
-                       **common)
-        if reoptimized:                     # its model file rebuilds the maps from the rows
-            common["source"] = context.source
-        check_local_memory(centres.shape[0], m, "a cluster-centred local model")
-        statistics = centred_statistics(_at(maps, kernel), context.source, centres,
-                                        chunk_size=context.chunk_size, dtype=context.dtype,
-                                        progress=context.progress)
-        values, systems = [], {}
-        for j, s in enumerate(statistics):
-            value, system, _ = engine.condition(s, noise_variance)
-            values.append(value)
-            systems[j] = system
-        return cls(context.feature_map, kernel, noise_variance, float(np.mean(values)),
-                   context.source.n_samples, systems=systems, **common)
-
-    @property
-    def centres(self):
-        return self._centres
-
-    def _map_of(self, j: int) -> FeatureMap:
-        return self.maps if isinstance(self.maps, FeatureMap) else self.maps[j]
-
-    @property
-    def coefficients(self):
-        if not self.systems:
-            return np.zeros(0)
-        return np.concatenate([self.systems[j].beta for j in sorted(self.systems)])
-
-    @property
-    def memory_bytes(self):
-        return local_memory_bytes(len(self.systems), self.feature_map.n_components)
-
-    def route(self, X) -> np.ndarray:
-        """The index of each row's centre (nearest in length scales)."""
-        return nearest_centres(X, self._centres, length_scale=self.kernel.length_scale)
-
-    def _condition_missing(self, needed: np.ndarray) -> None:
-        missing = [int(j) for j in needed if int(j) not in self.systems]
-        if not missing:
-            return
-        check_local_memory(len(self.systems) + len(missing), self.feature_map.n_components,
-                           "the centres of a lazy local model")
-        maps = [self._map_of(j).at(self.kernel) for j in missing]
-        statistics = centred_statistics(maps, self.source, self._centres[missing],
-                                        chunk_size=self.chunk_size, dtype=self.dtype)
-        for j, s in zip(missing, statistics):
-            self.systems[j] = engine.condition(s, self.noise_variance)[1]
-
-    def predict(self, X, *, return_var=False, return_cov=False, include_noise=False):
-        self._check_no_cov(return_cov)
-        X = self.feature_map.check_input(X, self.kernel)
-        route = self.route(X)
-        needed = np.unique(route)
-        if self.lazy:
-            self._condition_missing(needed)
-        mean = np.empty(X.shape[0])
-        var = np.empty(X.shape[0]) if return_var else None
-        for j in needed:
-            rows = np.flatnonzero(route == j)
-            posterior = engine.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
-                                     math.nan, self.n_samples)
-            shifted = (X[rows] - self._centres[j]).astype(X.dtype, copy=False)
-            out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise)
-            if return_var:
-                mean[rows], var[rows] = out
-            else:
-                mean[rows] = out
-        return (mean, var) if return_var else mean
-
-    # ----------------------------------------------------------------- model files
-    def model_file_metadata(self):
-        return {"threshold": self.threshold, "lazy": self.lazy,
-                "reoptimized": self.reoptimized,
-                "map_seed": int(self.map_seed) if self.reoptimized else 0}
-
-    def model_file_arrays(self):
-        if self.reoptimized and self.source.X.dtype != np.float64:
-            raise NotImplementedError(
-                "a local model fitted with local_reoptimize=True rebuilds its per-centre maps "
-                "from the stored float64 training rows, which differ from these float32 ones; "
-                "fit it in float64 to save it")
-        training = _training_arrays(self.source) if self.lazy or self.reoptimized else {}
-        if self.lazy:                   # the centres follow from the rows and the threshold
-            return training
-        order = range(self._centres.shape[0])
-        return {"centres": np.asarray(self._centres, dtype=np.float64),
-                "beta": np.stack([self.systems[j].beta for j in order]),
-                "cholesky_factor": np.stack([self.systems[j].cholesky_factor for j in order]),
-                **training}
-
-    @classmethod
-    def has_likelihood(cls, metadata) -> bool:
-        """A lazy model's likelihood would need every centre: it has none (NaN)."""
-        return not metadata["lazy"]
-
-    @classmethod
-    def stored_arrays(cls, metadata):
-        training = {"X_train", "y_train"}
-        if metadata["lazy"]:
-            return training
-        return {"centres", "beta", "cholesky_factor"} | (training if metadata["reoptimized"]
-                                                         else set())
-
-    @classmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype, map_builder=None):
-        """A lazy model's centres are recomputed from its rows, as ``fit`` computed them; a
-        re-optimized model's maps are rebuilt from its rows and seed (ValueError if they do
-        not have the stored systems' size)."""
-        source = (ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype)
-                  if "X_train" in arrays else None)
-        centres = (farthest_point_centres(source.X, metadata["threshold"],
-                                          length_scale=kernel.length_scale)
-                   if metadata["lazy"] else arrays["centres"])
-        maps = None
-        if not metadata["reoptimized"] and metadata["map_seed"] != 0:
-            raise ValueError(f"it has map_seed {metadata['map_seed']}, which only a "
-                             "re-optimized model uses (0 otherwise)")
-        if metadata["reoptimized"]:
-            if map_builder is None:
-                raise ValueError("a re-optimized local model needs the map builder of its "
-                                 "estimator to be loaded")
-            context = LocalContext(feature_map, source, metadata["threshold"], reoptimize=True,
-                                   build_map=map_builder(source.X, source.y),
-                                   map_seed=metadata["map_seed"])
-            maps = context.maps(centres, kernel)
-            sizes = {fm.n_components for fm in maps}
-            if not metadata["lazy"] and sizes != {arrays["beta"].shape[1]}:
-                raise ValueError(f"its rebuilt per-centre maps have {sorted(sizes)} columns, "
-                                 f"the stored systems {arrays['beta'].shape[1]}")
-        common = dict(centres=centres, threshold=metadata["threshold"], maps=maps,
-                      map_seed=metadata["map_seed"] if maps is not None else None,
-                      source=source, dtype=dtype)
-        if metadata["lazy"]:
-            return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                       systems={}, lazy=True, **common)
-        # the factor in the memory order the fit's factorization wrote it (LAPACK's, Fortran),
-        # so that the solves, and the predictions, are bit-identical
-        systems = {j: CholeskySystem(noise_variance, arrays["beta"][j], 0.0,
-                                     np.asfortranarray(arrays["cholesky_factor"][j]))
-                   for j in range(arrays["centres"].shape[0])}
-        return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                   systems=systems, **common)
-
-
-class TestPointLocalModel(LocalModel, kind="test-points"):
-    """Test-point centring (Section 3.2, Eq. 6-7; docs/local-models.md, "Test-point
-    centring"): every test point x* is its own centre, so its posterior is that of the GP
-    with kernel k(x - x*, y - x*), whose test features are psi(0):
-
-        M_* = Psi_*^T Psi_* + s2 I = L_* L_*^T,   Psi_* = psi(X - x*),
-        mean(x*) = v_*^T w_*,   latent variance s2 |v_*|^2,
-        v_* = L_*^{-1} psi(0),  w_* = L_*^{-1} Psi_*^T y.
-
-    Blocks of test points are done together: one pass over the training rows gives the
-    statistics of the whole block (each point's features of a chunk in a call of their own,
-    so that a point's prediction is bitwise the one it has alone), and the block's m x m
-    systems are factorized in one batched call (:func:`scalegp.linalg.batched_cholesky`).
-    Cost O(N* (N m^2 + m^3)).
-
-    The model needs the training rows at prediction, so it keeps them, and its model file
-    stores them. It has no marginal likelihood of its own (``log_marginal_likelihood`` is NaN);
-    its hyperparameters are learned on the cluster-centred objective at ``threshold``
-    (:class:`LocalMarginalLikelihood`).
-    """
-
-    MODEL_FILE_METADATA = {"threshold": ("number", "positive")}
-    MODEL_FILE_ARRAYS = {"X_train": (("rows", "d"), ("finite",)),
-                         "y_train": (("rows",), ("finite",))}
-
-    def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                 n_samples, *, source: ArraySource, threshold: float,
-                 chunk_size: int | None = None, dtype=None, progress=None):
-        super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
-                         n_samples)
-        self.source = source
-        self.threshold = float(threshold)
-        self.chunk_size = chunk_size
-        self.dtype = check_dtype(dtype)
-        self.progress = progress
-
-    @classmethod
-    def fit(cls, context, kernel, noise_variance):
-        if context.reoptimize:
-            raise NotImplementedError(
-                "local_reoptimize applies to local='clusters' (a map per test point would "
-                "be rebuilt at every prediction)")
-        return cls(context.feature_map, kernel, noise_variance, math.nan,
-                   context.source.n_samples, source=context.source,
-                   threshold=context.threshold, chunk_size=context.chunk_size,
-                   dtype=context.dtype)
-
-    @property
-    def coefficients(self):
-        return np.zeros(0)
-
-    @property
-    def block_size(self) -> int:
-        """Test points per block: their systems take ``TEST_POINT_BLOCK_BYTES``."""
-        m = self.feature_map.n_components
-        return max(1, TEST_POINT_BLOCK_BYTES // (3 * 8 * m * m))
-
-    @property
-    def memory_bytes(self):
-        return local_memory_bytes(self.block_size, self.feature_map.n_components)
-
-    def predict(self, X, *, return_var=False, return_cov=False, include_noise=False,
-                progress=None):
-        """``progress(test_points_done)``, if given (or set on the model), is called after
-        each block."""
-        self._check_no_cov(return_cov)
-        X = self.feature_map.check_input(X, self.kernel)
-        resolution.warn_unresolved_local(self.feature_map, self.kernel, self.noise_variance,
-                                         self.source.X, X)
-        progress = progress or self.progress
-        at_map = self.feature_map.at(self.kernel)
-        psi0 = np.asarray(at_map.features(np.zeros((1, X.shape[1]), dtype=X.dtype))[0],
-                          dtype=np.float64)
-        s2 = self.noise_variance
-        m = psi0.size
-        mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
-        for start in range(0, X.shape[0], self.block_size):
-            block = X[start:start + self.block_size].astype(np.float64)
-            statistics = centred_statistics(at_map, self.source, block,
-                                            chunk_size=self.chunk_size, dtype=self.dtype)
-            A = np.stack([s.gram for s in statistics])
-            A[:, np.arange(m), np.arange(m)] += s2
-            # a point whose features overflow (too far for the map) predicts NaN, which the
-            # estimator reports with its row; the other points are factorized as they are
-            finite = np.isfinite(A).all(axis=(1, 2))
-            A[~finite] = np.eye(m)
-            L, _ = linalg.batched_cholesky(A, name="Psi^T Psi + noise_variance I")
-            for k, s in enumerate(statistics):
-                V = linalg.solve_lower(L[k], np.column_stack([psi0, s.projection]))
-                mean[start + k] = V[:, 0] @ V[:, 1] if finite[k] else np.nan
-                var[start + k] = s2 * (V[:, 0] @ V[:, 0]) if finite[k] else np.nan
-            if progress is not None:
-                progress(start + block.shape[0])
-        if not return_var:
-            return mean
-        np.maximum(var, 0.0, out=var)
-        if include_noise:
-            var += s2
-        return mean, var
-
-    # ----------------------------------------------------------------- model files
-    def model_file_metadata(self):
-        return {"threshold": self.threshold}
-
-    def model_file_arrays(self):
-        return _training_arrays(self.source)
-
-    @classmethod
-    def stored_arrays(cls, metadata):
-        return {"X_train", "y_train"}
-
-    @classmethod
-    def has_likelihood(cls, metadata) -> bool:
-        """No marginal likelihood of its own (NaN; class docstring)."""
-        return False
-
-    @classmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype,
-                        map_builder=None):
-        return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                   source=ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype),
-                   threshold=metadata["threshold"], dtype=dtype)
