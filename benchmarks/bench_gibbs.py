@@ -23,7 +23,8 @@ import warnings
 import numpy as np
 
 from scalegp import kernels
-from scalegp.inference.gibbs import GammaPrior, sample_posterior
+from scalegp.inference.gibbs_model import GammaPrior
+from scalegp.inference.gibbs import sample_posterior
 from scalegp.estimators.gibbs import build_kernel
 from scalegp.estimators.transformers import _build_feature_map
 

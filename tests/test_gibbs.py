@@ -11,9 +11,10 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from scalegp import kernels
-from scalegp.inference.gibbs import (GammaPrior, RowsBackend, StatisticsBackend, _State,
-                           check_theta1_grid, effective_sample_size, length_scale_of,
-                           mixture_quantile, sample_posterior, unit_kernel)
+from scalegp.inference.gibbs_model import (GammaPrior, _State, check_theta1_grid, length_scale_of,
+                                           unit_kernel)
+from scalegp.inference.gibbs_sweeps import RowsBackend, StatisticsBackend
+from scalegp.inference.gibbs import effective_sample_size, mixture_quantile, sample_posterior
 from scalegp.estimators.transformers import _build_feature_map
 
 pytestmark = pytest.mark.filterwarnings("ignore:Gauss-Legendre features with q")

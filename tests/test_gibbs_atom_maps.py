@@ -14,8 +14,9 @@ from sklearn.base import clone
 
 import scalegp as sg
 from scalegp import kernels
-from scalegp.inference.gibbs import (AtomMaps, GammaPrior, RowsBackend, StatisticsBackend, _State,
-                           effective_sample_size, sample_posterior, unit_kernel)
+from scalegp.inference.gibbs_model import AtomMaps, GammaPrior, _State, unit_kernel
+from scalegp.inference.gibbs_sweeps import RowsBackend, StatisticsBackend
+from scalegp.inference.gibbs import effective_sample_size, sample_posterior
 from scalegp.estimators.transformers import _build_feature_map
 
 from .test_gibbs import exact_theta1_posterior

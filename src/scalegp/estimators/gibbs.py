@@ -27,8 +27,9 @@ from .._memory import check_memory
 from .._validation import as_generator, check_matrix, check_vector
 from ..data.base import ArraySource
 from ..errors import ConvergenceWarning
-from ..inference.gibbs import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_predictive_draws,
-                               check_theta1_grid, length_scale_of, sample_posterior, unit_kernel)
+from ..inference.gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
+                                     length_scale_of, unit_kernel)
+from ..inference.gibbs import check_predictive_draws, sample_posterior
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 

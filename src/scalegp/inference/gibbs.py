@@ -30,6 +30,9 @@ The map is one map for all atoms (evaluated at each atom's kernel with ``map.at`
 projection ("we pre-compute the random projection matrix for each of the discrete grid
 points"): the rank m_h is then an output per atom, and the weights of an atom of rank m_h
 below the largest rank are padded with prior draws (docs/gibbs.md, "Maps built per atom").
+
+The model (priors, grid, atom maps) is in :mod:`scalegp.inference.gibbs_model`, the sweeps'
+work in :mod:`scalegp.inference.gibbs_sweeps`; this module runs the chain and holds its draws.
 """
 
 from __future__ import annotations
@@ -38,84 +41,37 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import linalg as sla
 from scipy.special import ndtr
 
-from .. import linalg, rowwise
-from .._limits import MAX_GIBBS_SWEEPS, MAX_THETA1_ATOMS, check_count
-from .._memory import available_bytes, check_bytes, check_memory
+from .. import rowwise
+from .._limits import MAX_GIBBS_SWEEPS, check_count
+from .._memory import check_bytes
 from .._validation import check_matrix, check_positive_int, check_vector
-from ..data.base import ArraySource
-from ..features.base import FeatureMap, FixedBasisFeatureMap
-from ..engine.statistics import BasisStatistics, accumulate_statistics
+from ..features.base import FeatureMap
 from ..kernels import Kernel
+from .gibbs_model import (AtomMaps, FEATURE_CACHE_BYTES, GammaPrior, _State, _atom_map,
+                          _atom_ranks, _draw_index, check_theta1_grid, length_scale_of)
+from .gibbs_sweeps import RowsBackend, StatisticsBackend
+
 
 __all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_predictive_draws",
            "check_theta1_grid", "effective_sample_size",
            "length_scale_of", "sample_posterior", "COST_MODELS"]
 
-#: Relative floor of the FITC-style diagonal c(x) >= DIAG_FLOOR * k(x, x) (docs/gibbs.md,
-#: "Cost model"): where the map reproduces k(x, x) (RFF does exactly) c would be 0 and
-#: Q^{-1} would not exist.
-DIAG_FLOOR = 1e-10
-#: Bytes of n x m feature matrices the diagonal sampler keeps over the grid (default).
-FEATURE_CACHE_BYTES = 2**30
+
 COST_MODELS = ("statistics", "rows-cached", "rows-recomputed")
+
+
 #: Bytes of the (F, V) draws of one block of test rows in predictions.
 PREDICTION_BYTES = 64 * 2**20
+
+
 #: Kept draws a prediction needs. The predictive variance avg_s V_s + var_s F_s (Eq. G13) is
 #: the spread of the draws (V = 0 without the diagonal): one draw gives std 0, and the sample
 #: std of S independent draws falls below half the true std with probability
 #: P(chi2_{S-1} < (S-1)/4): 38 % for S = 2, 9 % for 5, 2.8 % for 8, and below 2.5 % from
 #: S = 9 on (correlated draws need more; the effective sample sizes say how many).
 MIN_PREDICTIVE_DRAWS = 9
-
-
-# ============================================================================ priors, grid
-@dataclass(frozen=True)
-class GammaPrior:
-    """Ga(shape, rate): density b^a x^{a-1} e^{-b x} / Gamma(a), mean a / b (Eq. G3)."""
-
-    shape: float
-    rate: float
-
-    def __post_init__(self):
-        for name in ("shape", "rate"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float, np.floating, np.integer))
-                    and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-                raise ValueError(f"a Gamma prior needs a finite {name} > 0 (shape-rate form, "
-                                 f"mean shape / rate), got {name}={value!r}")
-
-    @classmethod
-    def of(cls, value, name: str) -> "GammaPrior":
-        """A prior from a GammaPrior or a (shape, rate) pair."""
-        if isinstance(value, GammaPrior):
-            return value
-        try:
-            shape, rate = value
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a (shape, rate) pair, got {value!r}") from None
-        try:
-            return cls(float(shape), float(rate))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{name}: {error}") from None
-
-    @property
-    def mean(self) -> float:
-        return self.shape / self.rate
-
-    def draw(self, rng: np.random.Generator) -> float:
-        return float(rng.gamma(self.shape, 1.0 / self.rate))     # numpy: shape-scale
-
-    def logpdf(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=float)
-        return (self.shape * math.log(self.rate) - math.lgamma(self.shape)
-                + (self.shape - 1) * np.log(x) - self.rate * x)
-
-    def updated(self, shape_add: float, rate_add: float) -> "GammaPrior":
-        """The conjugate update Ga(a + shape_add, b + rate_add)."""
-        return GammaPrior(self.shape + shape_add, self.rate + rate_add)
 
 
 def check_predictive_draws(n_draws: int, settings: str) -> None:
@@ -128,39 +84,6 @@ def check_predictive_draws(n_draws: int, settings: str) -> None:
             "the kept draws (one draw gives std 0, and fewer than "
             f"{MIN_PREDICTIVE_DRAWS} independent draws understate it by more than a factor "
             "2 with probability above 2.5 %); raise n_iter or lower burn_in or thin")
-
-
-def check_theta1_grid(grid) -> np.ndarray:
-    """The theta1 atoms c_1..c_t (Eq. G4): a non-empty 1-D array of distinct finite values
-    > 0. theta1 = 0 is refused: it is an infinite length scale, where k is constant, the map
-    has rank one and the FITC diagonal vanishes."""
-    grid = np.asarray(grid, dtype=float)
-    if grid.ndim != 1:
-        raise ValueError(f"theta1_grid must be one-dimensional, got shape {grid.shape}")
-    if grid.size == 0:
-        raise ValueError("theta1_grid is empty; give at least one positive value")
-    if not np.all(np.isfinite(grid)):
-        raise ValueError(f"theta1_grid must be finite, got {grid[~np.isfinite(grid)][0]!r}")
-    if np.any(grid <= 0):
-        bad = grid[grid <= 0][0]
-        raise ValueError(f"theta1_grid must exclude 0 and negative values (theta1 = 0 is an "
-                         f"infinite length scale, a constant kernel), got {bad!r}")
-    check_count(grid.size, "theta1_grid's size", MAX_THETA1_ATOMS,
-                "one feature map and one m x m factor per atom, built before the first sweep")
-    if np.unique(grid).size != grid.size:
-        raise ValueError("theta1_grid has repeated values; each atom must be distinct")
-    return grid
-
-
-def length_scale_of(theta1) -> np.ndarray:
-    """l = (2 theta1)^{-1/2}: exp(-|x - x'|^2 / (2 l^2)) = exp(-theta1 |x - x'|^2) (Eq. G1)."""
-    return 1.0 / np.sqrt(2.0 * np.asarray(theta1, dtype=float))
-
-
-def unit_kernel(kernel: Kernel, theta1: float) -> Kernel:
-    """The kernel family at length scale l(theta1) and variance 1 (fixed bounds)."""
-    return kernel.with_params(length_scale=float(length_scale_of(theta1)), variance=1.0,
-                              length_scale_bounds="fixed", variance_bounds="fixed")
 
 
 # ============================================================================ ESS
@@ -188,312 +111,6 @@ def effective_sample_size(chain) -> float:
     pairs = np.minimum.accumulate(pairs)
     tau_int = -1.0 + 2.0 * pairs.sum() / gamma[0]
     return float(n / max(tau_int, 1.0 / n))
-
-
-# ============================================================================ state
-@dataclass
-class _State:
-    """The chain's state: tau, theta2, the grid index h and the latent field: the weights w
-    (statistics) or g = f(X) (rows; w is drawn given g for the stored samples)."""
-
-    tau: float
-    theta2: float
-    index: int
-    latent: np.ndarray
-
-
-def _draw_index(log_probs: np.ndarray, rng: np.random.Generator) -> int:
-    """A draw from Pr(h) ∝ exp(log_probs[h]) (inverse CDF; log-sum-exp safe)."""
-    cdf = np.cumsum(np.exp(log_probs - log_probs.max()))
-    return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.size - 1)
-
-
-# ============================================================================ no diagonal
-@dataclass(frozen=True)
-class AtomMaps:
-    """One feature map per theta1 atom, map h built at the unit kernel of atom h.
-
-    With maps whose rank depends on the hyperparameters (the fixed-accuracy random
-    projection, Algorithm 2) this is the paper's per-grid-point precomputation: atom h has
-    rank m_h = ``ranks[h]``. The sampler keeps weights of the largest rank m = max_h m_h; at
-    atom h only the first m_h enter f, the others are a priori N(0, 1 / theta2) draws. The
-    joint law of (tau, theta2, theta1, f) is then that of the rank-m_h model at every atom,
-    since the unused weights integrate out (docs/gibbs.md, "Maps built per atom").
-    """
-
-    maps: tuple
-
-    def __post_init__(self):
-        maps = tuple(self.maps)
-        if not maps or not all(isinstance(fmap, FeatureMap) for fmap in maps):
-            raise TypeError("AtomMaps needs one built FeatureMap per theta1 atom")
-        if len({fmap.n_dims for fmap in maps}) != 1:
-            raise ValueError("the maps of AtomMaps must all have the same n_dims")
-        object.__setattr__(self, "maps", maps)
-
-    @property
-    def n_dims(self) -> int:
-        return self.maps[0].n_dims
-
-    @property
-    def name(self) -> str:
-        return self.maps[0].name
-
-    @property
-    def ranks(self) -> np.ndarray:
-        """m_h of each atom, shape (t,)."""
-        return np.array([fmap.n_components for fmap in self.maps])
-
-    @property
-    def n_components(self) -> int:
-        """The largest rank, the length of the sampler's weight vectors."""
-        return int(self.ranks.max())
-
-    @property
-    def bounded_by_kernel(self) -> bool:
-        """True when every atom's map is a Nystrom-type projection (FeatureMap's flag)."""
-        return all(fmap.bounded_by_kernel for fmap in self.maps)
-
-    @property
-    def signs(self):
-        """None when every map is unsigned (the sampler needs that)."""
-        return next((fmap.signs for fmap in self.maps if fmap.signs is not None), None)
-
-
-def _atom_map(feature_map, kernel: Kernel, grid: np.ndarray, h: int):
-    """(map at theta, kernel) of atom h, at the unit kernel of theta1 = grid[h] (one shared
-    map or :class:`AtomMaps`)."""
-    kernel_h = unit_kernel(kernel, grid[h])
-    if isinstance(feature_map, AtomMaps):
-        return feature_map.maps[h].at(kernel_h), kernel_h
-    return feature_map.at(kernel_h), kernel_h
-
-
-def _atom_ranks(feature_map, t: int) -> np.ndarray:
-    """m_h of each of the t atoms."""
-    if isinstance(feature_map, AtomMaps):
-        return feature_map.ranks
-    return np.full(t, feature_map.n_components)
-
-
-class StatisticsBackend:
-    """Weight-space conditionals from the m x m statistics of every grid point (no diagonal).
-
-    With G_h = U_h diag(lam_h) U_h^T and z_h = U_h^T b_h (Eq. G5-G8 of docs/gibbs.md):
-
-        w | y, tau, theta2, h ~ N(U (tau lam + theta2)^{-1} tau z, U (tau lam + theta2)^{-1} U^T)
-        tau | y, w, h ~ Ga(a1 + n/2, b1 + RSS_h(w)/2),  RSS_h(w) = y^T y - 2 z^T v + lam^T v^2
-        theta2 | w ~ Ga(a2 + m/2, b2 + |w|^2/2),        v = U_h^T w
-        Pr(h | y, w, tau) ∝ exp(-tau RSS_h(w) / 2),
-        collapsed: log Pr(h | y, tau, theta2) = -1/2 sum_l [log(1 + tau lam_l / theta2)
-                                                 - tau^2 z_l^2 / (tau lam_l + theta2)] + const.
-    """
-
-    cost_model = "statistics"
-
-    def __init__(self, feature_map, kernel, grid, X, y, progress=None):
-        m, t = feature_map.n_components, grid.size
-        check_memory(m, n_matrices=t + 6, what=f"the Gibbs statistics of {t} grid points")
-        source = ArraySource(X, y)
-        basis = (BasisStatistics.accumulate(feature_map, X, y)
-                 if isinstance(feature_map, FixedBasisFeatureMap) else None)
-        # an atom of rank m_h < m: G_h is padded by an m - m_h block of zeros, whose
-        # eigenvectors are the unit vectors beyond m_h (eigenvalue 0, z = 0)
-        self.eigenvalues = np.zeros((t, m))
-        self.eigenvectors = np.broadcast_to(np.eye(m), (t, m, m)).copy()
-        self.rotated_projection = np.zeros((t, m))
-        for h in range(t):
-            if basis is not None:
-                stats = basis.at(feature_map, unit_kernel(kernel, grid[h]))
-            else:
-                stats = accumulate_statistics(_atom_map(feature_map, kernel, grid, h)[0], source)
-            lam, U = np.linalg.eigh(stats.gram)
-            z = U.T @ stats.projection
-            rank = lam.size
-            # Eigenvalues within the rounding of eigh (m eps lam_max) are 0, and so are their
-            # z_l: exact arithmetic has z_l^2 <= lam_l y^T y (Cauchy-Schwarz), which rounding
-            # breaks there, and a z_l without its lam_l drives the weights' mean tau z_l /
-            # (tau lam_l + theta2) and theta2 to 0 without bound (docs/gibbs.md,
-            # "Conditionals without the diagonal").
-            null = lam <= rank * np.finfo(float).eps * max(lam.max(), 0.0)
-            self.eigenvalues[h, :rank] = np.where(null, 0.0, lam)
-            self.eigenvectors[h, :rank, :rank] = U
-            self.rotated_projection[h, :rank] = np.where(null, 0.0, z)
-            self.y_norm2, self.n_samples = stats.y_norm2, stats.n_samples
-            if progress is not None:
-                progress(h + 1)
-        self.n_components = m
-        self.n_floored = 0
-
-    def initial_latent(self) -> np.ndarray:
-        return np.zeros(self.n_components)
-
-    def draw_latent(self, state: _State, rng) -> None:
-        lam, U = self.eigenvalues[state.index], self.eigenvectors[state.index]
-        precision = state.tau * lam + state.theta2
-        rotated = (state.tau * self.rotated_projection[state.index] / precision
-                   + rng.standard_normal(lam.size) / np.sqrt(precision))
-        state.latent = U @ rotated
-
-    def residual_sum_of_squares(self, w: np.ndarray) -> np.ndarray:
-        """RSS_h(w) = |y - Psi_h w|^2 for every grid point, shape (t,)."""
-        v = np.einsum("hij,i->hj", self.eigenvectors, w)
-        rss = (self.y_norm2 - 2 * np.einsum("hj,hj->h", self.rotated_projection, v)
-               + np.einsum("hj,hj->h", self.eigenvalues, v * v))
-        return np.maximum(rss, 0.0)
-
-    def tau_conditional(self, state: _State, prior: GammaPrior) -> GammaPrior:
-        v = self.eigenvectors[state.index].T @ state.latent
-        rss = (self.y_norm2 - 2 * self.rotated_projection[state.index] @ v
-               + self.eigenvalues[state.index] @ (v * v))
-        return prior.updated(0.5 * self.n_samples, 0.5 * max(rss, 0.0))
-
-    def theta2_conditional(self, state: _State, prior: GammaPrior) -> GammaPrior:
-        return prior.updated(0.5 * self.n_components, 0.5 * float(state.latent @ state.latent))
-
-    def theta1_log_probs(self, state: _State) -> np.ndarray:
-        return -0.5 * state.tau * self.residual_sum_of_squares(state.latent)
-
-    def collapsed_theta1_log_probs(self, tau: float, theta2: float) -> np.ndarray:
-        lam, z = self.eigenvalues, self.rotated_projection
-        return -0.5 * (np.log1p(tau * lam / theta2).sum(axis=1)
-                       - tau**2 * (z * z / (tau * lam + theta2)).sum(axis=1))
-
-    def weights(self, state: _State, rng) -> np.ndarray:
-        return state.latent
-
-
-# ============================================================================ diagonal
-class RowsBackend:
-    """Function-space conditionals with the FITC-style diagonal (Eq. G9-G11 of docs/gibbs.md).
-
-    Q_h = Psi_h Psi_h^T + C_h with C_h = diag(c_h) (unit variance), g = f(X) ~ N(0, Q_h /
-    theta2). Per grid point, independent of tau and theta2: c_h (floored), the Cholesky
-    factor L_h of I + Psi_h^T C_h^{-1} Psi_h and log|Q_h| = sum log c_h + 2 sum log diag L_h.
-
-        g | y, tau, theta2, h: w ~ N(A^{-1} Psi^T R y, A^{-1}), A = theta2 I + Psi^T R Psi,
-            R = diag(1 / (c / theta2 + 1 / tau)); u_i | w ~ N(tau r_i / (tau + theta2 / c_i),
-            1 / (tau + theta2 / c_i)) with r = y - Psi w; g = Psi w + u
-        tau | y, g ~ Ga(a1 + n/2, b1 + |y - g|^2 / 2)
-        theta2 | g, h ~ Ga(a2 + n/2, b2 + q_h(g) / 2),  q_h(g) = g^T Q_h^{-1} g
-        Pr(h | g, theta2) ∝ |Q_h|^{-1/2} exp(-theta2 q_h(g) / 2)
-        collapsed: Pr(h | y, tau, theta2) ∝ N(y; 0, Q_h / theta2 + I / tau).
-
-    q_h(g) = |w*|^2 + sum_i (g_i - psi_i^T w*)^2 / c_i with w* = L^{-T} L^{-1} Psi^T C^{-1} g
-    (the minimum over w of |w|^2 + (g - Psi w)^T C^{-1} (g - Psi w)): a sum of non-negative
-    terms, which stays accurate where c is at its floor.
-    """
-
-    def __init__(self, feature_map, kernel, grid, X, y, progress=None,
-                 feature_cache_bytes=FEATURE_CACHE_BYTES):
-        n, m, t = X.shape[0], feature_map.n_components, grid.size
-        check_memory(m, n_matrices=t + 6, what=f"the Gibbs factors of {t} grid points")
-        self.feature_map, self.kernel, self.grid, self.X, self.y = (
-            feature_map, kernel, grid, X, y)
-        self.n_samples, self.n_components = n, m
-        self.ranks = _atom_ranks(feature_map, t)
-        available = available_bytes()
-        budget = feature_cache_bytes if available is None else min(feature_cache_bytes,
-                                                                   available // 4)
-        self.cached = n * int(self.ranks.sum()) * 8 <= budget
-        self.cost_model = "rows-cached" if self.cached else "rows-recomputed"
-        self._features = [] if self.cached else None
-        self.diagonals = np.empty((t, n))
-        self.factors = [None] * t
-        self.log_det = np.empty(t)
-        self.n_floored = 0
-        for h in range(t):
-            Psi, c, floored = self._features_and_diagonal(h)
-            self.n_floored += floored
-            scaled = Psi / np.sqrt(c)[:, None]
-            L = linalg.cholesky(np.eye(Psi.shape[1]) + scaled.T @ scaled,
-                                name="I + Psi^T C^-1 Psi")[0]
-            self.diagonals[h], self.factors[h] = c, L
-            self.log_det[h] = np.log(c).sum() + 2 * np.log(np.diag(L)).sum()
-            if self.cached:
-                self._features.append(Psi)
-            if progress is not None:
-                progress(h + 1)
-
-    def _features_and_diagonal(self, h: int):
-        fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.grid, h)
-        Psi = np.asarray(fmap.features(self.X), dtype=np.float64)
-        prior = kernel_h.diag(self.X)
-        raw = prior - np.einsum("ij,ij->i", Psi, Psi)
-        floor = DIAG_FLOOR * prior
-        return Psi, np.maximum(raw, floor), int(np.sum(raw < floor))
-
-    def features(self, h: int) -> np.ndarray:
-        return self._features[h] if self.cached else self._features_and_diagonal(h)[0]
-
-    def initial_latent(self) -> np.ndarray:
-        return np.zeros(self.n_samples)
-
-    def draw_latent(self, state: _State, rng) -> None:
-        Psi, c = self.features(state.index), self.diagonals[state.index]
-        tau, theta2 = state.tau, state.theta2
-        r = 1.0 / (c / theta2 + 1.0 / tau)
-        A = theta2 * np.eye(Psi.shape[1]) + (Psi * r[:, None]).T @ Psi
-        L = linalg.cholesky(A, name="theta2 I + Psi^T R Psi")[0]
-        mean = sla.cho_solve((L, True), Psi.T @ (r * self.y))
-        w = mean + sla.solve_triangular(L, rng.standard_normal(Psi.shape[1]), lower=True,
-                                        trans="T")
-        fitted = Psi @ w
-        precision = tau + theta2 / c
-        u = tau * (self.y - fitted) / precision + rng.standard_normal(c.size) / np.sqrt(precision)
-        state.latent = fitted + u
-
-    def _best_weights(self, h: int, g: np.ndarray, Psi: np.ndarray) -> np.ndarray:
-        """w* = (I + Psi^T C^{-1} Psi)^{-1} Psi^T C^{-1} g."""
-        return sla.cho_solve((self.factors[h], True), Psi.T @ (g / self.diagonals[h]))
-
-    def quadratic_form(self, h: int, g: np.ndarray, Psi: np.ndarray | None = None) -> float:
-        """q_h(g) = g^T Q_h^{-1} g (Eq. G10)."""
-        Psi = self.features(h) if Psi is None else Psi
-        w = self._best_weights(h, g, Psi)
-        residual = g - Psi @ w
-        return float(w @ w + residual @ (residual / self.diagonals[h]))
-
-    def tau_conditional(self, state: _State, prior: GammaPrior) -> GammaPrior:
-        residual = self.y - state.latent
-        return prior.updated(0.5 * self.n_samples, 0.5 * float(residual @ residual))
-
-    def theta2_conditional(self, state: _State, prior: GammaPrior) -> GammaPrior:
-        return prior.updated(0.5 * self.n_samples,
-                             0.5 * self.quadratic_form(state.index, state.latent))
-
-    def theta1_log_probs(self, state: _State) -> np.ndarray:
-        q = np.array([self.quadratic_form(h, state.latent) for h in range(self.grid.size)])
-        return -0.5 * self.log_det - 0.5 * state.theta2 * q
-
-    def collapsed_theta1_log_probs(self, tau: float, theta2: float) -> np.ndarray:
-        out = np.empty(self.grid.size)
-        for h in range(self.grid.size):
-            Psi = self.features(h)
-            m = Psi.shape[1]
-            noise = self.diagonals[h] / theta2 + 1.0 / tau           # Lambda
-            scaled = Psi / np.sqrt(noise)[:, None]
-            L = linalg.cholesky(theta2 * np.eye(m) + scaled.T @ scaled,
-                                name="theta2 I + Psi^T Lambda^-1 Psi")[0]
-            c = sla.solve_triangular(L, scaled.T @ (self.y / np.sqrt(noise)), lower=True)
-            log_det = np.log(noise).sum() + 2 * np.log(np.diag(L)).sum() - m * math.log(theta2)
-            out[h] = -0.5 * (self.y @ (self.y / noise) - c @ c + log_det)
-        return out
-
-    def weights(self, state: _State, rng) -> np.ndarray:
-        """A draw of w | g, theta2, h ~ N(w*, (theta2 L L^T)^{-1}) for the stored samples
-        (at an atom of rank m_h < m, the weights beyond m_h are prior draws)."""
-        h = state.index
-        Psi = self.features(h)
-        rank = Psi.shape[1]
-        mean = self._best_weights(h, state.latent, Psi)
-        noise = sla.solve_triangular(self.factors[h], rng.standard_normal(rank),
-                                     lower=True, trans="T")
-        if rank == self.n_components:
-            return mean + noise / math.sqrt(state.theta2)
-        w = rng.standard_normal(self.n_components) / math.sqrt(state.theta2)
-        w[:rank] = mean + noise / math.sqrt(state.theta2)
-        return w
 
 
 # ============================================================================ samples
