@@ -17,7 +17,8 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 import scalegp as sg
 from scalegp.inference import optimize
 from scalegp.engine.noise import noise_only_log_marginal_likelihood
-from scalegp.features.gauss_legendre import MASS_TOLERANCE, SemigroupGaussLegendreFeatures
+from scalegp.features.gauss_legendre import MASS_TOLERANCE
+from scalegp.features.glf_semigroup import SemigroupGaussLegendreFeatures
 
 
 def _data(n=80, seed=0):

@@ -16,7 +16,8 @@ from scalegp.engine import exact
 from scalegp import engine
 from scalegp import metrics
 from scalegp.experiments.glf import synthetic_data
-from scalegp.features.gauss_legendre import GaussLegendreFeatures, SemigroupGaussLegendreFeatures
+from scalegp.features.gauss_legendre import GaussLegendreFeatures
+from scalegp.features.glf_semigroup import SemigroupGaussLegendreFeatures
 from scalegp.inference.glf_selection import search_node_counts
 from scalegp.features.glf_theory import (HyperparameterBox, theoretical_node_counts,
                                 truncation_half_widths, truncation_radius)

@@ -16,8 +16,8 @@ hyperparameters theta; they enter through the diagonal weights w(theta) = W p_th
 (Section 4.2, Proposition 6), and after one O(n s^2) pass every likelihood-and-gradient
 evaluation costs O(s^3) (the engine's :class:`~scalegp.engine.statistics.BasisStatistics` path).
 
-This module holds the two maps: ``"glf"`` and ``"glf-semigroup"`` of the reciprocal semigroup
-kernel (Section 6.3; section 9). Their parts live elsewhere: the 1-D rules in
+This module holds the map ``"glf"``; ``"glf-semigroup"`` of the reciprocal semigroup kernel
+(Section 6.3; section 9) is :mod:`scalegp.features.glf_semigroup`. Their parts live elsewhere: the 1-D rules in
 :mod:`scalegp.features.quadrature` (section 1), the tensor-grid algebra in
 :mod:`scalegp.features._tensor_grid` (section 2), the box Theta, truncation (Proposition 7;
 section 5), node-count bounds (Theorems 10-12; section 6) and the practical rules for q and Q
@@ -30,46 +30,125 @@ kernel contributes (decay class, density bound, panels, Laplace representation) 
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import (as_generator, check_matrix, check_positive_int,
-                           check_positive_scalar, check_vector)
-from .glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widths, rule_panels,
-                         semigroup_truncation_half_widths, split_budget, theoretical_node_counts,
-                         truncation_half_widths)
+from .._validation import (as_generator, check_matrix, check_positive_int, check_positive_scalar,
+                           check_vector)
 from ..kernels import Kernel
-from .quadrature import gauss_legendre, symmetric_rule
-from ._tensor_grid import (Nodes, Products, Weights, contract_axes, full_grid, half_grid,
-                           half_grid_exponential_rows, half_grid_flat_indices, kronecker)
+from ._tensor_grid import (Nodes, Weights, contract_axes, half_grid, half_grid_exponential_rows,
+                           half_grid_flat_indices, kronecker)
 from .base import FixedBasisFeatureMap, feature_dtype
+from .glf_theory import (DEFAULT_EPSILON, HyperparameterBox, resolved_half_widths, rule_panels,
+                         split_budget, theoretical_node_counts, truncation_half_widths)
+from .quadrature import symmetric_rule
+
 
 #: Default lower bound lambda_min of the noise variance (that of the estimators' box).
 DEFAULT_NOISE_VARIANCE_LOWER = 1e-6
+
+
 #: Largest number of columns a rule may have (an s x s float64 Gram of 16,384 is 2 GiB).
 MAX_COMPONENTS = 16_384
+
+
 #: Default tolerance of ``n_nodes="auto"`` (:func:`scalegp.inference.glf_selection.search_node_counts`).
 DEFAULT_TOLERANCE = 1e-3
+
+
 #: build warns when the rule reproduces a share of k(x, x) off 1 by more than this at an end
 #: of Theta's length scales (:meth:`GaussLegendreFeatures.captured_mass`).
 MASS_TOLERANCE = 0.1
+
+
 #: :meth:`GaussLegendreFeatures.valid_log_bounds` keeps the length scales at which the rule
 #: reproduces k(x, x) to within this share (measured on the East Africa relief, standardised,
 #: n = 3,000, Gaussian kernel: a 1 % mass deficit went with a 3 % error of the predictive
 #: mean against the exact GP, MASS_TOLERANCE's 10 % with 7-12 %).
 VALID_MASS_TOLERANCE = 0.01
+
+
 #: Points per length-scale row of the log grid on which valid_log_bounds scans the mass.
 VALID_GRID_POINTS = 512
+
+
 #: s of ``n_nodes=None`` (the budget split) when ``n_components`` is None.
 DEFAULT_SPLIT_COMPONENTS = 256
 
 
 # --------------------------------------------------------------------------- the feature map
+class _ResolutionChecks:
+    """What the rule of a :class:`GaussLegendreFeatures` resolves (docs/gauss-legendre.md,
+    section 7): the prior variance it reproduces and the box of length scales on which it
+    reproduces the kernel. A mixin of the map, split off by job."""
+
+    def captured_mass(self, kernel: Kernel) -> float:
+        """k~(x, x) / k(x, x): the share of the prior variance the rule reproduces.
+
+        k~(x, x) = sum_l W_l p_theta(eta_l), the same at every x (cos^2 + sin^2 = 1). Below 1
+        the box drops spectral mass (truncation, Proposition 7) or the nodes miss the density's
+        peak; above 1 they overshoot it. Either way, far from 1 the features approximate
+        another (band-limited) kernel, not this one.
+        """
+        self._check_kernel(kernel)
+        Psi = self.features(self.offset[None, :], kernel)
+        return float(Psi[0] @ Psi[0]) / kernel.variance
+
+    def valid_log_bounds(self, kernel: Kernel) -> np.ndarray:
+        """The log box of ``kernel.theta`` on which the rule reproduces the kernel.
+
+        Each free length-scale row of ``kernel.bounds`` is narrowed to the longest run of a
+        log grid (VALID_GRID_POINTS points) on which the rule reproduces the prior variance
+        to within VALID_MASS_TOLERANCE: for an isotropic length scale l,
+        |prod_j m_j(l) - 1| <= tolerance, and for an ARD length scale l_j,
+        |m_j(l_j) - 1| <= tolerance / d, where
+
+            m_j(l) = sum_i W_{j,i} p_l(eta_{j,i})
+
+        is the mass the 1-D rule of dimension j gives the 1-D density of the kernel family
+        (the marginal of the d-dimensional one: the kernel restricted to axis j), so that
+        prod_j m_j = :meth:`captured_mass` for a separable kernel (Gaussian, Cauchy,
+        Laplacian). Below the run the truncation box drops the spectrum's tails, above it
+        the nodes miss the density's peak: there the features approximate another kernel.
+        The variance row is the kernel's (the mass is relative to it); fixed rows are kept.
+        A row where no grid point is within VALID_MASS_TOLERANCE uses MASS_TOLERANCE (that of
+        build's warning) instead, and is kept whole where none is within that either (build
+        has then warned that the rule does not reproduce the kernel there).
+        """
+        self._check_kernel(kernel)
+        bounds = kernel.bounds.copy()
+        ard = kernel.anisotropic
+        tolerance = VALID_MASS_TOLERANCE / self.n_dims if ard else VALID_MASS_TOLERANCE
+        unit = kernel.with_params(length_scale=1.0, variance=1.0, length_scale_bounds="fixed",
+                                  variance_bounds="fixed")
+        for row in range(kernel.n_params - 1):
+            low, high = bounds[row]
+            if low == high:
+                continue
+            grid = np.linspace(low, high, VALID_GRID_POINTS)
+            mass = np.ones(grid.size)
+            for j in ([row] if ard else range(self.n_dims)):
+                mass *= self._dimension_mass(unit, j, np.exp(grid))
+            for share in (tolerance, tolerance * MASS_TOLERANCE / VALID_MASS_TOLERANCE):
+                start, stop = _longest_run(np.abs(mass - 1.0) <= share)
+                if start < stop:
+                    bounds[row] = grid[start], grid[stop - 1]
+                    break
+        return bounds
+
+    def _dimension_mass(self, unit: Kernel, j: int, scales: np.ndarray) -> np.ndarray:
+        """m_j(l) for each l in ``scales``: sum_i W_i l p_1(l eta_i), p_1 the unit-scale
+        1-D density (p_l(eta) = l p_1(l eta) in one dimension)."""
+        nodes, weights = self._rules[j]
+        V = np.multiply.outer(scales, nodes)
+        density = np.exp(unit.log_spectral_density(V.reshape(-1, 1))).reshape(V.shape)
+        return scales * (density @ weights)
+
+
 @dataclass(frozen=True, eq=False)
-class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
+class GaussLegendreFeatures(_ResolutionChecks, FixedBasisFeatureMap, name="glf"):
     """Gauss-Legendre features: cos/sin at the nodes of a truncated tensor Gauss-Legendre rule.
 
     Attributes
@@ -416,68 +495,6 @@ class GaussLegendreFeatures(FixedBasisFeatureMap, name="glf"):
     def _check_kernel(self, kernel: Kernel) -> None:
         _require_support(type(self), kernel)
 
-    def captured_mass(self, kernel: Kernel) -> float:
-        """k~(x, x) / k(x, x): the share of the prior variance the rule reproduces.
-
-        k~(x, x) = sum_l W_l p_theta(eta_l), the same at every x (cos^2 + sin^2 = 1). Below 1
-        the box drops spectral mass (truncation, Proposition 7) or the nodes miss the density's
-        peak; above 1 they overshoot it. Either way, far from 1 the features approximate
-        another (band-limited) kernel, not this one.
-        """
-        self._check_kernel(kernel)
-        Psi = self.features(self.offset[None, :], kernel)
-        return float(Psi[0] @ Psi[0]) / kernel.variance
-
-    def valid_log_bounds(self, kernel: Kernel) -> np.ndarray:
-        """The log box of ``kernel.theta`` on which the rule reproduces the kernel.
-
-        Each free length-scale row of ``kernel.bounds`` is narrowed to the longest run of a
-        log grid (VALID_GRID_POINTS points) on which the rule reproduces the prior variance
-        to within VALID_MASS_TOLERANCE: for an isotropic length scale l,
-        |prod_j m_j(l) - 1| <= tolerance, and for an ARD length scale l_j,
-        |m_j(l_j) - 1| <= tolerance / d, where
-
-            m_j(l) = sum_i W_{j,i} p_l(eta_{j,i})
-
-        is the mass the 1-D rule of dimension j gives the 1-D density of the kernel family
-        (the marginal of the d-dimensional one: the kernel restricted to axis j), so that
-        prod_j m_j = :meth:`captured_mass` for a separable kernel (Gaussian, Cauchy,
-        Laplacian). Below the run the truncation box drops the spectrum's tails, above it
-        the nodes miss the density's peak: there the features approximate another kernel.
-        The variance row is the kernel's (the mass is relative to it); fixed rows are kept.
-        A row where no grid point is within VALID_MASS_TOLERANCE uses MASS_TOLERANCE (that of
-        build's warning) instead, and is kept whole where none is within that either (build
-        has then warned that the rule does not reproduce the kernel there).
-        """
-        self._check_kernel(kernel)
-        bounds = kernel.bounds.copy()
-        ard = kernel.anisotropic
-        tolerance = VALID_MASS_TOLERANCE / self.n_dims if ard else VALID_MASS_TOLERANCE
-        unit = kernel.with_params(length_scale=1.0, variance=1.0, length_scale_bounds="fixed",
-                                  variance_bounds="fixed")
-        for row in range(kernel.n_params - 1):
-            low, high = bounds[row]
-            if low == high:
-                continue
-            grid = np.linspace(low, high, VALID_GRID_POINTS)
-            mass = np.ones(grid.size)
-            for j in ([row] if ard else range(self.n_dims)):
-                mass *= self._dimension_mass(unit, j, np.exp(grid))
-            for share in (tolerance, tolerance * MASS_TOLERANCE / VALID_MASS_TOLERANCE):
-                start, stop = _longest_run(np.abs(mass - 1.0) <= share)
-                if start < stop:
-                    bounds[row] = grid[start], grid[stop - 1]
-                    break
-        return bounds
-
-    def _dimension_mass(self, unit: Kernel, j: int, scales: np.ndarray) -> np.ndarray:
-        """m_j(l) for each l in ``scales``: sum_i W_i l p_1(l eta_i), p_1 the unit-scale
-        1-D density (p_l(eta) = l p_1(l eta) in one dimension)."""
-        nodes, weights = self._rules[j]
-        V = np.multiply.outer(scales, nodes)
-        density = np.exp(unit.log_spectral_density(V.reshape(-1, 1))).reshape(V.shape)
-        return scales * (density @ weights)
-
     def report(self) -> str:
         """The node counts and truncation chosen, and the theoretical values.
 
@@ -568,7 +585,6 @@ def _integer_vector(values, name: str, n_dims: int) -> np.ndarray:
     return array.astype(np.int64)
 
 
-
 def _half_widths(half_width, n_nodes: np.ndarray, data_width: np.ndarray, bound: np.ndarray,
                  entrywise_bound: np.ndarray) -> np.ndarray:
     """Q_j of the ``half_width`` option: None -> the resolution rule, "proposition7" -> R."""
@@ -584,202 +600,3 @@ def _half_widths(half_width, n_nodes: np.ndarray, data_width: np.ndarray, bound:
             f"dimension ({bound.size}), got {half_width!r}"
         )
     return values
-
-
-
-# --------------------------------------------------------------------------- semigroup kernels
-#: Largest per-dimension node count the semigroup resolution check searches.
-SEMIGROUP_MAX_NODES = 4096
-
-
-def _semigroup_factor_error(kernel: Kernel, n_nodes: int, half_width: float, c_min: float,
-                            c_max: float, data_max: float) -> float:
-    """max |sum_i W_i p_c(eta_i) e^{-u eta_i} - k_c(u)| over c in [c_min, c_max] and
-    u = x + z in [0, 2 max x]: the error of one dimension's rule on its factor of k / s.
-
-    p_c and k_c are the kernel's in one dimension with scale c and unit variance (for the
-    reciprocal semigroup kernel p_c(eta) = c e^{-c eta} and k_c(u) = c / (c + u)), asked of
-    the kernel: its Laplace density and its value at x = z = u / 2."""
-    t, omega = gauss_legendre(int(n_nodes))
-    eta, W = 0.5 * half_width * (t + 1.0), 0.5 * half_width * omega
-    u = np.linspace(0.0, 2.0 * data_max, 65)
-    error = 0.0
-    for c in np.geomspace(c_min, c_max, 9):
-        factor = kernel.with_params(length_scale=c, variance=1.0, length_scale_bounds="fixed",
-                                    variance_bounds="fixed")
-        density = np.exp(factor.log_spectral_density(eta[:, None]))
-        rule = np.exp(-np.multiply.outer(u, eta)) @ (W * density)
-        error = max(error, float(np.max(np.abs(rule - factor.diag(0.5 * u[:, None])))))
-    return error
-
-
-def _semigroup_required_nodes(kernel, half_width, c_min, c_max, data_max,
-                              tolerance) -> int | None:
-    """The smallest q (doubling) whose factor error is <= tolerance, None past the cap."""
-    q = 1
-    while q <= SEMIGROUP_MAX_NODES:
-        if _semigroup_factor_error(kernel, q, half_width, c_min, c_max, data_max) <= tolerance:
-            return q
-        q *= 2
-    return None
-
-
-def _warn_if_semigroup_unresolved(fmap, kernel: Kernel, box: HyperparameterBox,
-                                  data_max: np.ndarray) -> None:
-    """Warn when the tensor rule cannot resolve the kernel over Theta and the data's range.
-
-    With per-dimension factor errors e_j (:func:`_semigroup_factor_error`, factors <= 1) the
-    error of k / s is at most prod_j (1 + e_j) - 1; above ``MASS_TOLERANCE`` the rule is poor.
-    A budget of m columns gives q = floor(m^(1/d)) nodes per dimension, so in higher dimension
-    q is too small to resolve the factors (the paper uses this map in low dimension).
-    """
-    errors = np.array([
-        _semigroup_factor_error(kernel, q, Q, low, high, top) for q, Q, low, high, top in zip(
-            fmap.n_nodes, fmap.half_width, box.length_scale_min, box.length_scale_max,
-            data_max)])
-    total = float(np.prod(1.0 + errors) - 1.0)
-    if total <= MASS_TOLERANCE:
-        return
-    d = fmap.n_dims
-    per_dimension = (1.0 + MASS_TOLERANCE) ** (1.0 / d) - 1.0
-    needed = [_semigroup_required_nodes(kernel, Q, low, high, top, per_dimension)
-              for Q, low, high, top in zip(fmap.half_width, box.length_scale_min,
-                                           box.length_scale_max, data_max)]
-    needed_text = ", ".join(f">{SEMIGROUP_MAX_NODES}" if q is None else str(q) for q in needed)
-    warnings.warn(
-        f"glf-semigroup with q = {fmap.n_nodes.tolist()} nodes per dimension ({d} dimension(s), "
-        f"s = {fmap.n_components} columns) reproduces k(x, z) / s only to within "
-        f"{min(total, 1.0):.2g} over the c box and the data's range: the rule cannot resolve "
-        f"the kernel (q = floor(n_components^(1/d)) shrinks with d); about q = [{needed_text}] "
-        "per dimension are needed: raise n_components or n_nodes, narrow the "
-        "length_scale_bounds (c), or use fewer input dimensions", UserWarning, stacklevel=3)
-
-
-@dataclass(frozen=True, eq=False)
-class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup"):
-    """Gauss-Legendre features of the reciprocal semigroup kernel (GLF paper, Section 6.3).
-
-    docs/gauss-legendre.md, section 9.
-
-    Attributes
-    ----------
-    n_nodes : ndarray of int (n_dims,)
-        q_j; s = prod_j q_j columns.
-    half_width : ndarray (n_dims,)
-        Q_j: the truncated domain is [0, Q_1] x ... x [0, Q_d].
-    truncation_bound : ndarray (n_dims,) or None
-        Q_j of the truncation rule for the Theta, epsilon and n the map was built with.
-    epsilon : float
-    selection : str
-
-    Notes
-    -----
-    The Laplace integral k(x, z) = s int_{R^d_+} e^{-eta^T (x + z)} p_c(eta) d eta is truncated
-    to [0, Q] and replaced by the tensor Gauss-Legendre rule mapped from [-1, 1]:
-    eta_{j,i} = (Q_j / 2)(t_i + 1), W_{j,i} = (Q_j / 2) omega_i. The features are real,
-
-        Phi = [e^{-eta_l^T x}]_l = row-wise Kronecker product of [e^{-eta_{j,i} x_j}]_i,
-        w_l(theta) = W_l s p_c(eta_l),
-
-    (no symmetry step; n sum_j q_j exponentials). Truncation (the tail of p_c is
-    s [1 - prod_j (1 - e^{-c_j Q_j})], |phi| <= 1 for x >= 0): Q_j = -log(1 - (1 - delta /
-    s_max)^{1/d}) / c_j,min with delta = epsilon lambda_min / (2 n) (Eq. 19).
-    """
-
-    n_nodes: np.ndarray
-    half_width: np.ndarray
-    truncation_bound: np.ndarray | None = None
-    epsilon: float = DEFAULT_EPSILON
-    selection: str = "given"
-
-    description = ("Gauss-Legendre features of the reciprocal semigroup kernel (non-negative "
-                   "inputs): Laplace-transform nodes on [0, Q]")
-    reference = "Fink Shustin & Avron, JMLR 2022, Section 6.3"
-    fit_context = ("noise_variance_lower", "n_samples")
-    builds_from_bounding_box = True
-
-    def __post_init__(self):
-        d = check_positive_int(self.n_dims, "n_dims")
-        n_nodes = _integer_vector(self.n_nodes, "n_nodes", d)
-        half_width = np.broadcast_to(np.asarray(self.half_width, dtype=float), (d,)).copy()
-        if not np.all(np.isfinite(half_width)) or np.any(half_width <= 0):
-            raise ValueError(
-                f"half_width must contain {d} finite positive numbers, got {half_width.tolist()}"
-            )
-        object.__setattr__(self, "n_nodes", n_nodes)
-        object.__setattr__(self, "half_width", half_width)
-        rules = []
-        for q, Q in zip(n_nodes, half_width):
-            t, omega = gauss_legendre(int(q))
-            rules.append((0.5 * Q * (t + 1.0), 0.5 * Q * omega))
-        object.__setattr__(self, "_rules", rules)
-        object.__setattr__(self, "_nodes",
-                           full_grid([nodes[:, None] for nodes, _ in rules], Nodes))
-        object.__setattr__(self, "_log_node_weights",
-                           np.log(full_grid([w for _, w in rules], Weights)))
-
-    @classmethod
-    def supports(cls, kernel: Kernel) -> bool:
-        """A kernel with a Laplace representation
-        (:attr:`scalegp.kernels.Kernel.laplace_representation`)."""
-        return kernel.laplace_representation
-
-    @classmethod
-    def build(cls, X, kernel: Kernel, n_components: int, rng=None, *, n_nodes=None,
-              epsilon=DEFAULT_EPSILON, noise_variance_lower=DEFAULT_NOISE_VARIANCE_LOWER,
-              n_samples=None):
-        """Truncation from epsilon, Theta and n; q_j = ``n_nodes`` (an int or one per
-        dimension) or the largest equal counts with prod_j q_j <= ``n_components``.
-        ``rng`` is not used (the rule is deterministic). ``n_samples``: n when X is the
-        bounding box of the training rows (a streaming fit), default X's row count."""
-        X = check_matrix(X, "X")
-        n, d = X.shape
-        n = n if n_samples is None else check_positive_int(n_samples, "n_samples")
-        if not cls.supports(kernel):
-            raise ValueError(f"kernel {kernel!r} is not supported by {cls.name}: it has no "
-                             "Laplace representation k(x, z) = s int e^{-eta^T (x + z)} "
-                             "p(eta) d eta (a semigroup kernel, such as ReciprocalSemigroup)")
-        kernel.check_n_dims(d)
-        if np.any(X < 0):
-            raise ValueError(f"X must be non-negative for glf-semigroup, got a minimum of "
-                             f"{float(X.min())!r}")
-        epsilon = check_positive_scalar(epsilon, "epsilon")
-        box = HyperparameterBox.from_kernel(kernel, d, noise_variance_lower)
-        bound = semigroup_truncation_half_widths(kernel, box, n, epsilon)
-        if n_nodes is None:
-            budget = check_positive_int(n_components, "n_components")
-            counts = np.full(d, max(1, int(math.floor(budget ** (1.0 / d) + 1e-9))))
-            selection = f"budget n_components = {budget}"
-        else:
-            counts, selection = _integer_vector(n_nodes, "n_nodes", d), "given"
-        fmap = cls(n_dims=d, n_nodes=counts, half_width=bound, truncation_bound=bound,
-                   epsilon=epsilon, selection=selection)
-        _warn_if_semigroup_unresolved(fmap, kernel, box, X.max(axis=0))
-        return fmap
-
-    @property
-    def n_components(self) -> int:
-        return int(np.prod(self.n_nodes))
-
-    @property
-    def nodes(self) -> np.ndarray:
-        """The nodes eta_l, shape (s, n_dims), row-major over the per-dimension rules."""
-        return self._nodes.copy()
-
-    def basis(self, X) -> np.ndarray:
-        """Phi = [e^{-eta_l^T x}]_l for x >= 0."""
-        X = check_matrix(X, "X", dtype=feature_dtype(X), n_dims=self.n_dims)
-        if np.any(X < 0):
-            raise ValueError(f"X must be non-negative for glf-semigroup, got a minimum of "
-                             f"{float(X.min())!r}")
-        factors = [np.exp(-np.multiply.outer(X[:, j], nodes.astype(X.dtype)))
-                   for j, (nodes, _) in enumerate(self._rules)]
-        return full_grid(factors, Products)
-
-    def weights(self, kernel: Kernel) -> np.ndarray:
-        """w_l = W_l s p_c(eta_l)."""
-        return np.exp(self._log_node_weights + kernel.log_spectral_density(self._nodes))
-
-    def log_weights_grad(self, kernel: Kernel) -> np.ndarray:
-        """d log w_l / d theta = d log p_c(eta_l) / d theta: 1 - c_j eta_j, and 1 for log s."""
-        return kernel.log_spectral_density_grad(self._nodes).T
