@@ -10,33 +10,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .. import features, kernels, parallel, rowwise
-from .._limits import MAX_KNOT_ITERATIONS, check_count
-from .._memory import ENGINE_MATRICES, check_memory
-from .._validation import check_bounds, check_dtype
-from ..data.base import ArraySource, DataSource
-from ..engine.hyperparameters import Hyperparameters
+from .. import features, rowwise
+from .._validation import check_dtype
+from ..data.base import DataSource
 from ..engine.noise import default_diag_correction, floored_rows
 from ..engine.objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from ..errors import NumericalWarning
-from ..inference import knot_learning
 from .. import local as local_models
-from ..local import neighborhoods as neighborhood_models
 from ..local import resolution
 from .base import PROBE_ROWS, TEST_POINT_PROBE_ROWS, _GPRegressor
-from .transformers import _build_feature_map
+from .lowrank_fit import LowRankFit, _LocalState
 
 
 __all__ = ["LowRankGPRegressor"]
 
 
-class LowRankGPRegressor(_GPRegressor):
+class LowRankGPRegressor(LowRankFit, _GPRegressor):
     """Gaussian-process regression through a low-rank kernel approximation.
 
     The kernel is approximated by a feature map, k(x, x') ~ psi(x)^T S psi(x'), with
@@ -261,32 +255,6 @@ class LowRankGPRegressor(_GPRegressor):
         self.learn_knots = learn_knots
         self.n_jobs = n_jobs
 
-    def _check_local(self):
-        """The local kind (None for a global model), after the local parameters agree."""
-        if self.approximation == "exact" and self.local != "neighbors":
-            raise ValueError(
-                "approximation='exact' (an exact GP per neighbourhood) needs local='neighbors', "
-                f"got local={self.local!r}; for one exact GP use scalegp.ExactGPRegressor")
-        if self.local is None:
-            for name in ("local_lazy", "local_reoptimize"):
-                if getattr(self, name):
-                    raise ValueError(f"{name}=True needs local='clusters', got local=None")
-            return None
-        if self.local not in local_models.LOCAL_KINDS:
-            raise ValueError(f"local must be one of {sorted(local_models.LOCAL_KINDS)} or None, "
-                             f"got {self.local!r}")
-        for name in ("local_lazy", "local_reoptimize"):
-            if getattr(self, name) and self.local != "clusters":
-                raise ValueError(f"{name}=True applies to local='clusters', got "
-                                 f"local={self.local!r}")
-        if self.solver != "cholesky":
-            raise NotImplementedError(f"local models use solver='cholesky', got "
-                                      f"solver={self.solver!r}")
-        if self.objective != "dtc":
-            raise NotImplementedError(f"local models use objective='dtc', got "
-                                      f"objective={self.objective!r}")
-        return local_models.LOCAL_KINDS[self.local]
-
     def _check_streaming(self) -> None:
         if self.local is not None:
             raise ValueError(
@@ -301,151 +269,6 @@ class LowRankGPRegressor(_GPRegressor):
                 f"approximation {self.approximation!r} builds its map from the training rows "
                 "themselves, so it fits arrays, not a streaming data source; the maps built "
                 f"from the data's bounding box stream: {', '.join(streaming)}")
-
-    def _prepare(self, X, kernel, rng, fit_context):
-        self._dtype = check_dtype(self.dtype)
-        self._n_jobs = self._check_n_jobs()
-        if self._check_local() is not None:
-            return self._prepare_local(X, kernel, rng, fit_context)
-        # Memory: before the build for the requested m (the least the fit needs), then for the
-        # map built (its m, and the positive part of a signed rule) before any pass over X;
-        # a threaded pass holds more m x m matrices and chunks (parallel.threaded_pass_buffers).
-        extra, chunks = parallel.threaded_pass_buffers(self._n_jobs)
-        if self.n_components is not None:       # a derived budget respects its own cap
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
-                         n_chunks=chunks, itemsize=self._dtype.itemsize,
-                         what=f"the fit (solver {self.solver!r}, {self._n_jobs} thread(s))",
-                         advice=self._memory_advice())
-        if self.learn_knots:
-            self._check_learn_knots(X, kernel)
-        feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
-                                         self.approximation_options, rng, fit_context)
-        if feature_map.signs is None:
-            path = self.solver
-        else:
-            path = "positive_part" if self.signed_rule == "repair" else "eigen"
-        check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path] + extra,
-                     n_chunks=chunks, itemsize=self._dtype.itemsize,
-                     what=f"the fit ({path!r} path, {self._n_jobs} thread(s))",
-                     advice=self._memory_advice())
-        return feature_map
-
-    def _memory_advice(self) -> str:
-        # each thread of a pass holds its own m x m statistics and chunks
-        return ("choose a smaller n_components" if self._n_jobs == 1 else
-                "choose a smaller n_components or fewer threads (n_jobs)")
-
-    def _check_n_jobs(self) -> int:
-        """The threads of the engine's passes; refused where a pass has no threaded form."""
-        n_jobs = parallel.resolve_n_jobs(self.n_jobs)
-        if n_jobs > 1:
-            unthreaded = [what for what, bad in (
-                (f"local={self.local!r}", self.local is not None),
-                (f"solver={self.solver!r}", self.solver != "cholesky")) if bad]
-            if unthreaded:
-                raise NotImplementedError(
-                    f"n_jobs={self.n_jobs} (threads over chunks) is implemented for global "
-                    f"models with solver='cholesky'; got {', '.join(unthreaded)}: use n_jobs=None")
-        return n_jobs
-
-    def _check_learn_knots(self, X, kernel) -> None:
-        """Refuse ``learn_knots`` before any work where it does not apply."""
-        check_count(self.learn_knots, "learn_knots", MAX_KNOT_ITERATIONS,
-                    "each iteration is a likelihood-and-gradient pass")
-        problems = [what for what, bad in (
-            (f"approximation='nystrom' (got {self.approximation!r})",
-             self.approximation != "nystrom"),
-            (f"objective='vfe' (got {self.objective!r})", self.objective != "vfe"),
-            ("optimize=True", not self.optimize)) if bad]
-        if problems:
-            raise ValueError(f"learn_knots={self.learn_knots} moves Nystrom knots by the "
-                             f"gradient of the VFE bound; it needs {', '.join(problems)}")
-        kernel.input_gradient_contraction(X[:1], X[:1], np.zeros((1, 1)))   # smooth kernels
-
-    def _learn_state(self, state, hyperparameters, result, data):
-        if not self.learn_knots:
-            return None
-        feature_map, hyperparameters, joint, _ = knot_learning.learn_knots(
-            state, hyperparameters, data.X, data.y, max_iter=int(self.learn_knots),
-            dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs)
-        result = replace(
-            joint, theta=joint.theta[:hyperparameters.n_params],
-            n_evaluations=result.n_evaluations + joint.n_evaluations)
-        return feature_map, hyperparameters, result
-
-    def _prepare_local(self, X, kernel, rng, fit_context):
-        """The shared map, built on the mean-centred inputs (decision 8), and how to build
-        one per centre (``local_reoptimize``); for ``local="neighbors"`` the cover and the
-        map of the shifted neighbourhoods (:meth:`_prepare_neighborhoods`)."""
-        if self.local == "neighbors":
-            return self._prepare_neighborhoods(X, kernel, rng, fit_context)
-        if self.n_components is not None:
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES["cholesky"],
-                         itemsize=self._dtype.itemsize, what="a local model")
-        map_rng, centre_rng = rng.spawn(2)
-        feature_map = _build_feature_map(self.approximation, X - X.mean(axis=0), kernel,
-                                         self.n_components, self.approximation_options,
-                                         map_rng, fit_context)
-        self._check_unsigned(feature_map)
-        self._local_state = _LocalState(feature_map, self._centre_map_builder(
-            X, kernel, fit_context), centre_rng, map_seed=int(centre_rng.integers(2**63 - 1)))
-        return self._local_state
-
-    def _centre_map_builder(self, X, kernel, fit_context):
-        """``build_map(rows, centre, rng)``: the map of one centre (``local_reoptimize``),
-        built like the shared one on X[rows] - centre (and the rows' targets)."""
-        def build_map(rows, centre, stream):
-            context = dict(fit_context)
-            if "y" in context:
-                context["y"] = np.asarray(context["y"])[rows]
-            return _build_feature_map(self.approximation, X[rows] - centre, kernel,
-                                      self.n_components, self.approximation_options, stream,
-                                      context)
-        return build_map
-
-    def _stored_centre_map_builder(self, X, y):
-        """:meth:`_centre_map_builder` of a loaded model's parameters and (standardized)
-        training rows: the fit's context, rebuilt (the starting kernel and noise variance)."""
-        kernel = kernels.get(self.kernel)
-        noise_variance = float(self.noise_variance)
-        hyperparameters = Hyperparameters(kernel, noise_variance,
-                                          check_bounds(self.noise_variance_bounds,
-                                                       "noise_variance_bounds"))
-        return self._centre_map_builder(X, kernel, {
-            "y": y, "noise_variance": noise_variance,
-            "noise_variance_lower": hyperparameters.noise_variance_lower,
-            "n_samples": X.shape[0]})
-
-    def _check_unsigned(self, feature_map) -> None:
-        if feature_map.signs is not None:
-            raise NotImplementedError(
-                f"local models need an unsigned map; {self.approximation!r} has negative "
-                "quadrature weights here (use another approximation, or local=None)")
-
-    def _prepare_neighborhoods(self, X, kernel, rng, fit_context):
-        """The cover of X at the starting length scales (kept while learning), and one map
-        for every neighbourhood, built on the neighbourhoods shifted to their centres
-        (their stacked rows; None for ``approximation="exact"``)."""
-        if not hasattr(kernel, "length_scale"):
-            raise ValueError(f"local='neighbors' measures distances in length scales; the "
-                             f"kernel {kernel!r} has none")
-        map_rng, centre_rng = rng.spawn(2)
-        cover = neighborhood_models.cover(X, self.local_neighbors, scale=kernel.length_scale)
-        feature_map = None
-        if self.approximation != "exact":
-            shifted = np.vstack([X[rows] - centre
-                                 for rows, centre in zip(cover.members, cover.centres)])
-            context = dict(fit_context)
-            if "y" in context:
-                context["y"] = np.concatenate([np.asarray(context["y"])[rows]
-                                               for rows in cover.members])
-            feature_map = _build_feature_map(self.approximation, shifted, kernel,
-                                             self.n_components, self.approximation_options,
-                                             map_rng, context)
-            self._check_unsigned(feature_map)
-        neighborhood_models.check_memory(cover, feature_map, itemsize=self._dtype.itemsize)
-        self._local_state = _LocalState(feature_map, None, centre_rng, cover)
-        return self._local_state
 
     def _valid_log_bounds(self, state, kernel):
         if isinstance(state, _LocalState):
@@ -466,19 +289,6 @@ class LowRankGPRegressor(_GPRegressor):
                                   progress=progress,
                                   signed_rule=self.signed_rule,
                                   sample_noise_variance=sample_noise_variance, **threads)
-
-    def _local_objective(self, state, hyperparameters, X, y, progress, sample_noise_variance):
-        if sample_noise_variance is not None:
-            raise NotImplementedError("local models take homoscedastic noise only; got "
-                                      "sample_noise_variance")
-        context = local_models.LocalContext(
-            state.feature_map, ArraySource(X, y, dtype=self._dtype),
-            threshold=float(self.local_threshold), lazy=bool(self.local_lazy),
-            reoptimize=bool(self.local_reoptimize), build_map=state.build_map, rng=state.rng,
-            map_seed=state.map_seed,
-            dtype=self._dtype, progress=progress, neighborhoods=state.neighborhoods,
-            learning_centres=self.local_learning_centres)
-        return local_models.LOCAL_KINDS[self.local].learning_objective(context, hyperparameters)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
         super()._set_fitted(posterior, **kwargs)
@@ -560,16 +370,3 @@ class LowRankGPRegressor(_GPRegressor):
         if diag_correction is None:
             diag_correction = default_diag_correction(self.feature_map_, self.objective)
         return {"diag_correction": bool(diag_correction)}
-
-
-@dataclass(frozen=True)
-class _LocalState:
-    """What a local fit prepares: the shared map, ``build_map(rows, centre, rng)`` for one
-    map per centre, a neighbourhood model's stream and cover, and the seed of the
-    per-centre maps' streams."""
-
-    feature_map: object
-    build_map: object
-    rng: object
-    neighborhoods: object = None
-    map_seed: int | None = None
