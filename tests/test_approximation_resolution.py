@@ -57,7 +57,7 @@ def test_the_estimate_is_the_full_matrix_error(approximation, n_components, leng
     posterior = model.posterior_
     probe = X[np.linspace(0, 799, 64).astype(int)]
     estimate = resolution.training_kernel_error(posterior, probe, 800)
-    Psi = posterior._features(X)
+    Psi = posterior.features(X)
     K = posterior.kernel(X)
     full = np.linalg.norm(Psi @ Psi.T - K) / np.linalg.norm(K)
     assert abs(estimate - full) <= 0.1 * max(full, resolution.KERNEL_ERROR_LIMIT)

@@ -104,7 +104,7 @@ def test_nystrom_gradient_pass_equals_the_general_chunk_gradient(objective, chun
                                    variational=objective == "vfe", chunk_size=chunk_size,
                                    n_jobs=n_jobs)
     theta = engine.hyperparameters.theta
-    at_map, statistics, _, system, _ = engine._condition(theta)
+    at_map, statistics, _, system, _ = engine.conditioned(theta)
     weight = 1.0 / NOISE if objective == "vfe" else 0.0
     general = accumulate_gradient(at_map, engine.source, system, chunk_size=chunk_size,
                                      trace_weight=weight)[:-1]

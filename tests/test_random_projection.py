@@ -10,7 +10,7 @@ import pytest
 import scalegp as sg
 from scalegp.engine import exact
 from scalegp import features
-from scalegp.features import _sketching as sketching
+from scalegp.features import projections as sketching
 from scalegp.features import random_projection as rp
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 from scalegp.linalg import pivoted_cholesky

@@ -433,7 +433,7 @@ def test_a_kernel_operator_never_splits_a_prediction_block():
     """Random-projection features k(x, X_train) T go through row blocks sized by the
     training set: a prediction block is one of them however large n d is, so its rows meet
     the same products (mutation caught: 41 + 7 rows for n d = 50,000)."""
-    from scalegp.features import _sketching as sketching
+    from scalegp.features import projections as sketching
     for n_cols, width in [(10, 1), (10_000, 5), (200_000, 8)]:
         sizes = {s.stop - s.start for s in sketching.row_blocks(rowwise.BLOCK_ROWS, n_cols,
                                                                 width)}

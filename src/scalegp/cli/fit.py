@@ -15,6 +15,7 @@ from .._limits import MAX_THETA1_ATOMS
 from .._memory import peak_resident_bytes
 from .._output import MODEL_SUFFIXES, check_output_path
 from ..data.sources import PassReporter, open_source, to_arrays
+from ..estimators.base import fits_data_sources
 from ..parallel import resolve_n_jobs
 from .common import CommandError, _describe_header, _log, _parse_options, _progress
 
@@ -187,16 +188,6 @@ def _describe_gibbs(estimator) -> str:
             + ", ".join(f"{name} {value:.0f}" for name, value in ess.items()))
 
 
-def _streams(estimator) -> bool:
-    """Whether the estimator fits from a streaming source (not exact, local or a map built
-    from the rows themselves, which need the rows in memory)."""
-    try:
-        estimator._check_streaming()
-    except ValueError:
-        return False
-    return True
-
-
 def _memory_report(estimator) -> str:
     """The working memory of a streamed fit: its O(chunk m + m^2) estimate and the measured
     peak resident set."""
@@ -228,7 +219,7 @@ def command_fit(args) -> None:
         source = _training_source(args, progress)
         estimator = (_gibbs_estimator(args, source.n_dims) if gibbs
                      else _make_estimator(args, source.n_dims, source.n_samples))
-        streamed = not gibbs and _streams(estimator)
+        streamed = not gibbs and fits_data_sources(estimator)
         start = time.perf_counter()
         if streamed:
             estimator.fit(source, progress=progress)

@@ -183,7 +183,7 @@ class MarginalLikelihood:
                             and not (feature_map.signs is not None and signed_rule == "repair"))
         # an out-of-core source promises O(chunk m + m^2) memory: no O(n m) features kept
         keeps = streams_gradient and not self.source.out_of_core
-        self._feature_budget = feature_cache_budget(self.dtype) if keeps else 0
+        self.feature_budget = feature_cache_budget(self.dtype) if keeps else 0
 
     @property
     def kernel(self) -> Kernel:
@@ -198,17 +198,22 @@ class MarginalLikelihood:
                                      dtype=self.dtype, progress=progress,
                                      keep_features=keep_features, n_jobs=self.n_jobs)
 
-    def _condition(self, theta, progress=None, keep_features=None):
+    def conditioned(self, theta, progress=None, keep_features=None):
+        """(map at theta, statistics, log p, factorized system, conditioned statistics): one
+        statistics pass and the m x m algebra at theta, for objectives built on this one
+        (:class:`scalegp.inference.knot_learning.LearnedKnotsObjective`). ``feature_budget``
+        says how many bytes of features a pass may keep for a gradient pass
+        (``keep_features``: :class:`~scalegp.engine.statistics.KeptFeatures`)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         at_map = self.feature_map.at(kernel)
         statistics = self.statistics(at_map, noise_variance, progress, keep_features)
         value, system, conditioned = condition(statistics, noise_variance,
                                                self.feature_map.signs, self.signed_rule)
         if self.variational:
-            value -= self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
+            value -= self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
         return at_map, statistics, value, system, conditioned
 
-    def _missing_trace(self, at_map: MapAtTheta, statistics: Statistics) -> float:
+    def missing_trace(self, at_map: MapAtTheta, statistics: Statistics) -> float:
         """tr(K - Psi Psi^T) = sum_i k(x_i, x_i) - tr(G): n s for a shift-invariant kernel,
         otherwise one pass over X (kernel diagonals only, no features)."""
         kernel = at_map.kernel
@@ -221,13 +226,13 @@ class MarginalLikelihood:
         return kernel_trace - float(np.trace(statistics.gram))
 
     def value(self, theta) -> float:
-        return self._condition(theta)[2]
+        return self.conditioned(theta)[2]
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
         """(log p(y), gradient with respect to theta)."""
         self.n_evaluations += 1
-        kept = KeptFeatures(self._feature_budget) if self._feature_budget else None
-        at_map, statistics, value, system, conditioned = self._condition(theta,
+        kept = KeptFeatures(self.feature_budget) if self.feature_budget else None
+        at_map, statistics, value, system, conditioned = self.conditioned(theta,
                                                                          keep_features=kept)
         if system.positive_part is not None:
             gradient = np.append(self._positive_part_gradient(at_map, system, statistics),
@@ -248,7 +253,7 @@ class MarginalLikelihood:
                 statistics, system, trace_weight=trace_weight, n_jobs=self.n_jobs)
             gradient = np.append(kernel_gradient, noise_gradient(conditioned, system))
             if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-                gradient[-1] += self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
+                gradient[-1] += self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
         else:
             noise_variance = self.hyperparameters.values(theta)[1]
             trace_weight = 1.0 / noise_variance if self.variational else 0.0
@@ -259,7 +264,7 @@ class MarginalLikelihood:
             if self.homoscedastic:
                 gradient[-1] = noise_gradient(conditioned, system)
             if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-                gradient[-1] += self._missing_trace(at_map, statistics) / (2.0 * noise_variance)
+                gradient[-1] += self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
         return value, gradient
 
     def _positive_part_gradient(self, at_map: MapAtTheta, system: FactorizedSystem,
@@ -279,7 +284,7 @@ class MarginalLikelihood:
     def posterior(self, theta) -> "Posterior":
         """The posterior at theta (or at a :class:`Hyperparameters`' values): from the cached basis statistics for a fixed-basis map (no
         pass over the data), otherwise from one streaming pass."""
-        at_map, statistics, value, system, _ = self._condition(theta, self.progress)
+        at_map, statistics, value, system, _ = self.conditioned(theta, self.progress)
         return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples)
 
 
@@ -335,7 +340,7 @@ class Posterior:
         """The feature map at the posterior's hyperparameters."""
         return self.feature_map.at(self.kernel)
 
-    def _features(self, X) -> np.ndarray:
+    def features(self, X) -> np.ndarray:
         """The features the system is written in (repaired for a positive-part system)."""
         return self.system.project(self.at_map.features(X).astype(np.float64))
 
@@ -351,7 +356,7 @@ class Posterior:
             raise ValueError("return_var and return_cov cannot both be True")
         X = self.at_map.check_input(X)
         if return_cov:
-            Psi = self._features(X)
+            Psi = self.features(X)
             cov = self.system.noise_variance * Psi @ self.system.solve(Psi.T)
             cov = 0.5 * (cov + cov.T)
             if diag_correction:
@@ -361,7 +366,7 @@ class Posterior:
             return Psi @ self.system.beta, cov
 
         def block(rows):
-            Psi = self._features(rows)
+            Psi = self.features(rows)
             mean = Psi @ self.system.beta
             if not return_var:
                 return mean
@@ -393,7 +398,7 @@ class Posterior:
         if isinstance(self.system, EigenSystem):
             mean, cov = self.predict(X, return_cov=True, diag_correction=diag_correction)
             return rng.multivariate_normal(mean, cov, size=n_samples, method="eigh").T
-        Psi = self._features(X)
+        Psi = self.features(X)
         draws = Psi @ self.system.sample_weights(n_samples, rng)
         if diag_correction:
             missing = self._missing_prior_variance(X, Psi)

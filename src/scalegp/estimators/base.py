@@ -73,6 +73,17 @@ def _check_finite_prediction(values: np.ndarray, what: str, y_train_std: float) 
                       f"{y_train_std:.3g}){advice}")
 
 
+def fits_data_sources(estimator) -> bool:
+    """Whether ``estimator.fit`` streams a data source (not exact, local or a map built from
+    the rows themselves, which need the rows in memory): the command line asks before it
+    chooses to stream a file."""
+    try:
+        estimator._check_streaming()
+    except ValueError:
+        return False
+    return True
+
+
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     """fit / predict / sample_y shared by the two regressors.
 

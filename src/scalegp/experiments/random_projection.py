@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 
 from .. import linalg
-from ..features import _sketching as sketching
+from ..features import projections as sketching
 from ..kernels import Gaussian
 from . import register, write_figure, write_text
 

@@ -27,7 +27,7 @@ import scipy.linalg
 
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
-from . import _sketching as sketching
+from . import projections as sketching
 from .base import FeatureMap, MapAtTheta, feature_dtype
 
 #: Largest n accepted: one theta costs about 2 n^2 kernel evaluations (and 2 n^2 P more for

@@ -72,8 +72,8 @@ class LearnedKnotsObjective:
         self.n_evaluations += 1
         theta = self._at(p)
         engine = self.engine
-        kept = KeptFeatures(engine._feature_budget) if engine._feature_budget else None
-        at_map, statistics, value, system, conditioned = engine._condition(theta,
+        kept = KeptFeatures(engine.feature_budget) if engine.feature_budget else None
+        at_map, statistics, value, system, conditioned = engine.conditioned(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
         kernel_gradient, knots_gradient = at_map.homoscedastic_gradient(
@@ -82,7 +82,7 @@ class LearnedKnotsObjective:
             statistics, system, trace_weight=1.0 / noise_variance, n_jobs=engine.n_jobs,
             knots=True)
         noise_part = (noise_gradient(conditioned, system)
-                      + engine._missing_trace(at_map, statistics) / (2.0 * noise_variance))
+                      + engine.missing_trace(at_map, statistics) / (2.0 * noise_variance))
         return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
 
     def posterior(self, p) -> Posterior:

@@ -16,6 +16,7 @@ from .. import kernels
 from ..engine import exact, systems
 from ..errors import InvalidModelFileError
 from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators import restore
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
 from ..inference.optimize import OptimizationResult
@@ -121,19 +122,19 @@ class _Reader(CheckedFile):
             estimator.target_column_ = metadata["target_column"]
         standardization = self.input_standardization(estimator)
         if cls is GibbsGPRegressor:
-            estimator._set_fitted(self.gibbs_samples(kernel),
-                                  y_train_mean=float(metadata["y_train_mean"]),
-                                  y_train_std=float(metadata["y_train_std"]), **standardization)
+            restore.set_fitted(estimator, self.gibbs_samples(kernel),
+                               y_train_mean=float(metadata["y_train_mean"]),
+                               y_train_std=float(metadata["y_train_std"]), **standardization)
             self.check_predictions(estimator)
             return estimator
         if cls is LowRankGPRegressor:
             posterior, extra = self.low_rank_posterior(kernel), {"dtype": metadata["dtype"]}
         else:
             posterior, extra = self.exact_posterior(kernel), {}
-        estimator._set_fitted(posterior, optimization_result=self.optimization_result(kernel),
-                              y_train_mean=float(metadata["y_train_mean"]),
-                              y_train_std=float(metadata["y_train_std"]), **standardization,
-                              **extra)
+        restore.set_fitted(estimator, posterior,
+                           optimization_result=self.optimization_result(kernel),
+                           y_train_mean=float(metadata["y_train_mean"]),
+                           y_train_std=float(metadata["y_train_std"]), **standardization, **extra)
         self.check_predictions(estimator)
         return estimator
 
@@ -173,7 +174,7 @@ class _Reader(CheckedFile):
         estimator = cls(**params)
         if hasattr(estimator, "_parameter_constraints"):
             try:
-                estimator._validate_params()
+                restore.validate_params(estimator)
             except (ValueError, TypeError) as error:
                 raise self.error(f"has metadata 'params' that {cls.__name__} refuses: "
                                  f"{error}") from None
@@ -298,8 +299,8 @@ class _Reader(CheckedFile):
                 feature_map, kernel, float(self.metadata["noise_variance"]),
                 float(self.metadata["log_marginal_likelihood"]),
                 self.metadata["system"]["n_samples"], entry, arrays, self.metadata["dtype"],
-                map_builder=lambda X, y: self.unfitted_estimator(
-                    ESTIMATORS[self.kind], kernel)._stored_centre_map_builder(X, y))
+                map_builder=lambda X, y: restore.centre_map_builder(
+                    self.unfitted_estimator(ESTIMATORS[self.kind], kernel), X, y))
         except ValueError as error:
             raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
                              f"rebuilt: {error}") from None
@@ -385,7 +386,7 @@ class _Reader(CheckedFile):
             float(self.metadata["system"]["jitter"]))
 
     def input_standardization(self, estimator) -> dict:
-        """X_train_mean / X_train_scale keyword arguments of ``_set_fitted`` (none when the
+        """X_train_mean / X_train_scale keyword arguments of ``set_fitted`` (none when the
         file has none: the estimator's defaults, inputs not standardized)."""
         stored = {name: self.optional_array(name) for name in INPUT_STANDARDIZATION}
         if all(value is None for value in stored.values()):
@@ -421,8 +422,8 @@ class _Reader(CheckedFile):
             if isinstance(estimator, GibbsGPRegressor):
                 mean, var = estimator.samples_.predict(origin, return_var=True)
             else:
-                mean, var = estimator.posterior_.predict(estimator._prediction_input(origin),
-                                                         return_var=True)
+                mean, var = estimator.posterior_.predict(
+                    restore.prediction_input(estimator, origin), return_var=True)
         except (ValueError, TypeError, IndexError, AttributeError, ArithmeticError) as error:
             raise self.error(f"holds a model that cannot predict: {error}") from None
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var))):

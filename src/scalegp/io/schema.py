@@ -16,7 +16,7 @@ from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..features import sketches
-from ..features._sketching import CERTIFICATES
+from ..features.projections import CERTIFICATES
 from ..features.random_projection import REDUCTIONS
 from ..inference import gibbs
 

@@ -85,6 +85,12 @@ class KernelValues:
                 r2 += np.square(u, out=u)
         return self._variance * self._profile(r2)
 
+    def paired(self, X, Z) -> np.ndarray:
+        """k(x_i, z_i) for each pair of matching rows of X and Z, shape (len(X),)."""
+        scaled = ((np.asarray(X, dtype=np.float64) - np.asarray(Z, dtype=np.float64))[:, None, :]
+                  / np.asarray(self.length_scale, dtype=np.float64))
+        return self.variance * self._correlation(scaled)[:, 0]
+
     def __call__(self, X, Y=None) -> np.ndarray:
         """The kernel matrix k(X, Y), shape (len(X), len(Y)); Y defaults to X.
 

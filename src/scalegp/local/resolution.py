@@ -149,7 +149,7 @@ def training_kernel_error(posterior, rows, n_samples: int) -> float:
     O(len(rows)^2 (d + m)).
     """
     rows = np.asarray(rows, dtype=np.float64)
-    Psi = posterior._features(rows)
+    Psi = posterior.features(rows)
     signs = posterior.system.signs
     approx = Psi @ (Psi.T if signs is None else signs[:, None] * Psi.T)
     exact = posterior.kernel(rows)
@@ -193,8 +193,7 @@ def exact_variance_floor(kernel, X, box, n_samples: int, noise_variance: float) 
     X = np.asarray(X, dtype=np.float64)
     low, high = (np.asarray(b, dtype=np.float64) for b in box)
     nearest = np.clip(X, low, high)
-    scaled = (X - nearest)[:, None, :] / np.asarray(kernel.length_scale, dtype=np.float64)
-    k_near = kernel.variance * kernel._correlation(scaled)[:, 0]
+    k_near = kernel.paired(X, nearest)
     prior = kernel.diag(X)
     return np.maximum(prior - n_samples * k_near**2 / noise_variance, 0.0)
 
