@@ -10,7 +10,10 @@
 * :func:`solve_lower`, :func:`cho_solve`, :func:`logdet_from_cholesky`: solves, never inverses.
 * :func:`pivoted_cholesky`: partial pivoted Cholesky of a matrix given by its diagonal and a
   column oracle (rank- or tolerance-limited), for landmark selection.
-* :func:`symmetric_eigen`: the eigen-decomposition of a symmetric matrix.
+* :func:`symmetric_eigen`: the eigen-decomposition of a symmetric matrix; :func:`eigh`,
+  :func:`eigenvalues`, :func:`qr`, :func:`svd`, :func:`condition_number`, :func:`solve_upper`
+  for the feature maps' own algebra, and :func:`solve`, :func:`slogdet`,
+  :func:`pseudo_inverse` for the dense references of :mod:`scalegp.testing`.
 * :class:`SymmetricFactorization`: an eigen-factorization of a symmetric, possibly indefinite
   matrix, for features with signed quadrature weights (solve, log|det|, inertia).
 """
@@ -211,6 +214,54 @@ def symmetric_eigen(A, *, name: str = "matrix") -> tuple[np.ndarray, np.ndarray]
     """Eigenvalues (ascending) and orthonormal eigenvectors of the symmetric part of A."""
     A = _check_square_finite(A, name)
     return np.linalg.eigh(0.5 * (A + A.T))
+
+
+def eigenvalues(A) -> np.ndarray:
+    """Eigenvalues (ascending) of a symmetric A, read from its lower triangle."""
+    return np.linalg.eigvalsh(A)
+
+
+def eigh(A) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a symmetric A, read from its lower
+    triangle as given (:func:`symmetric_eigen` checks A and symmetrizes it first)."""
+    return np.linalg.eigh(A)
+
+
+def qr(A) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced QR decomposition A = Q R, Q with orthonormal columns."""
+    return np.linalg.qr(A)
+
+
+def svd(A, *, full_matrices: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The singular value decomposition A = U diag(s) V^T, as (U, s, V^T)."""
+    return np.linalg.svd(A, full_matrices=full_matrices)
+
+
+def condition_number(A) -> float:
+    """The 2-norm condition number of A: its largest singular value over its smallest."""
+    return float(np.linalg.cond(A))
+
+
+def solve_upper(R: np.ndarray, B: np.ndarray, *, transpose: bool = False) -> np.ndarray:
+    """Solve R X = B (or R^T X = B with ``transpose=True``) for upper triangular R."""
+    return scipy.linalg.solve_triangular(R, B, lower=False, trans=1 if transpose else 0,
+                                         check_finite=False)
+
+
+def solve(A, B) -> np.ndarray:
+    """Solve A X = B for a square nonsingular A by LU with partial pivoting (dense references
+    only: the engine solves through its factorized systems)."""
+    return np.linalg.solve(A, B)
+
+
+def slogdet(A) -> tuple[float, float]:
+    """(sign, log|det A|) by LU."""
+    return np.linalg.slogdet(A)
+
+
+def pseudo_inverse(A) -> np.ndarray:
+    """The Moore-Penrose pseudo-inverse of A (by the SVD)."""
+    return np.linalg.pinv(A)
 
 
 @dataclass(frozen=True)

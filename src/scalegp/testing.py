@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import features
+from . import features, linalg
 from .engine.likelihood import MarginalLikelihood, Posterior
 from .engine.statistics import Statistics
 
@@ -48,11 +48,11 @@ def dense_gp(Psi, signs, dPsi, y, noise_variance, diagonal=None, diagonal_grad=N
         diagonal_grad = np.zeros((len(dPsi) + 1, n))
         diagonal_grad[-1] = noise_variance
     K = (Psi * S) @ Psi.T + np.diag(diagonal)
-    sign, logdet = np.linalg.slogdet(K)
-    assert sign > 0 and np.linalg.eigvalsh(K).min() > 0, "K is not positive definite"
-    alpha = np.linalg.solve(K, y)
+    sign, logdet = linalg.slogdet(K)
+    assert sign > 0 and linalg.eigenvalues(K).min() > 0, "K is not positive definite"
+    alpha = linalg.solve(K, y)
     value = -0.5 * y @ alpha - 0.5 * logdet - 0.5 * n * np.log(2 * np.pi)
-    K_inv = np.linalg.solve(K, np.eye(n))
+    K_inv = linalg.solve(K, np.eye(n))
     gradient = []
     for dP, dD in zip(list(dPsi) + [np.zeros_like(Psi)], diagonal_grad):
         dK = (dP * S) @ Psi.T + (Psi * S) @ dP.T + np.diag(dD)
@@ -91,19 +91,19 @@ def dense_positive_part_gp(Psi, signs, y, noise_variance, Psi_test):
     range(Psi).
     """
     A = (Psi * signs) @ Psi.T
-    lam, U = np.linalg.eigh(A)
+    lam, U = linalg.eigh(A)
     A_plus = (U * np.maximum(lam, 0.0)) @ U.T
     K = A_plus + noise_variance * np.eye(len(y))
-    sign, logdet = np.linalg.slogdet(K)
+    sign, logdet = linalg.slogdet(K)
     assert sign > 0, "the repaired covariance is not positive definite"
-    alpha = np.linalg.solve(K, y)
+    alpha = linalg.solve(K, y)
     value = -0.5 * (y @ alpha + logdet + len(y) * np.log(2 * np.pi))
-    pinv = np.linalg.pinv(Psi)
+    pinv = linalg.pseudo_inverse(Psi)
     W = pinv @ A_plus @ pinv.T
     K_s = Psi_test @ W @ Psi.T
     mean = K_s @ alpha
     var = np.einsum("ij,jk,ik->i", Psi_test, W, Psi_test) - np.einsum(
-        "ij,ji->i", K_s, np.linalg.solve(K, K_s.T))
+        "ij,ji->i", K_s, linalg.solve(K, K_s.T))
     tol = len(y) * np.finfo(float).eps * np.abs(lam).max()
     return value, mean, var, -lam[lam < 0].sum(), int(np.sum(lam > tol))
 
@@ -127,8 +127,8 @@ def check_engine_equals_dense(feature_map, kernel, X, y, noise_variance, X_test)
     Psi_s = feature_map.features(X_test, kernel)
     S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
     K_s = (Psi_s * S) @ Psi.T
-    mean_ref = K_s @ np.linalg.solve(K, y)
-    cov_ref = (Psi_s * S) @ Psi_s.T - K_s @ np.linalg.solve(K, K_s.T)
+    mean_ref = K_s @ linalg.solve(K, y)
+    cov_ref = (Psi_s * S) @ Psi_s.T - K_s @ linalg.solve(K, K_s.T)
     mean, var = posterior.predict(X_test, return_var=True)
     np.testing.assert_allclose(mean, mean_ref, rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(var, np.maximum(np.diag(cov_ref), 0), rtol=1e-8, atol=1e-10)
@@ -163,8 +163,8 @@ def check_heteroscedastic_engine_equals_dense(feature_map, kernel, X, y, noise_v
     Psi_s = feature_map.features(X_test, kernel)
     S = np.ones(Psi.shape[1]) if feature_map.signs is None else feature_map.signs
     K_s = (Psi_s * S) @ Psi.T
-    mean_ref = K_s @ np.linalg.solve(K, y)
-    var_ref = np.sum(Psi_s * S * Psi_s, axis=1) - np.sum(K_s * np.linalg.solve(K, K_s.T).T,
+    mean_ref = K_s @ linalg.solve(K, y)
+    var_ref = np.sum(Psi_s * S * Psi_s, axis=1) - np.sum(K_s * linalg.solve(K, K_s.T).T,
                                                          axis=1)
     mean, var = posterior.predict(X_test, return_var=True)
     np.testing.assert_allclose(mean, mean_ref, rtol=0, atol=tolerance * np.abs(mean_ref).max())

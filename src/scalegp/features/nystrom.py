@@ -29,7 +29,6 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from .. import linalg, parallel
 from .._validation import check_matrix
@@ -202,7 +201,7 @@ class NystromAtTheta(MapAtTheta):
     @functools.cached_property
     def condition_number(self) -> float:
         """cond_2(K_ZZ) = lambda_max / lambda_min of the matrix factorized."""
-        eigenvalues = np.linalg.eigvalsh(self.knot_gram)
+        eigenvalues = linalg.eigenvalues(self.knot_gram)
         return float(eigenvalues[-1] / eigenvalues[0]) if eigenvalues[0] > 0 else np.inf
 
     @functools.cached_property
@@ -354,8 +353,7 @@ class NystromGradient(FeatureGradient):
         self.Phi = cholesky_derivatives
 
     def matvec(self, v):
-        u = scipy.linalg.solve_triangular(self.factor, v, lower=True, trans=1,
-                                          check_finite=False)
+        u = linalg.solve_lower(self.factor, v, transpose=True)
         Phi_T_v = np.einsum("plk,l->pk", self.Phi, v)                    # Phi_j^T v
         return self.dK @ u - Phi_T_v @ self.Psi.T
 

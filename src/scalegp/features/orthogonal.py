@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import hadamard
 
+from .. import linalg
 from .._validation import as_generator, check_matrix
 from ..kernels import Kernel
 from ._fourier import FourierFeatureMap
@@ -62,7 +63,7 @@ def haar_orthogonal(shape: tuple[int, int, int], rng: np.random.Generator) -> np
     Haar (Mezzadri, "How to generate random matrices from the classical compact groups",
     Notices AMS 2007).
     """
-    Q, R = np.linalg.qr(rng.standard_normal(shape))
+    Q, R = linalg.qr(rng.standard_normal(shape))
     return Q * np.sign(np.diagonal(R, axis1=1, axis2=2))[:, None, :]
 
 

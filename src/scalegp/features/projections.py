@@ -24,7 +24,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from .. import linalg
 from .._memory import available_bytes
@@ -152,7 +151,7 @@ def draw_sketch(rng: np.random.Generator, n: int, r: int, kind: str = "gaussian"
 
 def positive_qr(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Thin QR with diag(R) >= 0: the unique (and smooth) factorization of a full-rank A."""
-    Q, R = np.linalg.qr(A)
+    Q, R = linalg.qr(A)
     signs = np.where(np.diag(R) < 0, -1.0, 1.0)
     return Q * signs, R * signs[:, None]
 
@@ -214,9 +213,9 @@ def nystrom(operator, basis: np.ndarray, K_basis: np.ndarray | None = None) -> N
     K2 = basis.T @ K1
     K2 = 0.5 * (K2 + K2.T)                                                   # step 4
     B, jitter = linalg.cholesky(K2, name="Phi K Phi^T")                     # step 5
-    C = scipy.linalg.solve_triangular(B, K1.T, lower=True).T                # step 6
-    U, sigma, Vt = np.linalg.svd(C, full_matrices=False)                     # step 7
-    return Nystrom(basis, B, jitter, C, U, sigma, Vt.T, float(np.linalg.cond(K2)))
+    C = linalg.solve_lower(B, K1.T).T                                      # step 6
+    U, sigma, Vt = linalg.svd(C, full_matrices=False)                        # step 7
+    return Nystrom(basis, B, jitter, C, U, sigma, Vt.T, linalg.condition_number(K2))
 
 
 def range_basis(Y: np.ndarray, rank: int) -> np.ndarray:
@@ -226,7 +225,7 @@ def range_basis(Y: np.ndarray, rank: int) -> np.ndarray:
     Q, R = positive_qr(Y)
     if rank == Y.shape[1]:
         return Q
-    W, _, _ = np.linalg.svd(R)
+    W, _, _ = linalg.svd(R)
     return Q @ W[:, :rank]
 
 

@@ -23,8 +23,8 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
+from .. import linalg
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
 from . import projections as sketching
@@ -241,7 +241,7 @@ class RandomProjectionAtTheta(MapAtTheta):
         self.reduced = m < r
         truncated = self.reduced and feature_map.reduction == "nystrom"
         if self.reduced and feature_map.reduction == "range":
-            W, s, Zt = np.linalg.svd(self.R_sketch)                      # Y = (Q W) S Z^T
+            W, s, Zt = linalg.svd(self.R_sketch)                      # Y = (Q W) S Z^T
             Z = sketching.fix_signs(Zt.T)
             W = W * np.sign(np.sum(Zt.T * Z, axis=0))                   # keep R Z = W S
             self.left, self.singular_values, self.Z = self.Q_sketch @ W, s, Z
@@ -251,7 +251,7 @@ class RandomProjectionAtTheta(MapAtTheta):
         self.basis = basis
         self.nystrom = sketching.nystrom(self.operator, basis)
         B = self.nystrom.cholesky_factor
-        self.base_transform = scipy.linalg.solve_triangular(B, basis.T, lower=True).T
+        self.base_transform = linalg.solve_lower(B, basis.T).T
         C = self.nystrom.C                                              # K Phi^T B^{-T}
         if truncated:
             self.V = sketching.fix_signs(self.nystrom.V)
@@ -343,19 +343,18 @@ class RandomProjectionAtTheta(MapAtTheta):
 
 def _solve_both_sides(B: np.ndarray, A: np.ndarray) -> np.ndarray:
     """B^{-1} A_p B^{-T} for a stack A (P, k, k)."""
-    left = np.stack([scipy.linalg.solve_triangular(B, a, lower=True) for a in A])
-    return np.stack([scipy.linalg.solve_triangular(B, a.T, lower=True).T for a in left])
+    left = np.stack([linalg.solve_lower(B, a) for a in A])
+    return np.stack([linalg.solve_lower(B, a.T).T for a in left])
 
 
 def _right_solve_transpose(B: np.ndarray, A: np.ndarray) -> np.ndarray:
     """A_p B^{-T} for a stack A (P, n, k), B lower triangular."""
-    return np.stack([scipy.linalg.solve_triangular(B, a.T, lower=True).T for a in A])
+    return np.stack([linalg.solve_lower(B, a.T).T for a in A])
 
 
 def _right_solve_upper(R: np.ndarray, A: np.ndarray) -> np.ndarray:
     """A_p R^{-1} for a stack A (P, n, k), R upper triangular."""
-    return np.stack([scipy.linalg.solve_triangular(R, a.T, trans="T", lower=False).T
-                     for a in A])
+    return np.stack([linalg.solve_upper(R, a.T, transpose=True).T for a in A])
 
 
 def _eigenvector_derivative(V: np.ndarray, eigenvalues: np.ndarray, dG: np.ndarray,
