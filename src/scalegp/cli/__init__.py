@@ -141,7 +141,7 @@ def command_experiment(args) -> None:
 
 
 # --------------------------------------------------------------------------- parser
-def _add_model_options(parser, *, approximation_default="rff") -> None:
+def _add_model_options(parser) -> None:
     parser.add_argument("--kernel", default="matern52",
                         help="gaussian, matern12, matern32, matern52, cauchy, laplacian or "
                              "reciprocal_semigroup (see `scalegp list`)")

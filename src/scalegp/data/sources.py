@@ -231,7 +231,36 @@ def _standardized_call(function, standardization, chunk: Chunk):
     return function(_standardize(chunk, *standardization))
 
 
-class StandardizedSource(DataSource):
+class WrappedSource(DataSource):
+    """A source over another (``source``): its rows' shape, dtype, grid, count, noise variances
+    and out-of-core promise are the wrapped source's unless a wrapper changes them."""
+
+    def __init__(self, source: DataSource):
+        self.source = source
+        self.out_of_core = getattr(source, "out_of_core", False)
+
+    @property
+    def n_dims(self) -> int:
+        return self.source.n_dims
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.source.dtype
+
+    @property
+    def grid(self):
+        return self.source.grid
+
+    @property
+    def n_samples(self) -> int:
+        return self.source.n_samples
+
+    @property
+    def has_noise_variance(self) -> bool:
+        return self.source.has_noise_variance
+
+
+class StandardizedSource(WrappedSource):
     """Another source's rows in standardized units: X -> (X - location) / scale,
     y -> (y - y_location) / y_scale and noise variances / y_scale^2, chunk by chunk.
 
@@ -243,10 +272,9 @@ class StandardizedSource(DataSource):
 
     def __init__(self, source: DataSource, location, scale, y_location: float,
                  y_scale: float, *, dtype=None):
-        self.source = source
+        super().__init__(source)
         self._standardization = (np.asarray(location), np.asarray(scale), float(y_location),
                                  float(y_scale), check_dtype(dtype))
-        self.out_of_core = getattr(source, "out_of_core", False)
         self._wanted, self.picked = None, None
 
     def pick_rows(self, indices) -> None:
@@ -254,10 +282,6 @@ class StandardizedSource(DataSource):
         streams by: ``picked`` holds them once that pass has run to its end (rows a caller
         needs later, without a pass of their own)."""
         self._wanted, self.picked = np.asarray(indices, dtype=np.int64), None
-
-    @property
-    def n_dims(self) -> int:
-        return self.source.n_dims
 
     @property
     def dtype(self) -> np.dtype:
@@ -268,14 +292,6 @@ class StandardizedSource(DataSource):
         """The source's grid in standardized units (None when it has none)."""
         grid = self.source.grid
         return None if grid is None else grid.standardized(*self._standardization[:4])
-
-    @property
-    def n_samples(self) -> int:
-        return self.source.n_samples
-
-    @property
-    def has_noise_variance(self) -> bool:
-        return self.source.has_noise_variance
 
     def chunks(self, rows: int) -> Iterator[Chunk]:
         wanted, self._wanted = self._wanted, None
@@ -324,15 +340,15 @@ def rows_among(indices, chunk: Chunk) -> PickedRows:
     return PickedRows(np.asarray(chunk.X[inside - chunk.start], dtype=np.float64))
 
 
-class PassReporter(DataSource):
+class PassReporter(WrappedSource):
     """A source that reports every pass over it: ``progress(rows_done)`` after each chunk
     and, when the callback has it, ``progress.start_pass(name, total_rows)`` before the pass
     (total None while the number of rows is unknown). ``stage`` names what the passes are
     for; the passes of one stage are numbered (name "STAGE, pass J" from the second on)."""
 
     def __init__(self, source: DataSource, progress):
-        self.source, self.progress = source, progress
-        self.out_of_core = getattr(source, "out_of_core", False)
+        super().__init__(source)
+        self.progress = progress
         self._stage, self._passes = "pass", 0
 
     @property
@@ -342,26 +358,6 @@ class PassReporter(DataSource):
     @stage.setter
     def stage(self, name: str) -> None:
         self._stage, self._passes = name, 0
-
-    @property
-    def n_dims(self) -> int:
-        return self.source.n_dims
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.source.dtype
-
-    @property
-    def grid(self):
-        return self.source.grid
-
-    @property
-    def n_samples(self) -> int:
-        return self.source.n_samples
-
-    @property
-    def has_noise_variance(self) -> bool:
-        return self.source.has_noise_variance
 
     def summary(self) -> DataSummary:
         if isinstance(self.source, GridSource):

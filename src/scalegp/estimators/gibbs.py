@@ -25,11 +25,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import kernels, rowwise
 from .._memory import check_memory
 from .._validation import as_generator, check_matrix, check_vector
-from ..data.base import ArraySource
 from ..errors import ConvergenceWarning
 from ..inference.gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
                                      length_scale_of, unit_kernel)
 from ..inference.gibbs import check_predictive_draws, sample_posterior
+from .training_data import InMemoryData
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
 
@@ -189,13 +189,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                  else self.theta1_grid)
         tau_prior = GammaPrior.of(self.tau_prior, "tau_prior")
         theta2_prior = GammaPrior.of(self.theta2_prior, "theta2_prior")
-        summary = ArraySource(X, y).summary() if self.normalize_X or self.normalize_y else None
-        X_mean, X_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
-        if self.normalize_X:
-            X_mean, X_scale = summary.X_standardization(center=kernel.shift_invariant)
-        X = (X - X_mean) / X_scale
-        y_mean, y_std = summary.y_standardization() if self.normalize_y else (0.0, 1.0)
-        y_fit = (y - y_mean) / y_std
+        data = InMemoryData(X, y, kernel, self.normalize_X, self.normalize_y, None, None)
+        X, y_fit = data.X, data.y
 
         if self.n_components is not None:   # before the map is built (the sampler's check)
             check_memory(self.n_components, n_matrices=grid.size + 6,
@@ -219,8 +214,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 theta2_prior=theta2_prior, n_iter=self.n_iter, burn_in=self.burn_in,
                 thin=self.thin, collapsed=self.collapsed, diag_correction=self.diag_correction,
                 rng=chain_rng, progress=report, feature_cache_bytes=self.feature_cache_bytes)
-        self._set_fitted(samples, y_train_mean=y_mean, y_train_std=y_std,
-                         X_train_mean=X_mean, X_train_scale=X_scale)
+        self._set_fitted(samples, y_train_mean=data.y_mean, y_train_std=data.y_std,
+                         X_train_mean=data.X_mean, X_train_scale=data.X_scale)
         if grid.size > 1 and np.unique(samples.theta1_index).size == 1:
             warnings.warn(
                 f"theta1 stayed on one atom ({samples.theta1[0]:.4g}) in all "

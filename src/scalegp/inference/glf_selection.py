@@ -74,14 +74,6 @@ def auto_budget(n_samples: int, n_dims: int) -> tuple[int, str]:
     return budget, reason
 
 
-def _auto_cap(n_components, n_samples: int, n_dims: int) -> tuple[int, str]:
-    """(budget, description) of n_nodes="auto": the user's n_components, or auto_budget."""
-    if n_components is None:
-        return auto_budget(n_samples, n_dims)
-    budget = check_positive_int(n_components, "n_components")
-    return budget, f"budget n_components = {budget}"
-
-
 def _budget_cap(n_components, n_samples: int, n_dims: int) -> tuple[int, str]:
     """(budget, description) of n_nodes="auto": the user's n_components, or auto_budget."""
     if n_components is None:
