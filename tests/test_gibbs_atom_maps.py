@@ -177,11 +177,21 @@ def test_estimator_builds_one_fixed_accuracy_projection_per_atom(tmp_path):
                                 approximation_options={"epsilon": 0.01}, map_per_atom=True,
                                 theta1_grid=grid, n_iter=400, burn_in=100, collapsed=True,
                                 random_state=0)
-    stages = []
-    model.fit(X, y, progress=lambda done, total, stage: stages.append((stage, total)))
+    class Stages:
+        def __init__(self):
+            self.started = []
+
+        def start_pass(self, name, total, unit="rows"):
+            self.started.append((name, total, unit))
+
+        def __call__(self, done):
+            pass
+
+    stages = Stages()
+    model.fit(X, y, progress=stages)
     ranks = model.feature_map_.ranks
     assert ranks.size == grid.size and np.all(np.diff(ranks) >= 0) and ranks[-1] > ranks[0]
-    assert stages[0] == ("maps", grid.size)
+    assert stages.started[0] == ("gibbs maps", grid.size, "steps")
     assert min(ranks) <= model.samples_.average_rank <= max(ranks)
     X_test = np.linspace(0.05, 0.95, 50)[:, None]
     rmse = np.sqrt(np.mean((model.predict(X_test) - np.sin(6 * X_test[:, 0])) ** 2))

@@ -321,8 +321,8 @@ def test_dtype_auto_rule():
 
 
 def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
-    from scalegp.cli.common import _PassBars
-    bars = _PassBars()
+    from scalegp.data.sources import ProgressBars
+    bars = ProgressBars()
     sg.LowRankGPRegressor(approximation="glf", n_components=16, normalize_X=True,
                           normalize_y=True).fit(files["csv"], progress=bars)
     bars.close()

@@ -1,4 +1,5 @@
-"""What every command of the command line shares: its error, options, log, progress bars and warnings.
+"""What every command of the command line shares: its error, options, log, progress bars and
+warnings.
 """
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ import json
 import sys
 import warnings
 from contextlib import contextmanager
+
+from ..data.sources import ProgressBars
 
 
 class CommandError(Exception):
@@ -33,36 +36,14 @@ def _log(args, message: str) -> None:
         print(message, file=sys.stderr)
 
 
-class _PassBars:
-    """Progress of streaming passes as tqdm bars: ``start_pass(name, total)`` opens a bar
-    named after the pass (rows done, rows per second and, with a known total, time left),
-    and ``self(rows_done)`` advances it (:class:`scalegp.data.sources.PassReporter`)."""
-
-    def __init__(self):
-        self.bar = None
-
-    def start_pass(self, name: str, total) -> None:
-        from tqdm import tqdm
-        self.close()
-        self.bar = tqdm(total=total, desc=name, unit="rows", unit_scale=True,
-                        file=sys.stderr, leave=False)
-
-    def __call__(self, rows_done: int) -> None:
-        self.bar.update(rows_done - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 @contextmanager
 def _progress(args):
-    """A :class:`_PassBars`, or None when quiet or stderr is not a terminal."""
+    """A :class:`~scalegp.data.sources.ProgressBars`, or None when quiet or stderr is not a
+    terminal."""
     if args.quiet or not sys.stderr.isatty():
         yield None
         return
-    bars = _PassBars()
+    bars = ProgressBars()
     try:
         yield bars
     finally:

@@ -5,7 +5,6 @@ file or on a Dask cluster, and saved as a model file.
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
@@ -175,7 +174,7 @@ def _gibbs_estimator(args, n_dims: int):
         thin=args.thin, collapsed=args.collapsed, diag_correction=args.diag_correction,
         approximation_options=_parse_options(args.option),
         normalize_y=not args.no_normalize_y, normalize_X=not args.no_standardize,
-        verbose=not args.quiet and sys.stderr.isatty(), random_state=args.seed)
+        random_state=args.seed)
 
 
 def _describe_gibbs(estimator) -> str:
@@ -229,7 +228,7 @@ def command_fit(args) -> None:
                 reading.stage = "reading the rows into memory (the model holds them)"
             X, y, variances = to_arrays(reading)
             if gibbs:
-                estimator.fit(X, y)
+                estimator.fit(X, y, progress=progress)
             else:
                 estimator.fit(X, y, sample_noise_variance=variances)
         elapsed = time.perf_counter() - start

@@ -22,6 +22,7 @@ noise variance is an error naming its row.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -340,10 +341,34 @@ def rows_among(indices, chunk: Chunk) -> PickedRows:
     return PickedRows(np.asarray(chunk.X[inside - chunk.start], dtype=np.float64))
 
 
+class ProgressBars:
+    """Progress as tqdm bars on stderr, the package's one progress protocol (the passes of
+    :class:`PassReporter`, the stages of the Gibbs sampler): ``start_pass(name, total,
+    unit="rows")`` opens a bar named after the pass or stage (count done, rate and, with a known
+    total, time left), and ``self(done)`` advances it."""
+
+    def __init__(self):
+        self.bar = None
+
+    def start_pass(self, name: str, total, unit: str = "rows") -> None:
+        from tqdm import tqdm
+        self.close()
+        self.bar = tqdm(total=total, desc=name, unit=unit, unit_scale=True,
+                        file=sys.stderr, leave=False)
+
+    def __call__(self, done: int) -> None:
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
 class PassReporter(WrappedSource):
     """A source that reports every pass over it: ``progress(rows_done)`` after each chunk
     and, when the callback has it, ``progress.start_pass(name, total_rows)`` before the pass
-    (total None while the number of rows is unknown). ``stage`` names what the passes are
+    (total None while the number of rows is unknown; :class:`ProgressBars` draws them). ``stage`` names what the passes are
     for; the passes of one stage are numbered (name "STAGE, pass J" from the second on)."""
 
     def __init__(self, source: DataSource, progress):

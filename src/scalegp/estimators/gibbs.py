@@ -11,7 +11,6 @@ parameters meaningless for the other.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from collections.abc import Mapping
 from numbers import Integral
@@ -29,6 +28,7 @@ from ..errors import ConvergenceWarning
 from ..inference.gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
                                      length_scale_of, unit_kernel)
 from ..inference.gibbs import check_predictive_draws, sample_posterior
+from ..data.sources import ProgressBars
 from .training_data import InMemoryData
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
@@ -91,7 +91,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     feature_cache_bytes : int, default=2**30
         With ``diag_correction``: keep the n x m features of every grid point up to this.
     verbose : bool, default=False
-        A progress bar (tqdm, on stderr) over the grid and the sweeps.
+        Progress bars (tqdm, on stderr) over the stages, when ``fit`` is given no ``progress``.
     random_state : None, int, numpy.random.Generator, default=None
         Seed of the map and of the chain (independent streams).
 
@@ -168,8 +168,10 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X : array-like (n_samples, n_dims)
         y : array-like (n_samples,)
         progress : callable, optional
-            ``progress(done, total, stage)`` (:func:`scalegp.inference.gibbs.sample_posterior`; with
-            ``map_per_atom`` first stage "maps", one step per atom built).
+            The progress protocol of every estimator (:class:`scalegp.data.sources.ProgressBars`):
+            ``progress.start_pass(name, total, unit="steps")``, when it has it, as each stage
+            begins ("gibbs maps" with ``map_per_atom``, one step per atom built; "gibbs grid";
+            "gibbs sweep"), and ``progress(steps_done)`` after each step.
 
         Returns
         -------
@@ -200,8 +202,9 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                         scale=1 / tau_prior.rate).ppf(1 - PRIOR_TAIL)
         context = {"y": y_fit, "noise_variance": 1.0 / tau_prior.mean,
                    "noise_variance_lower": noise_lower}
-        with _ProgressBar(self.verbose) as bar:
-            report = _both(bar, progress)
+        bars = ProgressBars() if self.verbose and progress is None else None
+        report = _stage_reporter(progress if bars is None else bars)
+        try:
             if self.map_per_atom:
                 feature_map = AtomMaps(tuple(self._atom_maps(X, kernel, grid, build_rng,
                                                              context, report)))
@@ -214,6 +217,9 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 theta2_prior=theta2_prior, n_iter=self.n_iter, burn_in=self.burn_in,
                 thin=self.thin, collapsed=self.collapsed, diag_correction=self.diag_correction,
                 rng=chain_rng, progress=report, feature_cache_bytes=self.feature_cache_bytes)
+        finally:
+            if bars is not None:
+                bars.close()
         self._set_fitted(samples, y_train_mean=data.y_mean, y_train_std=data.y_std,
                          X_train_mean=data.X_mean, X_train_scale=data.X_scale)
         if grid.size > 1 and np.unique(samples.theta1_index).size == 1:
@@ -313,37 +319,19 @@ def build_kernel(kernel, grid: np.ndarray, theta2_prior: GammaPrior):
         variance=float(np.clip(1.0, v_lo, v_hi)), variance_bounds=(v_lo, v_hi))
 
 
-class _ProgressBar:
-    """A tqdm bar on stderr over the current stage (grid precomputation, then sweeps), or
-    None when not ``verbose``."""
-
-    def __init__(self, verbose: bool):
-        self.verbose, self.bar, self.stage = verbose, None, None
-
-    def __enter__(self):
-        return self if self.verbose else None
-
-    def __call__(self, done, total, stage):
-        if self.stage != stage:
-            from tqdm import tqdm
-            if self.bar is not None:
-                self.bar.close()
-            self.bar = tqdm(total=total, desc=f"gibbs {stage}", file=sys.stderr, leave=False)
-            self.stage = stage
-        self.bar.update(done - self.bar.n)
-
-    def __exit__(self, *exc_info):
-        if self.verbose and self.bar is not None:
-            self.bar.close()
-
-
-def _both(*callbacks):
-    """One progress callback calling each given (non-None) one."""
-    active = [callback for callback in callbacks if callback is not None]
-    if not active:
+def _stage_reporter(progress):
+    """The sampler's ``report(done, total, stage)`` as the progress protocol of every estimator:
+    ``progress.start_pass("gibbs STAGE", total, unit="steps")`` (when it has it) as a stage
+    begins, then ``progress(done)``; None without ``progress``."""
+    if progress is None:
         return None
+    current = []
+    start_pass = getattr(progress, "start_pass", None)
 
-    def call(done, total, stage):
-        for callback in active:
-            callback(done, total, stage)
-    return call
+    def report(done, total, stage):
+        if current != [stage]:
+            current[:] = [stage]
+            if start_pass is not None:
+                start_pass(f"gibbs {stage}", total, unit="steps")
+        progress(done)
+    return report
