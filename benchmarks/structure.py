@@ -6,7 +6,7 @@
 Read from the syntax trees of ``src/scalegp`` (imports inside functions included, nothing
 imported) by :mod:`scalegp._architecture`, which also declares the wings and their order:
 modules and lines per folder, the largest module and class, the depth of the import graph (the
-longest chain of imports, a cycle counted as one floor), the cycles and the upward arrows (an
+longest chain of imports, a cycle counted as one floor) and of the graph of wings, the cycles and the upward arrows (an
 import from a lower wing to a higher one), the private names reached across wings and the
 calls that factorize a matrix outside ``scalegp.linalg``. ``tests/test_architecture.py`` holds
 the same graph to zero cycles and zero upward arrows.
@@ -62,6 +62,8 @@ def numbers(root: Path = arch.ROOT) -> dict:
                                if lines > CLASS_LIMIT},
         "depth": len(chain),
         "longest_chain": chain,
+        "wing_depth": len(arch.wing_chain(modules)),
+        "wing_chain": arch.wing_chain(modules),
         "cycles": arch.cycles(modules),
         "upward_arrows": [list(arrow) for arrow in arch.upward_arrows(modules)],
         "private_reaches": arch.private_reaches(modules),
@@ -83,6 +85,7 @@ def markdown(n: dict) -> str:
         f"| classes over {CLASS_LIMIT} lines | {len(n['classes_over_limit'])}: "
         f"{over(n['classes_over_limit'])} |",
         f"| depth of the import graph (floors) | {n['depth']}: {' -> '.join(n['longest_chain'])} |",
+        f"| depth in wings | {n['wing_depth']}: {' -> '.join(n['wing_chain'])} |",
         f"| cycles | {len(n['cycles'])}"
         + "".join(f"; {{{', '.join(c)}}}" for c in n["cycles"]) + " |",
         f"| upward arrows | {len(n['upward_arrows'])}"

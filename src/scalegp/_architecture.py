@@ -237,6 +237,27 @@ def longest_chain(modules: dict[str, Module]) -> list[str]:
     return max((chain(v) for v in sorted(edges)), key=len, default=[])
 
 
+def wing_chain(modules: dict[str, Module]) -> list[str]:
+    """The longest chain of wings, each importing the next (the depth of the wing graph, whose
+    only edges run down or sideways within a layer when there is no upward arrow)."""
+    edges: dict[str, set[str]] = {}
+    for name, module in modules.items():
+        edges.setdefault(wing(name), set()).update(wing(w) for w in module.imports)
+    for source, targets in edges.items():
+        targets.discard(source)
+    best: dict[str, list[str]] = {}
+
+    def chain(v, seen=()):
+        if v in seen:                          # a cycle of wings: stop there
+            return []
+        if v not in best:
+            best[v] = [v] + max((chain(w, seen + (v,)) for w in sorted(edges.get(v, ()))),
+                                key=len, default=[])
+        return best[v]
+
+    return max((chain(v) for v in sorted(edges)), key=len, default=[])
+
+
 def upward_arrows(modules: dict[str, Module]) -> list[tuple[str, str]]:
     """Every import from a module to one of a higher layer."""
     return sorted((v, w) for v, module in modules.items() for w in module.imports
