@@ -1,21 +1,21 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
-from . import (data, datasets, engine, estimators, features, inference, io, kernels, linalg,
-               local, metrics)
+from . import (data, datasets, engine, estimators, features, inference, io, kernels, linalg, local,
+               metrics)
 from ._version import __version__
+from .engine.exact import ExactMarginalLikelihood, ExactPosterior
+from .engine.likelihood import MarginalLikelihood, Posterior
+from .engine.statistics import BasisStatistics, Statistics
 from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
-from .engine.exact import ExactMarginalLikelihood, ExactPosterior
-from .engine.statistics import BasisStatistics, Statistics
-from .engine.likelihood import MarginalLikelihood, Posterior
-from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
-from .inference.optimize import learn_hyperparameters
 from .estimators.exact import ExactGPRegressor
-from .estimators.lowrank import LowRankGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
-from .io import load, save
+from .estimators.lowrank import LowRankGPRegressor
 from .estimators.transformers import FeatureMapTransformer
+from .inference.optimize import learn_hyperparameters
+from .io import load, save
+from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 
 __all__ = [
     "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning",

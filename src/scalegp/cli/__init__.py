@@ -19,13 +19,12 @@ import argparse
 import math
 import sys
 
-from .. import experiments, features, kernels
+from .. import experiments, features, kernels, local
 from .._limits import MAX_GIBBS_SWEEPS, MAX_RESTARTS, MAX_THETA1_ATOMS
 from .._output import PNG_SUFFIXES, check_output_dir, check_output_path
 from .._version import __version__
 from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
-from .. import local
 from ..parallel import resolve_n_jobs
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines

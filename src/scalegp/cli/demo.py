@@ -39,8 +39,8 @@ import numpy as np
 from .._output import PNG_SUFFIXES, check_output_path, write_atomically
 from ..datasets import load_east_africa_relief
 from ..errors import BoundaryWarning
-from ..metrics import nlpd, rmse
 from ..inference.optimize import BOUNDARY_TOLERANCE
+from ..metrics import nlpd, rmse
 
 #: The figure written when no path is named: created, never replacing anything there.
 DEFAULT_OUT = "scalegp-demo.png"

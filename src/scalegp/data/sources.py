@@ -31,8 +31,8 @@ import numpy as np
 from .._validation import check_dtype
 from .base import Chunk, DataSource, DataSummary, DistributedSource, IterableSource
 from .grid import GridSource
-from .readers import (CsvReader, NpyReader, NpzReader, ParquetReader, TableError,
-                      column_index, open_reader)
+from .readers import (CsvReader, NpyReader, NpzReader, ParquetReader, TableError, column_index,
+                      open_reader)
 
 __all__ = ["FileSource", "CsvSource", "NpySource", "ParquetSource", "open_source",
            "checked_blocks", "to_arrays", "gather_rows", "StandardizedSource",

@@ -17,8 +17,8 @@ is this package: the names below are what the other wings use; its modules are
 from .likelihood import (SIGNED_RULES, MarginalLikelihood, Posterior, condition,
                          fixed_basis_gradient, log_marginal_likelihood, noise_gradient)
 from .noise import FITC, HOMOSCEDASTIC, NoiseModel
-from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFeatures,
-                         Statistics, accumulate_gradient, accumulate_statistics, chunk_gradient,
+from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFeatures, Statistics,
+                         accumulate_gradient, accumulate_statistics, chunk_gradient,
                          chunk_statistics, feature_cache_budget, features_by_chunk)
 
 __all__ = [

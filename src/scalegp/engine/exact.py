@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import linalg, rowwise
 from .._validation import check_matrix, check_positive_scalar, check_vector
-from .hyperparameters import Hyperparameters
 from ..kernels import Kernel
+from .hyperparameters import Hyperparameters
 
 #: Largest training set the dense reference accepts: an n x n float64 Gram of 10,000 rows is
 #: 0.8 GB, and the likelihood gradient needs (n_params + 2) of them.

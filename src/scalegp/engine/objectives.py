@@ -22,9 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
-from . import qr
-from . import likelihood
 from ..features.base import FeatureMap
+from . import likelihood, qr
 from .hyperparameters import Hyperparameters
 from .noise import FITC
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import likelihood
 from .. import linalg
 from .._memory import default_chunk_size
 from .._validation import check_dtype
 from ..data.base import as_source
 from ..features.base import FixedBasisFeatureMap
-from .hyperparameters import Hyperparameters
 from ..kernels import Kernel
+from . import likelihood
+from .hyperparameters import Hyperparameters
 from .noise import HOMOSCEDASTIC, NoiseModel
 from .systems import CholeskySystem
 

@@ -24,11 +24,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import kernels, rowwise
 from .._memory import check_memory
 from .._validation import as_generator, check_matrix, check_vector
+from ..data.sources import ProgressBars
 from ..errors import ConvergenceWarning
+from ..inference.gibbs import check_predictive_draws, sample_posterior
 from ..inference.gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
                                      length_scale_of, unit_kernel)
-from ..inference.gibbs import check_predictive_draws, sample_posterior
-from ..data.sources import ProgressBars
 from .training_data import InMemoryData
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)

@@ -15,13 +15,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .. import features, rowwise
+from .. import features, local as local_models, rowwise
 from .._validation import check_dtype
 from ..data.base import DataSource
 from ..engine.noise import default_diag_correction, floored_rows
 from ..engine.objectives import OBJECTIVES, SOLVERS, low_rank_objective
 from ..errors import NumericalWarning
-from .. import local as local_models
 from ..local import resolution
 from .base import PROBE_ROWS, TEST_POINT_PROBE_ROWS, _GPRegressor
 from .lowrank_fit import LowRankFit, _LocalState

@@ -10,14 +10,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import kernels, parallel
+from .. import kernels, local as local_models, parallel
 from .._limits import MAX_KNOT_ITERATIONS, check_count
 from .._memory import ENGINE_MATRICES, check_memory
 from .._validation import check_bounds, check_dtype
 from ..data.base import ArraySource
 from ..engine.hyperparameters import Hyperparameters
 from ..inference import knot_learning
-from .. import local as local_models
 from ..local import neighborhoods as neighborhood_models
 from .transformers import _build_feature_map
 

@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from .._validation import check_dtype, check_vector
-from ..engine.noise import noise_only_log_marginal_likelihood
 from ..data.base import ArraySource, DataSource, DistributedSource
 from ..data.sources import PassReporter, rows_among, standardized
+from ..engine.noise import noise_only_log_marginal_likelihood
 
 
 def _check_sample_noise_variance(values, n_samples: int) -> np.ndarray:

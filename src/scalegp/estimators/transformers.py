@@ -19,9 +19,9 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from .. import features, kernels
-from ..inference import glf_selection
 from .._memory import FEATURE_CHUNKS, check_memory
 from .._validation import as_generator, check_matrix
+from ..inference import glf_selection
 
 __all__ = ["FeatureMapTransformer"]
 

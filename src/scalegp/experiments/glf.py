@@ -26,14 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import datasets, features, metrics
+from .. import datasets, engine, features, metrics
 from ..engine import exact
-from .. import engine
+from ..engine.hyperparameters import Hyperparameters
 from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
-from ..kernels import Gaussian, Kernel, Matern
-from ..engine.hyperparameters import Hyperparameters
 from ..inference.optimize import learn_hyperparameters
+from ..kernels import Gaussian, Kernel, Matern
 from . import register, write_figure, write_text
 
 CONSTANTS_NOTE = (

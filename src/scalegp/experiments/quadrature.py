@@ -31,10 +31,10 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from .. import features, metrics
+from ..engine.likelihood import Posterior
 from ..errors import NotPositiveDefiniteError
 from ..estimators.exact import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
-from ..engine.likelihood import Posterior
 from ..kernels import Gaussian
 from . import register, write_figure, write_text
 

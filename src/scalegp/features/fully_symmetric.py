@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from . import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_scalar
 from ..kernels import Kernel
+from . import quadrature
 from ._fourier import FourierFeatureMap
 from .gaussian_quadrature import largest_fitting, require_gaussian, rule_columns
 from .qmc import scrambled_points

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammainc, gammaln
 
-from . import sketches
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
+from . import sketches
 from .base import FeatureMap, MapAtTheta, feature_dtype
 
 #: p_min and p_max of the degree search (p_max = 15 as in the paper's code).

@@ -33,8 +33,7 @@ import numpy as np
 from .. import linalg, parallel
 from .._validation import check_matrix
 from ..kernels import Kernel
-from .base import (DEFAULT_N_COMPONENTS, FeatureGradient, FeatureMap, MapAtTheta,
-                   feature_dtype)
+from .base import DEFAULT_N_COMPONENTS, FeatureGradient, FeatureMap, MapAtTheta, feature_dtype
 
 #: Knot rules of :meth:`NystromFeatures.build`; a map built from a user's array records
 #: "given".

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import quadrature
 from .._validation import check_matrix, check_positive_int
 from ..kernels import Kernel
+from . import quadrature
 from ._fourier import FourierFeatureMap
 from .gaussian_quadrature import largest_fitting, require_gaussian, rule_columns
 from .random_fourier import data_centre

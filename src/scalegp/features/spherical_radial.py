@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import quadrature
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
+from . import quadrature
 from ._fourier import FourierFeatureMap
 from .orthogonal import haar_orthogonal, require_support
 from .random_fourier import data_centre

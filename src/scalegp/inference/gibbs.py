@@ -49,7 +49,7 @@ from .._memory import check_bytes
 from .._validation import check_matrix, check_positive_int, check_vector
 from ..features.base import FeatureMap
 from ..kernels import Kernel
-from .gibbs_model import (AtomMaps, FEATURE_CACHE_BYTES, GammaPrior, _State, _atom_map,
+from .gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State, _atom_map,
                           _atom_ranks, _draw_index, check_theta1_grid, length_scale_of)
 from .gibbs_sweeps import RowsBackend, StatisticsBackend
 

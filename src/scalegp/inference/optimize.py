@@ -28,8 +28,8 @@ import scipy.optimize
 
 from .._limits import MAX_RESTARTS, check_count
 from .._validation import as_generator, check_positive_int
-from ..errors import BoundaryWarning, NotPositiveDefiniteError, NumericalWarning
 from ..engine.hyperparameters import Hyperparameters
+from ..errors import BoundaryWarning, NotPositiveDefiniteError, NumericalWarning
 
 #: An optimum closer than this (in log units) to a bound counts as "on the bound".
 BOUNDARY_TOLERANCE = 1e-5

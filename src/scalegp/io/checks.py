@@ -13,15 +13,14 @@ from dataclasses import fields
 
 import numpy as np
 
-from .. import features
+from .. import features, local
 from ..errors import InvalidModelFileError
-from .. import local
 from .safety import (MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, MAX_METADATA_BYTES, _Archive,
                      _json_depth, _short)
-from .schema import (ARRAY_FIELDS, DEFAULT_MAP_ARRAY, ESTIMATORS, FORMAT_NAME, GIBBS,
-                     LOCAL_CONDITIONS, LOCAL_PREFIX, LOW_RANK, MAP_PREFIX, MAP_SCALARS,
-                     METADATA_ENTRIES, METADATA_KEY, SCHEMA_VERSION, SYMBOL_LIMITS, _ArrayField,
-                     _DECLARED_MAP_ARRAYS, _DTYPE_KINDS, _Entry, _KINDS)
+from .schema import (_DECLARED_MAP_ARRAYS, _DTYPE_KINDS, _KINDS, ARRAY_FIELDS, DEFAULT_MAP_ARRAY,
+                     ESTIMATORS, FORMAT_NAME, GIBBS, LOCAL_CONDITIONS, LOCAL_PREFIX, LOW_RANK,
+                     MAP_PREFIX, MAP_SCALARS, METADATA_ENTRIES, METADATA_KEY, SCHEMA_VERSION,
+                     SYMBOL_LIMITS, _ArrayField, _Entry)
 
 
 class CheckedFile:

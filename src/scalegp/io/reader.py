@@ -11,12 +11,11 @@ from dataclasses import fields
 
 import numpy as np
 
-from .. import engine
-from .. import kernels
+from .. import engine, kernels
 from ..engine import exact, systems
 from ..errors import InvalidModelFileError
-from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators import restore
+from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
 from ..inference.optimize import OptimizationResult

@@ -13,7 +13,6 @@ import numpy as np
 
 from .._validation import (check_bounds, check_positive_scalar, check_positive_vector,
                            check_within_bounds)
-
 from .spectral import SpectralLaws
 from .values import KernelValues
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_matrix
-
 from .base import Kernel
 from .spectral import _per_dimension_tail
 

@@ -77,9 +77,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .. import engine
-from .. import linalg
-from .._memory import format_bytes, available_bytes, default_chunk_size
+from .. import engine, linalg
+from .._memory import available_bytes, default_chunk_size, format_bytes
 from .._validation import check_dtype
 from ..data.base import ArraySource, Chunk, DataSource
 from ..engine.hyperparameters import Hyperparameters

@@ -38,16 +38,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import exact
 from .._memory import available_bytes, default_chunk_size
-from ..engine.noise import noise_only_log_marginal_likelihood
 from .._validation import as_generator, check_matrix, check_positive_int, check_vector
+from ..engine import exact
+from ..engine.hyperparameters import Hyperparameters
+from ..engine.noise import noise_only_log_marginal_likelihood
+from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
-from ..engine.hyperparameters import Hyperparameters
-from .centered import LocalContext, LocalModel
-from ..engine.objectives import low_rank_objective
 from ..rowwise import one_blas_thread
+from .centered import LocalContext, LocalModel
 
 __all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
            "NeighborhoodPosterior", "blend_weights", "required_bytes", "check_memory"]
