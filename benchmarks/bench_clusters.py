@@ -7,11 +7,11 @@ For N_C centres (training points drawn at random) and a shared RFF map (Gaussian
 d = 2, m = 256, N = 200,000 rows streamed from a ``.npy`` file through a memory map, in the
 engine's default chunks), it times
 
-* **one pass**: :func:`scalegp.local.centered.centred_statistics` (each chunk read once, the features
-  of its shifted rows formed for every centre, one symmetric rank-k update per centre), with
-  ``group=1`` and ``group=8`` (eight centres' features per call);
-* **N_C passes**: :func:`scalegp.engine.statistics.accumulate_statistics` once per centre on x - c, each pass
-  reading the whole file again;
+* **one pass**: :func:`scalegp.local.centered.centred_statistics` (each chunk read once, the
+  features of its shifted rows formed for every centre, one symmetric rank-k update per centre),
+  with ``group=1`` and ``group=8`` (eight centres' features per call);
+* **N_C passes**: :func:`scalegp.engine.statistics.accumulate_statistics` once per centre on x - c,
+  each pass reading the whole file again;
 
 and reports seconds, rows read from the file, the peak of ``tracemalloc`` during the call
 (numpy reports its buffers to it) and the N_C m x m systems a fitted model keeps

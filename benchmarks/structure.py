@@ -6,10 +6,10 @@
 Read from the syntax trees of ``src/scalegp`` (imports inside functions included, nothing
 imported) by :mod:`scalegp._architecture`, which also declares the wings and their order:
 modules and lines per folder, the largest module and class, the depth of the import graph (the
-longest chain of imports, a cycle counted as one floor) and of the graph of wings, the cycles and the upward arrows (an
-import from a lower wing to a higher one), the private names reached across wings and the
-calls that factorize a matrix outside ``scalegp.linalg``. ``tests/test_architecture.py`` holds
-the same graph to zero cycles and zero upward arrows.
+longest chain of imports, a cycle counted as one floor) and of the graph of wings, the cycles and
+the upward arrows (an import from a lower wing to a higher one), the private names reached across
+wings and the calls that factorize a matrix outside ``scalegp.linalg``.
+``tests/test_architecture.py`` holds the same graph to zero cycles and zero upward arrows.
 """
 
 from __future__ import annotations

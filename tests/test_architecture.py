@@ -31,9 +31,10 @@ def load_architecture():
 
 arch = load_architecture()
 
-#: The one private name read across wings, by rule: scikit-learn's ``BaseEstimator._validate_params``
-#: (the check of ``_parameter_constraints``), which the estimators wing calls on its own
-#: estimators for the model files (no public scikit-learn function does it).
+#: The one private name read across wings, by rule: scikit-learn's
+#: ``BaseEstimator._validate_params`` (the check of ``_parameter_constraints``), which the
+#: estimators wing calls on its own estimators for the model files (no public scikit-learn function
+#: does it).
 ALLOWED_PRIVATE_REACHES = {"scalegp.estimators.restore reads estimator._validate_params"}
 #: Modules that still factorize a matrix themselves, with their number of such calls: the
 #: reference computations of two experiments (their two copies of a spectral norm among them).

@@ -184,8 +184,8 @@ def test_weights_given_the_field():
 # ---------------------------------------------------------------- the chain
 def exact_theta1_posterior(dense_Q_of, y, n_atoms=GRID.size):
     """p(h | y) ∝ ∫∫ N(y; 0, Q_h / theta2 + I / tau) Ga(tau) Ga(theta2), by a 400 x 400
-    rule in (log tau, log theta2), Q_h = dense_Q_of(h) for each atom h, over 1e-9..1 - 1e-9 of each prior's mass (the posterior
-    lies well inside)."""
+    rule in (log tau, log theta2), Q_h = dense_Q_of(h) for each atom h, over 1e-9..1 - 1e-9 of each
+    prior's mass (the posterior lies well inside)."""
     def nodes(prior):
         law = stats.gamma(prior.shape, scale=1 / prior.rate)
         logs = np.linspace(np.log(law.ppf(1e-9)), np.log(law.ppf(1 - 1e-9)), 400)

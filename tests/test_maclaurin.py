@@ -1,7 +1,8 @@
 """Maclaurin features (Wacker & Filippone 2022, Eqs. 3-5; docs/maclaurin.md): the explicit 1-D map
 is the truncated series, the sketched map is unbiased for it, the optimized allocation beats
 a uniform one, and far from the data vanilla Maclaurin collapses while the test-point-centred
-local model returns to the prior (Theorem 3.1, our reconstruction; docs/maclaurin.md, "Options and limits")."""
+local model returns to the prior (Theorem 3.1, our reconstruction; docs/maclaurin.md,
+"Options and limits")."""
 
 import math
 
@@ -164,7 +165,8 @@ def test_far_from_data_vanilla_collapses_and_local_returns_to_prior():
     vanilla = sg.LowRankGPRegressor(**common).fit(X, y)
     mean, std = vanilla.predict(far, return_std=True)
     assert np.all(np.abs(mean) < 1e-12) and np.all(std < 1e-12)
-    # the bound of docs/maclaurin.md, "Options and limits", for x = y: k_p(x, x) = s e^{-|x~|^2} sum_{n<=p} |x~|^{2n}/n!
+    # the bound of docs/maclaurin.md, "Options and limits", for x = y: k_p(x, x) = s e^{-|x~|^2}
+    # sum_{n<=p} |x~|^{2n}/n!
     Psi = vanilla.feature_map_.features(far, kernel)
     bound = np.exp(-(far[:, 0] / 0.3) ** 2) * sum((far[:, 0] / 0.3) ** (2 * n)
                                                  / math.factorial(n) for n in range(10))

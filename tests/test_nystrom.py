@@ -339,8 +339,8 @@ def test_estimator_objectives_learn_and_report(objective, data):
                                                        ("dtc", True)])
 def test_sample_y_has_the_covariance_of_predict(objective, diag_correction, data):
     """sample_y draws with the same diagonal correction as predict (default: with it, for a
-    Nystrom map under every objective): the sample covariance of 40,000 draws at 4 points far from and near the
-    data against predict(return_cov=True), each entry within 5 of its standard errors
+    Nystrom map under every objective): the sample covariance of 40,000 draws at 4 points far from
+    and near the data against predict(return_cov=True), each entry within 5 of its standard errors
     sqrt((C_ii C_jj + C_ij^2) / N) (Gaussian draws)."""
     X, y = data
     model = fit(objective, X, y)

@@ -1,5 +1,5 @@
-"""Polynomial sketches (docs/maclaurin.md, "Polynomial sketches"): unbiased for (u^T v)^n, and the empirical variance matches
-the closed form (Table 1; the exact TensorSketch formula of A.3.2) within 5 %.
+"""Polynomial sketches (docs/maclaurin.md, "Polynomial
+sketches"): unbiased for (u^T v)^n, and the empirical variance matches the closed form (Table 1; the exact TensorSketch formula of A.3.2) within 5 %.
 
 The number of draws R is derived, not chosen: the relative standard error of a sample
 variance is sqrt((kappa - 1) / R) (kappa the kurtosis of the estimate), so a 5 % tolerance at

@@ -7,9 +7,9 @@ machine (:mod:`scalegp._memory`): ``n_components`` (``check_memory``), the predi
 covariance and the draws of ``sample_y`` (``check_prediction_memory``), a local model's
 neighbourhoods and centres (:func:`scalegp.local.neighborhoods.check_memory`,
 :func:`scalegp.local.centered` memory checks), the Gibbs sampler's m x m factors per grid point and
-its kept draws (:mod:`scalegp.inference.gibbs`), the subsample of ``sample_kernel_approximation_error``.
-Counts whose cost is time, and whose useful range is far below any machine's, get a fixed
-limit here, stated in the docstrings and ``--help``:
+its kept draws (:mod:`scalegp.inference.gibbs`), the subsample of
+``sample_kernel_approximation_error``. Counts whose cost is time, and whose useful range is far
+below any machine's, get a fixed limit here, stated in the docstrings and ``--help``:
 
 ========================  ==================  ==============================================
 count                     limit               why

@@ -58,8 +58,9 @@ ENGINE_MATRICES = {"cholesky": 6, "eigen": 8, "qr": 8, "positive_part": 12}
 #: with solver="qr" 107 of 128 MiB; Fourier maps now apply dPsi as an operator (sfs: 43 MiB),
 #: while a map without one still forms it, which the 4 chunks keep room for. Not counted here:
 #: the features a likelihood-and-gradient evaluation keeps for its gradient pass,
-#: :class:`scalegp.engine.statistics.KeptFeatures` (n m float64 within :func:`scalegp.engine.statistics.feature_cache_budget`:
-#: 1 GiB and a quarter of the available memory).
+#: :class:`scalegp.engine.statistics.KeptFeatures` (n m float64 within
+#: :func:`scalegp.engine.statistics.feature_cache_budget`: 1 GiB and a quarter of the available
+#: memory).
 ENGINE_CHUNKS = 4
 #: Chunk-sized buffers of a transformer's features: Psi and the phases (``transform`` computes
 #: all its rows at once; the check asks for a chunk of rows at least).

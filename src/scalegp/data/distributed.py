@@ -1,7 +1,8 @@
 """The engine's passes over Dask collections: statistics where the rows are, sums on the driver.
 
 Every pass of the engine is a sum over rows of a pure function of a chunk
-(:func:`scalegp.engine.statistics.chunk_statistics`, :func:`scalegp.engine.statistics.chunk_gradient`, the summary's
+(:func:`scalegp.engine.statistics.chunk_statistics`,
+:func:`scalegp.engine.statistics.chunk_gradient`, the summary's
 :class:`scalegp.data.base.SummaryPart`), so over a ``dask.array`` it is a map over the row blocks
 followed by a tree reduction of the partial sums (docs/distributed.md):
 

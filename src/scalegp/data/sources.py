@@ -6,8 +6,8 @@ optional column of known per-row noise variances, chosen by name or 0-based inde
 command line. Every pass reads the file again, ``READ_ROWS`` rows at a time, and re-blocks to
 the engine's chunks, so a fit holds O(chunk_size * m + m^2) numbers whatever the number of
 rows (docs/data-sources.md, "Memory"). Its ``out_of_core`` flag tells the engine not to keep
-the features of a pass for the next one (:class:`scalegp.engine.statistics.KeptFeatures`), which would be
-O(n m).
+the features of a pass for the next one (:class:`scalegp.engine.statistics.KeptFeatures`), which
+would be O(n m).
 
 Rows are checked as they are read, with the same rules and messages as the command line: a
 missing or non-finite value is an error naming its data row (1-based, the header not
@@ -368,8 +368,9 @@ class ProgressBars:
 class PassReporter(WrappedSource):
     """A source that reports every pass over it: ``progress(rows_done)`` after each chunk
     and, when the callback has it, ``progress.start_pass(name, total_rows)`` before the pass
-    (total None while the number of rows is unknown; :class:`ProgressBars` draws them). ``stage`` names what the passes are
-    for; the passes of one stage are numbered (name "STAGE, pass J" from the second on)."""
+    (total None while the number of rows is unknown; :class:`ProgressBars` draws them). ``stage``
+    names what the passes are for; the passes of one stage are numbered (name "STAGE, pass J" from
+    the second on)."""
 
     def __init__(self, source: DataSource, progress):
         super().__init__(source)

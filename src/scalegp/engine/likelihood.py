@@ -49,7 +49,8 @@ from .systems import EigenSystem, FactorizedSystem
 
 #: How the engine treats a signed approximation Psi S Psi^T (quadrature rules with negative
 #: weights): "keep" conditions on it as it is and refuses it where Psi S Psi^T + s2 I is not
-#: positive definite; "repair" replaces it by its positive part (:mod:`scalegp.engine.positive_part`).
+#: positive definite; "repair" replaces it by its positive part
+#: (:mod:`scalegp.engine.positive_part`).
 SIGNED_RULES = ("keep", "repair")
 
 

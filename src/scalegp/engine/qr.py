@@ -136,9 +136,9 @@ class QRMarginalLikelihood:
         d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B beta|^2) / s2^2
                                      - (n - s + s2 tr M^{-1}) / s2],
 
-    g_il = d log w_l / d theta_i. Same interface as :class:`scalegp.engine.likelihood.MarginalLikelihood`:
-    theta = [kernel.theta..., log noise_variance]. Each call costs O(s^3). Computes in
-    float64 (the variant exists for accuracy).
+    g_il = d log w_l / d theta_i. Same interface as
+    :class:`scalegp.engine.likelihood.MarginalLikelihood`: theta = [kernel.theta..., log
+    noise_variance]. Each call costs O(s^3). Computes in float64 (the variant exists for accuracy).
     """
 
     def __init__(self, feature_map: FixedBasisFeatureMap, hyperparameters, X, y=None, *,

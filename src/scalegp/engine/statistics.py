@@ -147,9 +147,9 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
                           n_jobs: int | None = None) -> Statistics:
     """The statistics of the rows of ``source`` (or of the given ``chunks``): the sum of
     :func:`chunk_statistics` over its chunks, accumulated in place (one m x m buffer, two
-    per thread of a threaded pass; ``n_jobs`` threads over chunks, :mod:`scalegp.parallel`). ``keep_features``
-    (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a second pass, within its
-    budget."""
+    per thread of a threaded pass; ``n_jobs`` threads over chunks, :mod:`scalegp.parallel`).
+    ``keep_features`` (:class:`KeptFeatures`) receives (chunk, Psi) of every chunk for a second
+    pass, within its budget."""
     dtype = check_dtype(dtype)
     if chunks is None and isinstance(source, DistributedSource):
         if keep_features is not None:           # the features stay where their rows are
@@ -249,8 +249,9 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 
     the general form of 1/2 alpha^T dK alpha - 1/2 tr(K^{-1} dK) for K = Psi S Psi^T + D
     (R&W eq. 5.9), using Psi^T alpha = S beta. For homoscedastic noise the diagonal term is
-    left to :func:`scalegp.engine.likelihood.noise_gradient`, which needs only the statistics (last entry 0 here).
-    ``features``: the chunk's Psi at theta if already computed (the first pass kept it).
+    left to :func:`scalegp.engine.likelihood.noise_gradient`, which needs only the statistics (last
+    entry 0 here). ``features``: the chunk's Psi at theta if already computed (the first pass kept
+    it).
 
     ``trace_weight`` t adds the kernel-parameter share of the VFE term -t/2 tr(K - Psi Psi^T)
     (t = 1/s2, homoscedastic, S = I; docs/nystrom.md, Eq. V.3):

@@ -13,9 +13,10 @@ class ExactGPRegressor(_GPRegressor):
 
     Builds n x n matrices (O(n^3) time, O(n^2) memory); refuses n above
     :data:`scalegp.engine.exact.MAX_EXACT_SAMPLES`. Parameters and attributes are those of
-    :class:`~scalegp.estimators.lowrank.LowRankGPRegressor` without ``approximation``, ``n_components``,
-    ``approximation_options``, ``dtype``, ``solver`` and ``feature_map_``; ``posterior_`` is a
-    :class:`scalegp.engine.exact.ExactPosterior`. ``random_state`` seeds the optimizer restarts.
+    :class:`~scalegp.estimators.lowrank.LowRankGPRegressor` without ``approximation``,
+    ``n_components``, ``approximation_options``, ``dtype``, ``solver`` and ``feature_map_``;
+    ``posterior_`` is a :class:`scalegp.engine.exact.ExactPosterior`. ``random_state`` seeds the
+    optimizer restarts.
     """
 
     def __init__(self, kernel="gaussian", noise_variance=1e-2,

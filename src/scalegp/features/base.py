@@ -209,7 +209,8 @@ class MapAtTheta:
     #: True where the map has ``homoscedastic_gradient(items, statistics, system, *,
     #: trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one pass of
     #: its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`),
-    #: which :class:`scalegp.engine.likelihood.MarginalLikelihood` then uses instead of the general one.
+    #: which :class:`scalegp.engine.likelihood.MarginalLikelihood` then uses instead of the general
+    #: one.
     has_homoscedastic_gradient: ClassVar[bool] = False
 
     def __init__(self, feature_map: FeatureMap, kernel: Kernel):

@@ -140,9 +140,9 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
     needs), the origin with signed weight -c d, and lambda e_j with signed weight c:
     2D + 2d + 2 real columns, D = (n_components - 2d - 2) // 2 >= 1. With ``sampling="mc"``
     the frequencies are drawn by the kernel's sampler, so S-FS and ``rff`` built from equal
-    generators share omega_i (a paired comparison). The estimate is unbiased but not positive semidefinite:
-    for small D or widely spread inputs K~ + s2 I can be indefinite, and the engine then
-    raises NotPositiveDefiniteError. Gaussian kernel only.
+    generators share omega_i (a paired comparison). The estimate is unbiased but not positive
+    semidefinite: for small D or widely spread inputs K~ + s2 I can be indefinite, and the engine
+    then raises NotPositiveDefiniteError. Gaussian kernel only.
     """
 
     description = "stochastic fully symmetric quadrature (S-FS): RFF with a D-FS control variate"

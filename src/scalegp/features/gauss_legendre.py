@@ -17,14 +17,14 @@ hyperparameters theta; they enter through the diagonal weights w(theta) = W p_th
 evaluation costs O(s^3) (the engine's :class:`~scalegp.engine.statistics.BasisStatistics` path).
 
 This module holds the map ``"glf"``; ``"glf-semigroup"`` of the reciprocal semigroup kernel
-(Section 6.3; section 9) is :mod:`scalegp.features.glf_semigroup`. Their parts live elsewhere: the 1-D rules in
-:mod:`scalegp.features.quadrature` (section 1), the tensor-grid algebra in
+(Section 6.3; section 9) is :mod:`scalegp.features.glf_semigroup`. Their parts live elsewhere: the
+1-D rules in :mod:`scalegp.features.quadrature` (section 1), the tensor-grid algebra in
 :mod:`scalegp.features._tensor_grid` (section 2), the box Theta, truncation (Proposition 7;
 section 5), node-count bounds (Theorems 10-12; section 6) and the practical rules for q and Q
 (section 7) in :mod:`scalegp.features.glf_theory`, the ``n_nodes="auto"`` search in
-:mod:`scalegp.inference.glf_selection` (it needs the engine, which no feature map imports), and what the
-kernel contributes (decay class, density bound, panels, Laplace representation) in the kernel
-(:mod:`scalegp.kernels`). The QR-based likelihood of Appendix A.2 (section 8) is in
+:mod:`scalegp.inference.glf_selection` (it needs the engine, which no feature map imports), and
+what the kernel contributes (decay class, density bound, panels, Laplace representation) in the
+kernel (:mod:`scalegp.kernels`). The QR-based likelihood of Appendix A.2 (section 8) is in
 :mod:`scalegp.engine.qr`.
 """
 
@@ -54,7 +54,8 @@ DEFAULT_NOISE_VARIANCE_LOWER = 1e-6
 MAX_COMPONENTS = 16_384
 
 
-#: Default tolerance of ``n_nodes="auto"`` (:func:`scalegp.inference.glf_selection.search_node_counts`).
+#: Default tolerance of ``n_nodes="auto"``
+#: (:func:`scalegp.inference.glf_selection.search_node_counts`).
 DEFAULT_TOLERANCE = 1e-3
 
 

@@ -78,7 +78,8 @@ def largest_fitting(settings, columns, n_components: int, name: str, setting_nam
 
 def rule_columns(rule: quadrature.QuadratureRule) -> int:
     """Real columns of a symmetric rule's features: a cos/sin pair per +-pair of nodes and
-    one for the origin (its sin column is 0), see :func:`scalegp.features.quadrature.symmetric_half`."""
+    one for the origin (its sin column is 0), see
+    :func:`scalegp.features.quadrature.symmetric_half`."""
     has_origin = bool(np.any(np.all(rule.nodes == 0.0, axis=1)))
     return 2 * ((rule.n_nodes + int(has_origin)) // 2)
 

@@ -9,11 +9,11 @@ truncated at degree p to k_p. The map is (Eq. 4 for d = 1, Eq. 5 for d >= 2)
     psi(x) = sqrt(s) e^{-|x~|^2/2} (1, Phi_1(x~) / sqrt(1!), ..., Phi_p(x~) / sqrt(p!)),
 
 with Phi_n(u) = u^n for d = 1 (``sketch="explicit"``: psi^T psi = k_p exactly) and, for
-d >= 2, independent polynomial sketches with D_n features (:mod:`scalegp.features.sketches`), so that
-E[psi(x)^T psi(y)] = k_p(x, y). The sketch draw does not depend on theta: l enters through
+d >= 2, independent polynomial sketches with D_n features (:mod:`scalegp.features.sketches`), so
+that E[psi(x)^T psi(y)] = k_p(x, y). The sketch draw does not depend on theta: l enters through
 x~ and the prefactor, so the engine learns theta like for any map. The allocation D_1..D_p
-and the degree p* are chosen by the incremental algorithm on a subsample (docs/maclaurin.md, "Allocation and degree p*";
-:func:`optimize_allocation`). docs/maclaurin.md.
+and the degree p* are chosen by the incremental algorithm on a subsample (docs/maclaurin.md,
+"Allocation and degree p*"; :func:`optimize_allocation`). docs/maclaurin.md.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def truncation_share(degree: int, r2) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AllocationStatistics:
-    """Subsample averages (docs/maclaurin.md, "Allocation and degree p*"): per degree n, Var = a_n / D_n + b_n w(D_n) averaged
-    with the prefactors c_ij^2 over pairs i > j (``a``, ``b``), and the squared truncation
+    """Subsample averages (docs/maclaurin.md, "Allocation and degree
+    p*"): per degree n, Var = a_n / D_n + b_n w(D_n) averaged with the prefactors c_ij^2 over pairs i > j (``a``, ``b``), and the squared truncation
     bias B_p averaged over all pairs (``bias``, index p = 0..p_max)."""
 
     sketch: str

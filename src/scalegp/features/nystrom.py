@@ -227,7 +227,8 @@ class NystromAtTheta(MapAtTheta):
         sum(B o dK_XZ,j) (with ``knots=True`` also the knots' cross term) from one kernel
         evaluation (:meth:`~scalegp.kernels.Kernel.gradient_inner_and_input_contraction`);
         C from the statistics. The engine's general chunk gradient
-        (:func:`scalegp.engine.statistics.chunk_gradient`) gives the same numbers at about twice the flops.
+        (:func:`scalegp.engine.statistics.chunk_gradient`) gives the same numbers at about twice
+        the flops.
         """
         sensitivity = _KnotSpaceSensitivity(self, statistics, system, trace_weight)
         totals = parallel.reduce_chunks(

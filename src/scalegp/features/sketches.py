@@ -25,8 +25,8 @@ Re(Phi_n(u)^T conj(Phi_n(v))) exactly, so a complex sketch with D complex featur
 real columns.
 
 :func:`sketch_variance` is the closed-form variance of each (Table 1, with the exact
-TensorSketch formula derived for this library (docs/maclaurin.md, "Polynomial sketches"); the authors' ``pseudo_var_tensor_sketch`` is not exact
-for n >= 2).
+TensorSketch formula derived for this library (docs/maclaurin.md, "Polynomial sketches"); the
+authors' ``pseudo_var_tensor_sketch`` is not exact for n >= 2).
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ def variance_terms(sketch: str, degree: int, u, v, n_dims_padded: int | None = N
 def variance_parts(sketch: str, degree: int, u, v, n_dims_padded: int | None = None):
     """(a, b) with Var[Phi_n(u)^T Phi_n(v)] = a / D + b w(D) (:func:`correlation_weight`):
     (V1, C) of :func:`variance_terms` for product sketches and TensorSRHT; for TensorSketch
-    a = M_B^n + M_C^n - 2 t^{2n}, b = M_BC^n - M_B^n - M_C^n + t^{2n} (docs/maclaurin.md, "Polynomial sketches")."""
+    a = M_B^n + M_C^n - 2 t^{2n}, b = M_BC^n - M_B^n - M_C^n + t^{2n} (docs/maclaurin.md,
+    "Polynomial sketches")."""
     if sketch != "tensorsketch":
         return variance_terms(sketch, degree, u, v, n_dims_padded)
     t, N, S = pair_moments(np.asarray(u, float), np.asarray(v, float))
@@ -208,13 +209,14 @@ def correlation_weight(sketch: str, n_features, n_dims_padded: int):
 def sketch_variance(sketch: str, degree: int, n_features: int, u, v,
                     n_dims_padded: int | None = None):
     """Var[Phi_n(u)^T Phi_n(v)] in closed form (Re part for complex sketches; Table 1 of
-    Wacker & Filippone 2022; docs/maclaurin.md, "Polynomial sketches"), for D = n_features features (complex features for
-    complex sketches) and inputs u, v (..., d); d is padded to a power of 2 for TensorSRHT.
+    Wacker & Filippone 2022; docs/maclaurin.md, "Polynomial sketches"), for D = n_features features
+    (complex features for complex sketches) and inputs u, v (..., d); d is padded to a power of 2
+    for TensorSRHT.
 
     Product sketches: (m^n - t^{2n}) / D (m the per-feature second moment of Table 1);
     complex: (m^n + m_p^n)/2 - t^{2n} over D. TensorSRHT adds P(D) C / D^2.
-    TensorSketch, exact (docs/maclaurin.md, "Polynomial sketches"): with M_B = N + t^2 - S, M_C = 2 t^2 - S,
-    M_BC = N + 2 t^2 - 2 S and c_D = 1/D^2 (D odd) or 2/D^2 (D even),
+    TensorSketch, exact (docs/maclaurin.md, "Polynomial sketches"): with M_B = N + t^2 - S, M_C = 2
+    t^2 - S, M_BC = N + 2 t^2 - 2 S and c_D = 1/D^2 (D odd) or 2/D^2 (D even),
 
         Var = (M_B^n + M_C^n - 2 t^{2n}) / D + c_D (M_BC^n - M_B^n - M_C^n + t^{2n}).
     """

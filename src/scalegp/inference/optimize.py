@@ -1,9 +1,9 @@
 """Hyperparameter learning: L-BFGS-B on log-parameters inside their box.
 
 The objective is any callable ``theta -> (log p(y), gradient)`` (the engine's
-:class:`~scalegp.engine.likelihood.MarginalLikelihood` or the exact reference), theta and its box given by
-:class:`~scalegp.engine.hyperparameters.Hyperparameters`; parameters whose lower and upper bounds
-coincide are held fixed. Restarts are drawn uniformly in the box from an
+:class:`~scalegp.engine.likelihood.MarginalLikelihood` or the exact reference), theta and its box
+given by :class:`~scalegp.engine.hyperparameters.Hyperparameters`; parameters whose lower and upper
+bounds coincide are held fixed. Restarts are drawn uniformly in the box from an
 explicit generator. An optimum on a bound triggers a :class:`BoundaryWarning`. An evaluation
 whose matrices do not factorize even with jitter (:class:`NotPositiveDefiniteError`) is an
 infeasible point the line search backs off from, reported in one :class:`NumericalWarning`;
@@ -214,8 +214,8 @@ def _windowed_search(negative, start, box, max_iter, radius) -> _Run:
     window ``_window(box, x, radius)``: an optimum on a face of the window that is not a
     face of the box moves the window there (each move raises the objective), at most
     ``MAX_WINDOW_MOVES`` times ("STILL MOVING" otherwise). A run that reports convergence
-    at its start although the projected gradient there exceeds ``STATIONARITY_TOLERANCE`` is retried in
-    windows ``WINDOW_SHRINK`` times narrower (every parameter, ``WINDOW`` at most;
+    at its start although the projected gradient there exceeds ``STATIONARITY_TOLERANCE`` is
+    retried in windows ``WINDOW_SHRINK`` times narrower (every parameter, ``WINDOW`` at most;
     ``WINDOW_SHRINKS`` retries in all) and otherwise reported as not converged
     ("NO PROGRESS"): never as converged.
     """
@@ -275,7 +275,8 @@ def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_rest
     """Maximize the objective over theta inside the box of ``hyperparameters``.
 
     ``objective`` takes theta = [kernel.theta..., log noise_variance] (any objective of the
-    engine: :class:`scalegp.engine.likelihood.MarginalLikelihood`, :class:`scalegp.engine.qr.QRMarginalLikelihood`,
+    engine: :class:`scalegp.engine.likelihood.MarginalLikelihood`,
+    :class:`scalegp.engine.qr.QRMarginalLikelihood`,
     :class:`scalegp.engine.exact.ExactMarginalLikelihood`); ``hyperparameters`` gives the start and
     the box (:class:`~scalegp.engine.hyperparameters.Hyperparameters`, which may have been narrowed
     to where a feature map is valid). Returns the hyperparameters at the optimum and the

@@ -23,8 +23,8 @@ naming the entry. A new field is one line in these tables; every field of the pa
 models has one (tests/test_model_file_schema.py enumerates them), and a field of a map from
 outside the package that they do not declare is a finite array or a JSON scalar.
 
-A local model (:mod:`scalegp.local.centered`) has ``system.factorization = "local"``, its kind and the
-kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
+A local model (:mod:`scalegp.local.centered`) has ``system.factorization = "local"``, its kind and
+the kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
 declares them (``MODEL_FILE_METADATA``, ``MODEL_FILE_ARRAYS``, ``stored_arrays``), and the
 loader checks them like its own tables (``LOCAL_CONDITIONS``), so a new kind needs no change
 here. Test-point and lazy cluster models store their (standardized) training rows.

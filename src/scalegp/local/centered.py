@@ -13,11 +13,12 @@ only (Fourier maps: centring changes nothing), and which for a map accurate near
 
 Two kinds are defined next to it, one class each, registered by name in :data:`LOCAL_KINDS`:
 
-* ``"test-points"`` (:class:`~scalegp.local.test_points.TestPointLocalModel`): every test point is its own centre, the
-  exact reformulation k(x - x*, y - x*) of Eq. 6-7, O(N* (N m^2 + m^3));
-* ``"clusters"`` (:class:`~scalegp.local.clusters.ClusterLocalModel`): Algorithm 1, farthest-point centres with a
-  threshold in length scales (:func:`scalegp.local.clustering.farthest_point_centres`), one posterior
-  per centre, each test point routed to its nearest centre.
+* ``"test-points"`` (:class:`~scalegp.local.test_points.TestPointLocalModel`): every test point is
+  its own centre, the exact reformulation k(x - x*, y - x*) of Eq. 6-7, O(N* (N m^2 + m^3));
+* ``"clusters"`` (:class:`~scalegp.local.clusters.ClusterLocalModel`): Algorithm 1, farthest-point
+  centres with a threshold in length scales
+  (:func:`scalegp.local.clustering.farthest_point_centres`), one posterior per centre, each test
+  point routed to its nearest centre.
 
 The local-model protocol
 ------------------------
@@ -150,9 +151,9 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
     ``at_maps`` is one map at theta shared by all centres, or one per centre. For each chunk
     the features of the rows shifted by each centre are formed in a call of their own, and
     the centre's Gram is a symmetric rank-k update, as in
-    :func:`scalegp.engine.statistics.accumulate_statistics`: a centre's statistics are bitwise those it has
-    alone, whatever the other centres (a test point's, for test-point centring). Memory: one
-    m x m Gram per centre plus one chunk of features (docs/local-models.md, "One pass").
+    :func:`scalegp.engine.statistics.accumulate_statistics`: a centre's statistics are bitwise
+    those it has alone, whatever the other centres (a test point's, for test-point centring).
+    Memory: one m x m Gram per centre plus one chunk of features (docs/local-models.md, "One pass").
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
@@ -190,7 +191,8 @@ def centred_gradients(at_maps, source: DataSource, centres, systems, *,
     chunks of :func:`scalegp.engine.statistics.chunk_gradient` on the shifted chunk (X - c, y).
 
     Returns an array (n_centres, n_params + 1); its last column (the noise) is 0, to be
-    replaced by :func:`scalegp.engine.likelihood.noise_gradient` of each centre (homoscedastic noise).
+    replaced by :func:`scalegp.engine.likelihood.noise_gradient` of each centre (homoscedastic
+    noise).
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))

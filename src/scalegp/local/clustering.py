@@ -2,8 +2,8 @@
 
 Distances are measured in u = x / l (l the kernel's length scale, one per input for ARD), so a
 threshold theta is "theta length scales" in every direction (docs/local-models.md,
-"Algorithm 1"). Both functions are public: local models (:mod:`scalegp.local.centered`) and any model
-that partitions the inputs by centres call them.
+"Algorithm 1"). Both functions are public: local models (:mod:`scalegp.local.centered`) and any
+model that partitions the inputs by centres call them.
 """
 
 from __future__ import annotations

@@ -250,7 +250,8 @@ class NeighborhoodLikelihood:
         Evaluate ``value`` and ``__call__`` on this many centres drawn at random (``rng``), not
         all: learning then costs that many local objectives per step. ``posterior`` always
         conditions every neighbourhood.
-    solver, dtype : the low-rank engine's options (:func:`scalegp.engine.objectives.low_rank_objective`)
+    solver, dtype : the low-rank engine's options
+    (:func:`scalegp.engine.objectives.low_rank_objective`)
     """
 
     def __init__(self, hyperparameters, neighborhoods: Neighborhoods, X, y, *,
