@@ -4,9 +4,11 @@ One place declares the architecture: :data:`LAYERS` lists the wings from the bot
 module may import from its own layer or any layer below, never from one above (an "upward
 arrow"). A module's wing is its folder (``scalegp/engine/...`` is the engine), or, for the
 modules at the top of the package, :data:`TOP_LEVEL`. ``tests/test_architecture.py`` fails on
-a cycle or an upward arrow; ``benchmarks/structure.py`` prints the numbers. Only the standard
-library is used: the graph is read from the syntax trees, imports inside functions included,
-nothing is imported.
+a cycle, an upward arrow, a private name used across wings (:func:`private_reaches`) and a
+factorization outside :mod:`scalegp.linalg` (:func:`factorizations`);
+``benchmarks/structure.py`` prints the numbers (docs/extending.md, "The layout of the
+package"). Only the standard library is used: the graph is read from the syntax trees, imports
+inside functions included, nothing is imported.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ ROOT = Path(__file__).resolve().parent
 
 #: The wings from the bottom up; the wings of one layer may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("base",),                     # errors, checks, memory, output, linear algebra, kernels
+    ("base",),                     # errors, checks, memory, output, linear algebra, kernels,
+                                   # metrics: the top-level modules and kernels/
     ("data", "datasets"),          # data sources, readers, tables; the embedded data sets
     ("features",),                 # feature maps and the rules and sketches they are built on
     ("engine",),                   # statistics, likelihood, posterior, systems, noise
@@ -36,9 +39,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: The wing of each module at the top of the package (every other module's is its folder).
 TOP_LEVEL: dict[str, str] = {
     "scalegp": "package", "__main__": "package", "testing": "package",
-    "_architecture": "base", "_version": "base", "errors": "base", "_validation": "base", "_limits": "base",
-    "_memory": "base", "_output": "base", "linalg": "base", "parallel": "base",
-    "rowwise": "base", "kernels": "base", "metrics": "base",
+    "_architecture": "base", "_version": "base", "errors": "base", "_validation": "base",
+    "_limits": "base", "_memory": "base", "_output": "base", "linalg": "base",
+    "parallel": "base", "rowwise": "base", "kernels": "base", "metrics": "base",
 }
 
 LAYER_OF: dict[str, int] = {wing: level for level, wings in enumerate(LAYERS) for wing in wings}
