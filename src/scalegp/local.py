@@ -552,10 +552,13 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
                  n_samples, *, centres: np.ndarray, threshold: float, systems: dict,
                  maps=None, lazy: bool = False, source: ArraySource | None = None,
-                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None):
+                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None,
+                 centre_ratios: dict | None = None):
         super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
                          n_samples)
         self._centres = centres
+        #: index -> the truncation's ratio at each centre (scalegp.resolution), as known
+        self._centre_ratios = dict(centre_ratios or {})
         self.map_seed = map_seed
         self.threshold = float(threshold)
         self.systems = dict(systems)
@@ -585,6 +588,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                        **common)
         if reoptimized:                     # its model file rebuilds the maps from the rows
             common["source"] = context.source
+        common["centre_ratios"] = resolution.centre_ratios(
+            context.feature_map, kernel, noise_variance, context.source.X, centres)
         check_local_memory(centres.shape[0], m, "a cluster-centred local model")
         statistics = centred_statistics(_at(maps, kernel), context.source, centres,
                                         chunk_size=context.chunk_size, dtype=context.dtype,
@@ -634,6 +639,10 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         self._check_no_cov(return_cov)
         X = self.feature_map.check_input(X, self.kernel)
         route = self.route(X)
+        resolution.warn_unresolved_routed(
+            self.feature_map, self.kernel, self.noise_variance,
+            None if self.source is None else self.source.X, self._centres, X, route,
+            self._centre_ratios)
         needed = np.unique(route)
         if self.lazy:
             self._condition_missing(needed)
