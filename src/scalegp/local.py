@@ -519,7 +519,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
 
     For centre c with Psi_c = psi(X - c): M_c = Psi_c^T Psi_c + s2 I = L_c L_c^T,
     beta_c = M_c^{-1} Psi_c^T y; at x* routed to c, mean psi(x* - c)^T beta_c and latent
-    variance s2 |L_c^{-1} psi(x* - c)|^2. The centres come from
+    variance s2 |L_c^{-1} psi(x* - c)|^2 (plus k(x*, x*) - |psi(x* - c)|^2 for a map bounded by
+    the kernel: the DTC variance of docs/nystrom.md, section 4). The centres come from
     :func:`~scalegp.clustering.farthest_point_centres` at the model's length scale, the first
     being the training mean; routing is by :func:`~scalegp.clustering.nearest_centres`.
     All centres' statistics come from one pass (:func:`centred_statistics`); the systems take
@@ -653,7 +654,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
             posterior = gp.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
                                      math.nan, self.n_samples)
             shifted = (X[rows] - self._centres[j]).astype(X.dtype, copy=False)
-            out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise)
+            out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise,
+                                    diag_correction=posterior.feature_map.bounded_by_kernel)
             if return_var:
                 mean[rows], var[rows] = out
             else:
@@ -742,7 +744,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
     with kernel k(x - x*, y - x*), whose test features are psi(0):
 
         M_* = Psi_*^T Psi_* + s2 I = L_* L_*^T,   Psi_* = psi(X - x*),
-        mean(x*) = v_*^T w_*,   latent variance s2 |v_*|^2,
+        mean(x*) = v_*^T w_*,   latent variance s2 |v_*|^2 (+ k(0, 0) - |psi(0)|^2, the DTC
+        correction, for a map bounded by the kernel: Nystrom, random projection),
         v_* = L_*^{-1} psi(0),  w_* = L_*^{-1} Psi_*^T y.
 
     Blocks of test points are done together: one pass over the training rows gives the
@@ -832,6 +835,9 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         if not return_var:
             return mean
         np.maximum(var, 0.0, out=var)
+        if self.feature_map.bounded_by_kernel:        # the DTC variance (class docstring)
+            var += max(float(self.kernel.diag(np.zeros((1, X.shape[1])))[0]) - psi0 @ psi0,
+                       0.0)
         if include_noise:
             var += s2
         return mean, var
