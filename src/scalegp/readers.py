@@ -132,6 +132,16 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 MAX_FIELD_CHARS = csv.field_size_limit()
 
 
+def _unreadable(error: csv.Error) -> str:
+    """What follows "line N" in the message of a line the csv module refuses: its own words
+    ("new-line character seen in unquoted field"), except for a field over its limit, whose
+    words ("field larger than field limit (131072)") are those of its parser's internals."""
+    if str(error).startswith("field larger than field limit"):
+        return (f" has a field longer than {MAX_FIELD_CHARS} characters, the most a CSV cell "
+                "may hold")
+    return f" cannot be read as CSV ({error})"
+
+
 def _parse_cell(text: str) -> float:
     """A cell's value by :data:`NUMBER` (NaN for a missing token). On ASCII text without
     ``_`` and without whitespace other than spaces and tabs around it, Python's ``float``
@@ -216,8 +226,7 @@ def parse_csv_lines(lines, first_line: int, columns, csv_format: dict, path) -> 
             break
         except csv.Error as error:
             raise CsvLineError(path, first_line + reader.line_num - 1, "line ",
-                               f" cannot be read as CSV ({error}; a field may have at most "
-                               f"{MAX_FIELD_CHARS} characters)") from None
+                               _unreadable(error)) from None
         if _blank(row):
             continue
         line = first_line + reader.line_num - 1
@@ -267,8 +276,7 @@ class CsvReader:
                 try:
                     first = next(csv.reader([text], **self.csv_format), [])
                 except csv.Error as error:
-                    raise TableError(f"{self.path}: line {line} cannot be read as CSV "
-                                     f"({error})") from None
+                    raise TableError(f"{self.path}: line {line}{_unreadable(error)}") from None
                 if not _blank(first):
                     break
                 first = None
