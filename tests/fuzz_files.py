@@ -97,6 +97,8 @@ def csv_mutations():
         u(csv_text(n, v, cell=lambda x: f"{x:+.17e}")), v, VALID)
     m["a row of empty cells"] = lambda n, v: Mutant(
         u(csv_text(n, v).replace("\n", "\n" + "," * (len(n) - 1) + "\n", 1)), v, VALID)
+    m["a row of empty cells before the header"] = lambda n, v: Mutant(
+        u("," * (len(n) - 1) + "\n" + csv_text(n, v)), v, VALID)
     m["ragged long row"] = lambda n, v: Mutant(
         u(_with_line(n, v, 2, lambda line: line + ",1.0")), None, INVALID)
     m["ragged short row"] = lambda n, v: Mutant(
