@@ -114,7 +114,7 @@ def test_full_run(work, saved_models, dask_scheduler, capsys):
 
 # ------------------------------------------------------------------- the bugs of issue 24
 # The generated cases that met a bug of issue 24 before its fix, each with the verdict it
-# must get now (the section of the issue in the id).
+# must get now (the section of the issue in the comment).
 
 
 def by_name(cases, name):
