@@ -30,6 +30,7 @@ import scipy.linalg
 from .. import linalg
 from ..features import _sketching as sketching
 from ..kernels import Gaussian
+from ..plot import new_figure
 from . import register, write_figure, write_text
 from .verdicts import NO_VERDICT, NOT_REPRODUCED, REPRODUCED, SEED_RULE, TIE, seed_spread
 
@@ -215,8 +216,7 @@ def _per_seed(rows, method, m, key, n_seeds: int) -> list[float]:
 
 
 def plot_table1(rows, ranks, path: Path) -> Path:
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    fig, axes = new_figure(1, 3, figsize=(13, 4))
     for method, style in (("best", "k--"), ("RP", "C0o-"), ("PP1", "C1s-"), ("PP2", "C2^-")):
         for ax, key in zip(axes, ("fro", "spectral", "cond")):
             if method == "best" and key == "cond":
@@ -229,7 +229,6 @@ def plot_table1(rows, ranks, path: Path) -> Path:
     fig.suptitle("rp-table1: exp(-(x-y)^2) on 1000 grid points (constants ours)")
     fig.tight_layout()
     written = write_figure(fig, path, dpi=80)
-    plt.close(fig)
     return written
 
 
@@ -397,8 +396,7 @@ def table2_markdown(rows, n_seeds: int) -> list[str]:
 
 
 def plot_table2(rows, lambdas, path: Path) -> Path:
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(lambdas), figsize=(4.3 * len(lambdas), 3.8))
+    fig, axes = new_figure(1, len(lambdas), figsize=(4.3 * len(lambdas), 3.8))
     largest = max(row["n"] for row in rows)
     for ax, lam in zip(np.atleast_1d(axes), lambdas):
         selected = [row for row in rows if row["lam"] == lam and row["n"] == largest]
@@ -416,7 +414,6 @@ def plot_table2(rows, lambdas, path: Path) -> Path:
     fig.suptitle("rp-table2: rank per target error (constants ours)")
     fig.tight_layout()
     written = write_figure(fig, path, dpi=80)
-    plt.close(fig)
     return written
 
 
@@ -433,8 +430,3 @@ def run_table2(output_dir: Path, quick: bool) -> list[Path]:
             plot_table2(rows, lambdas, output_dir / "rp-table2.png")]
 
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
