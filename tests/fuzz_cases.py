@@ -22,6 +22,7 @@ seeded, deterministic list, with the oracle each case's result is held to.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import warnings
@@ -33,7 +34,7 @@ import scalegp as sg
 from scalegp import features
 
 from . import fuzz_files
-from .fuzzing import CRASH, DATA_LOSS, SILENT_WRONG, Case, call_main, differs, finite_problem
+from .fuzzing import Case, call_main, differs, finite_problem
 
 QUIET = "--quiet"
 #: Probe points of the fit oracles: inside the data's box [-2, 2]^2 and outside it.
@@ -58,8 +59,11 @@ def load_quietly(path):
         return sg.load(path)
 
 
-def read_predictions(path):
-    return np.atleast_2d(np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2))
+def read_predictions(folder: Path, out: str, stdout: str):
+    """The (mean, std) rows that ``scalegp predict --out OUT`` wrote: to the file ``OUT`` in
+    ``folder``, or to standard output when ``OUT`` is "-" (predict's default)."""
+    source = io.StringIO(stdout) if out == "-" else folder / out
+    return np.loadtxt(source, delimiter=",", skiprows=1, ndmin=2)
 
 
 # ------------------------------------------------------------------------- fit-data
@@ -96,11 +100,6 @@ def fit_oracle(expected, options, reference_folder):
 DASK_OPTIONS = ["--approximation", "glf", "--n-components", "16", "--no-optimize"]
 #: What fit --dask-scheduler reads (docs/distributed.md): not .npz.
 DASK_SUFFIXES = (".csv", ".npy", ".parquet")
-#: Where the Dask reader's grammar differs from the serial reader's (issue 24 section 5): it
-#: trains on a ragged row truncated, and reads a row of empty cells as missing values where
-#: the serial reader skips it as blank.
-DASK_KNOWN = {".csv ragged long row": "§5 one grammar for every reader and engine",
-              ".csv a row of empty cells": "§5 one grammar for every reader and engine"}
 
 
 def fit_data_cases(reference_folder: Path, scheduler=None):
@@ -125,8 +124,7 @@ def fit_data_cases(reference_folder: Path, scheduler=None):
                 oracle=(None if mutant.expected is None
                         else fit_oracle(mutant.expected, chosen, reference_folder)),
                 must_mention=None if valid else path, must_succeed=valid and len(values) > 1,
-                known=(DASK_KNOWN.get(f"{suffix} {mutation}") if scheduler else None)
-                or mutant.known, timeout=60 if scheduler else 20)
+                timeout=60 if scheduler else 20)
 
 
 # ------------------------------------------------------------------------- predict-data
@@ -151,7 +149,7 @@ def rowwise_oracle(model_name, expected_X, out="p.csv"):
     def oracle(folder, stdout):
         model = load_quietly(folder / model_name)
         mean, std = predict_rows(model, expected_X)
-        got = read_predictions(folder / out)
+        got = read_predictions(folder, out, stdout)
         if got.shape[0] != len(expected_X):
             return f"{got.shape[0]} predictions for {len(expected_X)} rows"
         return (differs("mean", got[:, 0], mean) or differs("std", got[:, 1], std)
@@ -178,8 +176,7 @@ def predict_data_cases(model_folder: Path):
                        setup=setup,
                        oracle=(None if mutant.expected is None
                                else rowwise_oracle("model-a-b.npz", mutant.expected)),
-                       must_mention=None if valid else path, must_succeed=valid,
-                       known=mutant.known)
+                       must_mention=None if valid else path, must_succeed=valid)
 
 
 # ------------------------------------------------------------------------- options
@@ -313,31 +310,6 @@ def evaluate_oracle(argv):
     return oracle
 
 
-def options_known(argv):
-    """The issue-24 section of a known bug that ``argv`` triggers, judged by the verdict."""
-    argv = [str(a) for a in argv]
-
-    def known(verdict):
-        if verdict.outcome == DATA_LOSS and argv[0] in ("fit", "predict") and "--out" not in argv:
-            return "§4 output defaults"
-        approximation = (_flag(argv, "--approximation") or "rff").lower()
-        if (verdict.outcome == CRASH and _flag(argv, "--objective") == "fitc"
-                and approximation != "nystrom"):
-            return "§3 fitc with a data source"
-        if (verdict.outcome == CRASH and "--option" in argv
-                and "unexpected keyword argument" in verdict.detail):
-            return "§3 --option a map does not take (signed_rule=keep)"
-        if verdict.outcome == SILENT_WRONG and "against each row alone" in verdict.detail:
-            return "§1 one row changes another row's prediction"
-        if verdict.outcome == SILENT_WRONG and "std is not > 0" in verdict.detail:
-            if approximation in ("nystrom", "random-projection"):
-                return "§2 Nystrom / random-projection variance"
-            if _flag(argv, "--sampler") == "gibbs":
-                return "§2 Gibbs fit with one kept draw"
-        return None
-    return known
-
-
 def options_cases(n_cases: int, seed: int = 2024):
     """``n_cases`` random argument lists of fit (60 %), evaluate (30 %) and predict."""
     rng = np.random.default_rng(seed)
@@ -365,8 +337,7 @@ def options_cases(n_cases: int, seed: int = 2024):
         if argv[0] == "predict":
             yield _predict_option_case(index, argv)
             continue
-        yield Case("options", f"#{index}", argv, setup=write_option_data, oracle=oracle,
-                   known=options_known(argv))
+        yield Case("options", f"#{index}", argv, setup=write_option_data, oracle=oracle)
 
 
 def _predict_option_case(index, argv):
@@ -379,14 +350,13 @@ def _predict_option_case(index, argv):
         os.replace(folder / "fitted.npz", folder / "m.npz")
 
     def oracle(folder, stdout):
-        out = _flag(argv, "--out", "predictions.csv")
+        out = _flag(argv, "--out", "-")
         table = np.loadtxt(folder / "d.csv", delimiter=",", skiprows=1)
         mean, std = predict_rows(load_quietly(folder / "m.npz"), table[:, :3],    # a, b, v
                                  include_noise="--include-noise" in argv)
-        got = read_predictions(folder / out)
+        got = read_predictions(folder, out, stdout)
         return differs("mean", got[:, 0], mean) or differs("std", got[:, 1], std)
-    return Case("options", f"#{index}", argv, setup=setup, oracle=oracle,
-                known=options_known(argv))
+    return Case("options", f"#{index}", argv, setup=setup, oracle=oracle)
 
 
 # ------------------------------------------------------------------------- paths
@@ -436,7 +406,6 @@ def _out_kinds():
 
 def paths_cases(model_folder: Path):
     model = prediction_model(model_folder)
-    known_read_only = "§4 read-only --out replaced as root" if os.geteuid() == 0 else None
     for command in ("fit", "predict"):
         suffix = ".npz" if command == "fit" else ".csv"
         for kind, (make, succeeds) in _out_kinds().items():
@@ -451,19 +420,17 @@ def paths_cases(model_folder: Path):
                     else ["predict", "model-a-b.npz", "d.csv"]) + ["--out", path, QUIET]
             oracle = (fitted_model_oracle(path) if command == "fit"
                       else _d_csv_rowwise(path)) if succeeds is not False else None
-            known = (known_read_only if kind in ("read-only", "in a read-only folder")
-                     else None)
             yield Case("paths", f"{command} --out {kind}", argv, setup=setup, oracle=oracle,
-                       must_succeed=bool(succeeds), known=known, timeout=5)
+                       must_succeed=bool(succeeds), timeout=5)
     oracles = {"list": lambda folder, stdout: (None if "approximations (use with" in stdout
                                                else f"unexpected listing {stdout!r}"),
                "version": lambda folder, stdout: (None if stdout.startswith("scalegp ")
                                                   else f"unexpected version {stdout!r}")}
     for kind, argv in _input_cases():
-        oracle = _d_csv_rowwise("p.csv") if "(ok)" in kind else oracles.get(kind)
+        oracle = (_d_csv_rowwise(_flag(argv, "--out", "-")) if "(ok)" in kind
+                  else oracles.get(kind))
         yield Case("paths", kind, argv, setup=lambda folder: _inputs(folder, model),
-                   oracle=oracle, must_succeed=oracle is not None, timeout=5,
-                   known="§4 output defaults" if "without --out" in kind else None)
+                   oracle=oracle, must_succeed=oracle is not None, timeout=5)
 
 
 def _d_csv_rowwise(out):
@@ -512,7 +479,7 @@ def _input_cases():
     yield "list", ["list"]
     yield "version", ["--version"]
     yield "fit without --out", fit[:-3] + [QUIET, "d.csv"]
-    yield "predict without --out", predict + ["d.csv", QUIET]
+    yield "predict without --out: to standard output (ok)", predict + ["d.csv", QUIET]
 
 
 # ------------------------------------------------------------------------- model files
@@ -544,21 +511,10 @@ def model_file_cases(saved, mutants):
             (folder / "x.csv").write_text(probes)
 
         def oracle(folder, stdout, expected=expected):
-            got = read_predictions(folder / "p.csv")
+            got = read_predictions(folder, "p.csv", stdout)
             return (differs("mean", got[:, 0], expected[0], tolerance=0)
                     or differs("std", got[:, 1], expected[1], tolerance=0))
         yield Case("model-files", f"{model}: {description}",
                    ["predict", "mutant.npz", "x.csv", "--out", "p.csv", QUIET], setup=setup,
-                   oracle=oracle if verdict == MAY_LOAD else None, must_mention="mutant.npz",
-                   known=model_file_known(description))
+                   oracle=oracle if verdict == MAY_LOAD else None, must_mention="mutant.npz")
 
-
-def model_file_known(description):
-    """The issue-24 section of a known loader gap a mutant meets, judged by the verdict."""
-    def known(verdict):
-        # a lazy cluster model's local.reoptimized is not checked against
-        # params.local_reoptimize: True loads and predicts differently (by 0.45)
-        if verdict.outcome == SILENT_WRONG and "local.reoptimized" in description:
-            return "§6 every field through the schema"
-        return None
-    return known

@@ -78,9 +78,6 @@ class Case:
     must_mention: Optional[str] = None
     must_succeed: bool = False
     timeout: float = 20.0
-    #: the issue-24 section of a known bug this case reproduces (fixed on another branch), or
-    #: a function of the verdict that says it
-    known: object = None
 
     def outputs(self) -> set:
         """The paths the command line names as outputs (relative to the case folder)."""
@@ -281,43 +278,30 @@ def differs(name: str, got, expected, scale: float = 1.0, tolerance: float = 1e-
 # ------------------------------------------------------------------------- reporting
 
 
-def known_section(case: Case, verdict: Verdict) -> Optional[str]:
-    """The issue-24 section of a known bug that explains ``verdict``, if any."""
-    return case.known(verdict) if callable(case.known) else case.known
-
-
 @dataclass
 class Tally:
     """Counts of outcomes per family, with the bad cases kept for the report."""
 
     counts: dict = field(default_factory=lambda: collections.defaultdict(collections.Counter))
     bad: list = field(default_factory=list)
-    known: list = field(default_factory=list)
 
     def add(self, case: Case, verdict: Verdict) -> None:
-        known = known_section(case, verdict)
-        if verdict.outcome in BAD and known:
-            self.counts[case.family][f"known ({known})"] += 1
-            self.known.append((case, verdict))
-            return
         self.counts[case.family][verdict.outcome] += 1
         if verdict.outcome in BAD:
             self.bad.append((case, verdict))
 
     def table(self) -> str:
         """The counts as a Markdown table, one row per family and a total."""
-        extra = sorted({key for c in self.counts.values() for key in c} - set(OUTCOMES))
-        columns = list(OUTCOMES) + extra
-        lines = ["| family | cases | " + " | ".join(columns) + " |",
-                 "|---" * (len(columns) + 2) + "|"]
+        lines = ["| family | cases | " + " | ".join(OUTCOMES) + " |",
+                 "|---" * (len(OUTCOMES) + 2) + "|"]
         total = collections.Counter()
         for family in sorted(self.counts):
             counter = self.counts[family]
             total.update(counter)
             lines.append(f"| {family} | {sum(counter.values())} | "
-                         + " | ".join(str(counter[c]) for c in columns) + " |")
+                         + " | ".join(str(counter[c]) for c in OUTCOMES) + " |")
         lines.append(f"| all | {sum(total.values())} | "
-                     + " | ".join(str(total[c]) for c in columns) + " |")
+                     + " | ".join(str(total[c]) for c in OUTCOMES) + " |")
         return "\n".join(lines)
 
     def report(self, cases: list) -> str:

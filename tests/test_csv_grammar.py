@@ -55,6 +55,12 @@ CASES = {
     "cr-only": (HEADER + GOOD).replace("\n", "\r"),
     "blank-lines": HEADER + "\n\n" + GOOD.replace("\n", "\n  \n", 3),
     "blank-cells-row": HEADER + GOOD + ",,\n" + GOOD,
+    "blank-cells-before-header": ",,\n" + HEADER + GOOD,
+    "blank-cells-before-header-bom-crlf": ("\ufeff,,\n , ,\n" + HEADER + GOOD).replace("\n",
+                                                                                    "\r\n"),
+    # more bytes than a worker's range before the header
+    "many-blank-cell-rows-before-header": ",,\n" * 600 + HEADER + GOOD,
+    "blank-cells-before-header-bad-line": ",,\n" + HEADER + GOOD + GOOD + "1_000,2,3\n",
     "semicolons": (HEADER + GOOD).replace(",", ";"),
     "long-field": HEADER + GOOD + "1" * 140_000 + ",2,3\n",
     "not-utf8": HEADER.encode() + GOOD.encode() + b"1,\xff\xfe,3\n" + GOOD.encode(),
@@ -105,7 +111,7 @@ def test_the_cases_cover_refusals_and_readings(tmp_path):
                "arabic-indic-digit", "fullwidth-digit", "devanagari-in-header-file",
                "empty-field", "missing-tokens", "quoted-text", "inf-spellings",
                "nan-spellings", "hex", "non-breaking-space", "long-field", "not-utf8",
-               "text-header-only", "blank-cells-row"}
+               "text-header-only", "blank-cells-row", "blank-cells-before-header-bad-line"}
     for name, content in CASES.items():
         path = tmp_path / f"{name}.csv"
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -134,6 +140,28 @@ def test_a_bad_line_in_a_later_range_is_named_by_its_line_in_the_file(name, tmp_
         read_with_dask(path, "y")
     assert "line 14" in str(serial_error.value)
     assert str(dask_error.value) == str(serial_error.value)
+
+
+def test_rows_of_blank_cells_before_the_header_are_skipped(tmp_path):
+    """Was: the header was found after them, but the data were read from line 2 on, so that
+    the header was read as data ("column 'a' is not numeric (line 2 has 'a')"), by the serial
+    reader and on the Dask workers."""
+    clean = tmp_path / "clean.csv"
+    clean.write_text(HEADER + GOOD)
+    expected = outcome(lambda: serial_read(clean, "y"))
+    for name in ("blank-cells-before-header", "blank-cells-before-header-bom-crlf",
+                 "many-blank-cell-rows-before-header"):
+        path = tmp_path / f"{name}.csv"
+        path.write_bytes(CASES[name].encode())
+        assert outcome(lambda: serial_read(path, "y")) == expected, name
+        assert outcome(lambda: read_with_dask(path, "y")) == expected, name
+    path = tmp_path / "bad-line.csv"
+    path.write_bytes(CASES["blank-cells-before-header-bad-line"].encode())
+    message = r"bad-line.csv: column 'a' is not numeric \(line 27 has '1_000'\)"
+    with pytest.raises(TableError, match=message):
+        serial_read(path, "y")
+    with pytest.raises(TableError, match=message):
+        read_with_dask(path, "y")
 
 
 def test_a_worker_error_survives_pickling():

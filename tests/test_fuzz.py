@@ -6,9 +6,8 @@ valid); the families and their oracles are in :mod:`tests.fuzz_cases`. The defau
 runs a fixed seeded slice of every family (under a minute); ``-m slow`` runs the full
 generators, and the data files through a Dask cluster too, and prints the count table.
 
-Cases that reproduce a bug of issue 24 fixed on another branch are counted as "known (§N)"
-instead of failing, and each such bug has a minimal reproduction below marked
-``xfail(strict=True)``; remove both when the fixes are merged.
+The cases that met the bugs of issue 24 before their fixes are also run one by one below,
+each held to the one verdict it must now get.
 """
 
 import os
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 
 from . import fuzz_cases, fuzzing
-from .fuzzing import BAD, OK, Tally, run_case
+from .fuzzing import CLEAN_ERROR, OK, Tally, run_case
 
 #: Cases per family in the default slice (None: all of them).
 SLICE = {"fit-data": None, "predict-data": None, "options": 60, "paths": None, "model-files": 60}
@@ -100,7 +99,7 @@ def test_default_slice(family, work, request):
 
 @pytest.mark.slow
 def test_full_run(work, saved_models, dask_scheduler, capsys):
-    """Every case of every family; prints the count table and the known-bug cases."""
+    """Every case of every family; prints the count table and the bad cases."""
     tally = Tally()
     for family in sorted(SLICE) + ["dask-data"]:
         cases = family_cases(family, work, saved_models, n_options=FULL["options"],
@@ -109,97 +108,80 @@ def test_full_run(work, saved_models, dask_scheduler, capsys):
             tally.add(case, run_case(case, work / "full" / family / str(index)))
     with capsys.disabled():
         print("\n" + tally.table())
-        print(tally.report(tally.known))
         print(tally.report(tally.bad))
     assert not tally.bad, tally.table() + "\n" + tally.report(tally.bad)
 
 
-# ------------------------------------------------------------------- known bugs of issue 24
-# Minimal reproductions of the issue-24 bugs the generators meet, fixed on other branches;
-# each must fail here (strict) and pass once its fix is merged (then remove the mark, and the
-# ``known`` labels of the generators: fuzz_files.Mutant.known, fuzz_cases.options_known,
-# fuzz_cases.model_file_known, the paths' labels in fuzz_cases.paths_cases).
+# ------------------------------------------------------------------- the bugs of issue 24
+# The generated cases that met a bug of issue 24 before its fix, each with the verdict it
+# must get now (the section of the issue in the comment).
 
 
 def by_name(cases, name):
     return next(case for case in cases if case.name == name)
 
 
+def describe(case, verdict):
+    """The verdict with the case's reproduction."""
+    return f"{verdict.outcome}: {case.command()}: {verdict.detail} {verdict.stderr}"
+
+
+@pytest.mark.parametrize("family, name, outcome", [
+    ("paths", "fit without --out", CLEAN_ERROR),                              # §4
+    ("paths", "predict without --out: to standard output (ok)", OK),          # §4
+    ("paths", "fit --out read-only", CLEAN_ERROR),                 # §4, also for root
+    ("paths", "predict --out read-only", CLEAN_ERROR),                        # §4
+    ("fit-data", ".npz fortran-ordered X", OK),                               # §3
+    ("fit-data", ".csv huge text field", CLEAN_ERROR),                        # §3
+    ("fit-data", ".parquet int64 above 2**53", OK),                           # §3
+    ("predict-data", ".npz header claims more rows", CLEAN_ERROR),            # §3
+    ("predict-data", ".csv a far row", OK),                                   # §1
+    ("predict-data", ".csv extreme magnitude", OK),                           # §1
+    ("model-files", "lazy: metadata local.reoptimized = True", CLEAN_ERROR),  # §6
+])
+def test_fixed_generated_case(family, name, outcome, work, request):
+    saved = request.getfixturevalue("saved_models") if family == "model-files" else None
+    case = by_name(family_cases(family, work, saved, metadata_of=("lazy",)), name)
+    verdict = run_case(case, work / "fixed" / family / name.replace(" ", "-"))
+    assert verdict.outcome == outcome, describe(case, verdict)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, outcome", [
+    (".csv ragged long row", CLEAN_ERROR),          # §5: was trained on, truncated
+    (".csv a row of empty cells", OK),              # §5: was read as missing values
+])
+def test_fixed_dask_case(name, outcome, work, dask_scheduler):
+    """The Dask workers read a CSV by the serial reader's grammar (issue 24 §5)."""
+    case = by_name(family_cases("dask-data", work, scheduler=dask_scheduler), name)
+    verdict = run_case(case, work / "fixed" / "dask" / name.replace(" ", "-"))
+    assert verdict.outcome == outcome, describe(case, verdict)
+
+
 def fit_case(*flags, timeout=20.0):
-    return fuzz_cases.Case("known", "fit", ["fit", "d.csv", "--target", "y", "--out", "m.npz",
+    return fuzz_cases.Case("fixed", "fit", ["fit", "d.csv", "--target", "y", "--out", "m.npz",
                                            "--quiet", *flags],
                            setup=fuzz_cases.write_option_data,
                            oracle=fuzz_cases.fitted_model_oracle(), timeout=timeout)
 
 
-def known(section, branch="another branch"):
-    return pytest.mark.xfail(strict=True, reason=f"issue 24 {section}, fixed on {branch}")
-
-
-KNOWN = [
-    pytest.param("paths", "fit without --out", marks=known("§4 (output defaults)")),
-    pytest.param("paths", "predict without --out", marks=known("§4 (output defaults)")),
-    pytest.param("paths", "fit --out read-only", marks=[
-        known("§4 (read-only --out as root)"),
-        pytest.mark.skipif(os.geteuid() != 0, reason="the bug needs root")]),
-    pytest.param("fit-data", ".npz fortran-ordered X", marks=known("§3 (Fortran npz)")),
-    pytest.param("fit-data", ".csv huge text field", marks=known("§3 (raw internal errors)")),
-    pytest.param("fit-data", ".parquet int64 above 2**53",
-                 marks=known("§3 (raw internal errors)")),
-    pytest.param("predict-data", ".npz header claims more rows",
-                 marks=known("§3 (raw internal errors)")),
-    pytest.param("predict-data", ".csv a far row", marks=known("§1 (batch-independent "
-                                                                "predictions)")),
-    pytest.param("predict-data", ".csv extreme magnitude",
-                 marks=known("§1 (batch-independent predictions)")),
-]
-
-
-@pytest.mark.parametrize("family, name", KNOWN + [
-    pytest.param("model-files", "lazy: metadata local.reoptimized = True",
-                 marks=known("§6 (every field through the schema)"))])
-def test_known_generated_case(family, name, work, request):
-    saved = request.getfixturevalue("saved_models") if family == "model-files" else None
-    case = by_name(family_cases(family, work, saved, metadata_of=("lazy",)), name)
-    verdict = run_case(case, work / "known" / family / name.replace(" ", "-"))
-    assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [
-    pytest.param(".csv ragged long row", marks=known("§5 (one grammar for every engine)")),
-    pytest.param(".csv a row of empty cells", marks=known("§5 (one grammar for every engine)")),
-])
-def test_known_dask_case(name, work, dask_scheduler):
-    case = by_name(family_cases("dask-data", work, scheduler=dask_scheduler), name)
-    verdict = run_case(case, work / "known" / "dask" / name.replace(" ", "-"))
-    assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
-
-
-KNOWN_FITS = [
-    pytest.param(["--objective", "fitc", "--n-components", "16"],
-                 marks=known("§3 (fitc with a data source)"), id="fitc-rff"),
+@pytest.mark.parametrize("flags, outcome", [
+    pytest.param(["--objective", "fitc", "--n-components", "16"], OK, id="fitc-rff"),   # §3
     pytest.param(["--objective", "fitc", "--n-components", "16",
-                  "--noise-variance-column", "v"],
-                 marks=known("§3 (fitc with a data source)"), id="fitc-noise-column"),
+                  "--noise-variance-column", "v"], OK, id="fitc-noise-column"),         # §3
     pytest.param(["--kernel", "gaussian", "--approximation", "sfs", "--n-components", "32",
-                  "--option", "signed_rule=keep"],
-                 marks=known("§3 (--option signed_rule=keep)"), id="signed-rule"),
+                  "--option", "signed_rule=keep"], CLEAN_ERROR, id="signed-rule-option"),  # §3
     pytest.param(["--sampler", "gibbs", "--n-iter", "11", "--burn-in", "10",
-                  "--n-components", "16"],
-                 marks=known("§2 (Gibbs fit with one kept draw)"), id="gibbs-one-draw"),
-    pytest.param(["--n-restarts", "100000000", "--n-components", "16"],
-                 marks=known("§3 (unbounded counts)"), id="n-restarts-1e8"),
-]
-
-
-@pytest.mark.parametrize("flags", KNOWN_FITS)
-def test_known_fit(flags, work):
-    """Each ends in ok (oracle: finite row-wise predictions with std > 0) or a clean error
-    within 1 s (a count without a limit runs for minutes)."""
+                  "--n-components", "16"], CLEAN_ERROR, id="gibbs-one-draw"),           # §2
+    pytest.param(["--n-restarts", "100000000", "--n-components", "16"], CLEAN_ERROR,
+                 id="n-restarts-1e8"),                                                  # §3
+])
+def test_fit_flags_that_met_a_bug(flags, outcome, work):
+    """Each ends within 1 s (a count without a limit ran for minutes) in ok (oracle: finite
+    row-wise predictions with std > 0) or in the clean error it must give."""
     case = fit_case(*flags, timeout=1.0)
-    verdict = run_case(case, work / "known" / "fit" / "-".join(flags))
-    assert verdict.outcome not in BAD, f"{verdict.outcome}: {case.command()}: {verdict.detail}"
+    verdict = run_case(case, work / "fixed" / "fit" / "-".join(flags))
+    assert verdict.outcome == outcome, describe(case, verdict)
 
 
 # ------------------------------------------------------------------- found by this suite

@@ -468,8 +468,12 @@ def test_orphans_of_dead_writers_are_removed_and_live_ones_kept(model, tmp_path)
                for path in (live, other_host, other_target, *unrelated))
 
 
+# The child installs Python's default SIGINT handler itself: a background job of a
+# non-interactive shell (and some CI runners) starts with SIGINT ignored, which the child
+# would inherit, and Python installs KeyboardInterrupt only where SIGINT is not ignored.
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from scalegp._output import write_atomically
 
     def write(file):

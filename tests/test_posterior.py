@@ -71,3 +71,34 @@ def test_signed_eigen_system_draws_from_the_function_space_covariance():
     draws = posterior.sample(X_test, 20_000, np.random.default_rng(3))
     std = np.sqrt(np.diag(cov))
     assert np.all(np.abs(draws.mean(axis=1) - mean) < 5 * std / np.sqrt(20_000))
+
+
+def test_a_negative_variance_of_a_kept_signed_rule_is_reported(tmp_path, capsys):
+    """Was: std 0.0 with exit 0 where s2 psi^T M^{-1} psi = -6.7e7 (the fuzz suite's data,
+    tests/fuzz_cases.write_option_data, and ``--signed-rule keep``); the floor at 0 is now
+    reported, and a positive definite system never warns (the next test)."""
+    from scalegp.cli import main
+    from .fuzz_cases import write_option_data
+    write_option_data(tmp_path)
+    model = tmp_path / "m.npz"
+    main(["fit", str(tmp_path / "d.csv"), "--target", "y", "--out", str(model),
+          "--approximation", "ssr", "--n-components", "64", "--signed-rule", "keep",
+          "--quiet"])
+    (tmp_path / "t.csv").write_text("a,b,v\n0,0,0\n4,-4,0.04\n")
+    capsys.readouterr()
+    main(["predict", str(model), str(tmp_path / "t.csv"), "--quiet"])
+    out, err = capsys.readouterr()
+    assert "negative latent variance at 2 of 2 test row(s) (first: test row 0, -6.7" in err
+    assert [line.split(",")[1] for line in out.splitlines()] == ["std", "0.0", "0.0"]
+
+
+@pytest.mark.parametrize("approximation", ["rff", "nystrom", "glf"])
+def test_positive_definite_systems_do_not_report_a_negative_variance(approximation):
+    import warnings
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (100, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(100)
+    model = sg.LowRankGPRegressor(approximation, 32, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ApproximationWarning)
+        model.predict(rng.uniform(-2, 2, (500, 2)), return_std=True)

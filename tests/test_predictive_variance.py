@@ -199,3 +199,38 @@ def test_scalegp_predict_refuses_the_flag_for_models_without_the_choice(tmp_path
     assert len(error) == 1 and "--diag-correction chooses the variance of a global " \
                                "low-rank model" in error[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("local", ["clusters", "test-points", "neighbors"])
+@pytest.mark.parametrize("approximation", MAPS)
+def test_local_models_of_nystrom_type_maps_return_to_the_prior_far_from_the_data(
+        local, approximation):
+    """Was: local="clusters" and "neighbors" with 40 knots predicted std 0 far from the data
+    (each centre's subset-of-regressors variance collapses away from its knots); the local
+    posteriors now add c(x) = k(x, x) - q(x, x), as the global default does. Far away
+    k(x*, X) ~ 0, so the exact GP's std is the prior's, sqrt(s) y_std (to exp(-8^2 / 2))."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (200, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    kernel = sg.Gaussian(length_scale=0.5, variance=1.3)
+    far = np.array([[10.0], [50.0], [-300.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sg.ApproximationWarning)
+        model = sg.LowRankGPRegressor(approximation, 40, kernel=kernel, noise_variance=0.01,
+                                      optimize=False, local=local, random_state=0).fit(X, y)
+        _, std = model.predict(far, return_std=True)
+    np.testing.assert_allclose(std, np.sqrt(kernel.variance) * model.y_train_std_, rtol=1e-10)
+
+
+def test_a_local_model_confident_far_from_the_data_is_reported():
+    """The far-from-the-data check of global maps covers local models too (GLF's periodic
+    grid keeps a small variance there: measured std 0.04-0.15 against the prior's 1)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (200, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(200)
+    kernel = sg.Gaussian(length_scale=0.5, variance=1.0)
+    model = sg.LowRankGPRegressor("glf", kernel=kernel, noise_variance=0.01, optimize=False,
+                                  local="clusters", random_state=0).fit(X, y)
+    with pytest.warns(sg.ApproximationWarning, match=r"glf \(m = 256\) is confident where "
+                                                     r"the exact GP cannot be, at 3 of 4"):
+        model.predict(np.array([[0.0], [10.0], [50.0], [-300.0]]))

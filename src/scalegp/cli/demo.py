@@ -41,6 +41,7 @@ from ..datasets import load_east_africa_relief
 from ..errors import BoundaryWarning
 from ..inference.optimize import BOUNDARY_TOLERANCE
 from ..metrics import nlpd, rmse
+from ..plot import new_figure
 
 #: The figure written when no path is named: created, never replacing anything there.
 DEFAULT_OUT = "scalegp-demo.png"
@@ -410,16 +411,12 @@ def _scales_sit(mask) -> str:
 
 
 def _draw(relief, y_km, grid_mean, grid_std, train, out, replace: bool) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shape = relief.grid_shape
     lon, lat = relief.X[:, 0], relief.X[:, 1]
     extent = (lon.min(), lon.max(), lat.min(), lat.max())
     dpi = 100
-    fig, axes = plt.subplots(1, 3, figsize=(FIGURE_PIXELS[0] / dpi, FIGURE_PIXELS[1] / dpi),
-                             dpi=dpi, constrained_layout=True)
+    fig, axes = new_figure(1, 3, figsize=(FIGURE_PIXELS[0] / dpi, FIGURE_PIXELS[1] / dpi),
+                           dpi=dpi, layout="constrained")
     limits = dict(vmin=float(y_km.min()), vmax=float(y_km.max()))
     panels = [(y_km, "data: elevation (km)", "terrain", limits),
               (grid_mean, "predicted mean (km)", "terrain", limits),
@@ -434,8 +431,5 @@ def _draw(relief, y_km, grid_mean, grid_std, train, out, replace: bool) -> None:
         fig.colorbar(image, ax=axis, shrink=0.85)
     axes[0].set_ylabel("latitude (deg N)")
     axes[0].plot(lon[train[:2000]], lat[train[:2000]], ",", color="k", alpha=0.3)
-    try:
-        write_atomically(out, lambda file: fig.savefig(file, dpi=dpi, format="png"),
-                         suffixes=PNG_SUFFIXES, what="out", replace=replace)
-    finally:
-        plt.close(fig)
+    write_atomically(out, lambda file: fig.savefig(file, dpi=dpi, format="png"),
+                     suffixes=PNG_SUFFIXES, what="out", replace=replace)

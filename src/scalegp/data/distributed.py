@@ -275,8 +275,7 @@ class _BlockLineError(Exception):
         return type(self), (self.first_byte, self.error)
 
 
-def _csv_block(path: str, start: int, stop: int, has_header: bool, names, csv_format,
-               columns) -> np.ndarray:
+def _csv_block(path: str, start: int, stop: int, names, csv_format, columns) -> np.ndarray:
     """The chosen ``columns`` of the CSV lines that start in bytes [start, stop), parsed by
     :func:`scalegp.data.readers.parse_csv_lines` (the serial reader's grammar and errors)."""
     with open(path, "rb") as handle:
@@ -288,9 +287,8 @@ def _csv_block(path: str, start: int, stop: int, has_header: bool, names, csv_fo
                             errors="surrogateescape", newline=None)
     try:
         lines = list(non_blank_lines(text))
-        skip = 1 if first == 0 and has_header else 0     # the header: line 1 of the file
-        values = (parse_csv_lines(lines[skip:], 1 + skip, names, csv_format, path)
-                  if lines[skip:] else np.empty((0, len(names))))
+        values = (parse_csv_lines(lines, 1, names, csv_format, path) if lines
+                  else np.empty((0, len(names))))
     except CsvLineError as error:
         raise _BlockLineError(first, error) from None
     return values[:, list(columns)]
@@ -371,9 +369,9 @@ def _file_blocks(reader, columns, block_rows: int):
         size = os.path.getsize(path)
         step = max(1024, int(block_rows * row_bytes))
         read = dask.delayed(_csv_block, pure=True)
-        return [read(path, start, min(start + step, size), reader.has_header,
-                     reader.columns, reader.csv_format, columns)
-                for start in range(0, size, step)]
+        return [read(path, start, min(start + step, size), reader.columns,
+                     reader.csv_format, columns)
+                for start in range(reader.data_start, size, step)]
     from .readers import TableError
     raise TableError(f"{reader.path}: the Dask workers read CSV, .npy and Parquet files; a "
                      ".npz archive cannot be split into row ranges (save it as one .npy "

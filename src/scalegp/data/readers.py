@@ -28,6 +28,7 @@ How each format is read (docs/data-sources.md, "File readers"):
 
 from __future__ import annotations
 
+import codecs
 import csv
 import itertools
 import re
@@ -132,6 +133,16 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 MAX_FIELD_CHARS = csv.field_size_limit()
 
 
+def _unreadable(error: csv.Error) -> str:
+    """What follows "line N" in the message of a line the csv module refuses: its own words
+    ("new-line character seen in unquoted field"), except for a field over its limit, whose
+    words ("field larger than field limit (131072)") are those of its parser's internals."""
+    if str(error).startswith("field larger than field limit"):
+        return (f" has a field longer than {MAX_FIELD_CHARS} characters, the most a CSV cell "
+                "may hold")
+    return f" cannot be read as CSV ({error})"
+
+
 def _parse_cell(text: str) -> float:
     """A cell's value by :data:`NUMBER` (NaN for a missing token). On ASCII text without
     ``_`` and without whitespace other than spaces and tabs around it, Python's ``float``
@@ -216,8 +227,7 @@ def parse_csv_lines(lines, first_line: int, columns, csv_format: dict, path) -> 
             break
         except csv.Error as error:
             raise CsvLineError(path, first_line + reader.line_num - 1, "line ",
-                               f" cannot be read as CSV ({error}; a field may have at most "
-                               f"{MAX_FIELD_CHARS} characters)") from None
+                               _unreadable(error)) from None
         if _blank(row):
             continue
         line = first_line + reader.line_num - 1
@@ -244,10 +254,13 @@ def non_blank_lines(handle):
 class CsvReader:
     """A CSV file (UTF-8, a byte-order mark allowed), read ``rows`` lines at a time.
 
-    Rows whose cells are all blank are skipped, as are blank lines; "line N" in messages
-    counts the non-blank lines, the header included. Cells follow :data:`NUMBER`
-    (:func:`parse_csv_lines`, shared with the Dask workers). Bytes that are not UTF-8 are
-    decoded as lone surrogates (``errors="surrogateescape"``) and refused on their line.
+    Rows whose cells are all blank are skipped, as are blank lines, also before the header
+    (the first row with a non-blank cell); "line N" in messages counts the non-blank lines,
+    the header included. Cells follow :data:`NUMBER` (:func:`parse_csv_lines`, shared with
+    the Dask workers). Bytes that are not UTF-8 are decoded as lone surrogates
+    (``errors="surrogateescape"``) and refused on their line. ``data_start`` is the byte the
+    data rows start at (after the header; 0 without one), where the Dask workers' byte
+    ranges begin.
     """
 
     def __init__(self, path, header: str = "auto"):
@@ -260,15 +273,20 @@ class CsvReader:
         except csv.Error:
             self._dialect = csv.excel
         self.csv_format = csv_format(self._dialect)
+        with open(self.path, "rb") as handle:
+            end = len(codecs.BOM_UTF8) if handle.read(3) == codecs.BOM_UTF8 else 0
         with open(self.path, newline="", encoding="utf-8-sig",
                   errors="surrogateescape") as handle:
-            first = None
-            for line, text in enumerate(non_blank_lines(handle), start=1):
+            first, line = None, 0
+            for text in handle:         # newline="": each line with its own terminator
+                end += len(text.encode("utf-8", errors="surrogateescape"))
+                if not text.strip():
+                    continue
+                line += 1
                 try:
-                    first = next(csv.reader([text], **self.csv_format), [])
+                    first = next(csv.reader([text.rstrip("\r\n")], **self.csv_format), [])
                 except csv.Error as error:
-                    raise TableError(f"{self.path}: line {line} cannot be read as CSV "
-                                     f"({error})") from None
+                    raise TableError(f"{self.path}: line {line}{_unreadable(error)}") from None
                 if not _blank(first):
                     break
                 first = None
@@ -283,15 +301,15 @@ class CsvReader:
         self.columns = (tuple(cell.strip() for cell in first) if self.has_header
                         else _generated_names(len(first)))
         check_unique(self.columns, str(self.path))
+        # the non-blank lines up to the header and the byte after it (none without a header)
+        self._header_lines, self.data_start = (line, end) if self.has_header else (0, 0)
         self.n_rows = None          # known after a pass only
 
     def blocks(self, rows: int, columns=None):
         columns = list(range(len(self.columns))) if columns is None else list(columns)
-        start, line = 0, 2 if self.has_header else 1
+        start, line = 0, self._header_lines + 1
         with open(self.path, encoding="utf-8-sig", errors="surrogateescape") as handle:
-            lines = non_blank_lines(handle)
-            if self.has_header:
-                next(lines)
+            lines = itertools.islice(non_blank_lines(handle), self._header_lines, None)
             while True:
                 block = list(itertools.islice(lines, rows))
                 if not block:

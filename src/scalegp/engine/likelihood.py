@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ from .. import parallel, rowwise
 from .._memory import default_chunk_size
 from .._validation import check_dtype
 from ..data.base import DistributedSource, as_source
+from ..errors import ApproximationWarning
 from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
 from ..kernels import Kernel
 from .hyperparameters import Hyperparameters
@@ -378,6 +380,7 @@ class Posterior:
         if not return_var:
             return rowwise.in_blocks(block, X)
         mean, var = rowwise.in_blocks(block, X)
+        _warn_negative_variance(var, self.kernel.diag(X))
         np.maximum(var, 0.0, out=var)
         if include_noise:
             var += self.system.noise_variance
@@ -409,3 +412,24 @@ class Posterior:
     def _missing_prior_variance(self, X, Psi) -> np.ndarray:
         """k(x, x) - psi(x)^T S psi(x), floored at 0 (in the system's own features)."""
         return missing_prior_variance(self.kernel, X, Psi, self.system.signs)
+
+
+#: A latent variance below -NEGATIVE_VARIANCE_SHARE k(x, x) is not rounding (a positive
+#: definite system's s2 psi^T M^{-1} psi >= 0 up to about eps cond(M) |psi|^2).
+NEGATIVE_VARIANCE_SHARE = 1e-6
+
+
+def _warn_negative_variance(var: np.ndarray, prior: np.ndarray) -> None:
+    """Warn (:class:`~scalegp.errors.ApproximationWarning`) where a signed system (a
+    quadrature rule with negative weights kept, ``signed_rule="keep"``) gives a latent variance
+    below -``NEGATIVE_VARIANCE_SHARE`` k(x, x): it is floored at 0, a std that means nothing."""
+    negative = var < -NEGATIVE_VARIANCE_SHARE * prior
+    if np.any(negative):
+        first = int(np.flatnonzero(negative)[0])
+        warnings.warn(ApproximationWarning(
+            f"the model's signed (indefinite) system gives a negative latent variance at "
+            f"{int(negative.sum())} of {var.size} test row(s) (first: test row {first}, "
+            f"{var[first]:.4g} where the prior variance k(x, x) is {prior[first]:.4g}); its "
+            "std there is reported as 0, which means nothing: the kept signed rule cannot "
+            "give variances there (fit with signed_rule='repair', its positive part, or "
+            "another approximation)"), stacklevel=3)

@@ -325,10 +325,9 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
 
     def _approximation_diagnostics(self, posterior, data, probe) -> list:
         # the training box, for the prediction check (resolution.exact_variance_floor)
-        self._training_box = None
+        self._training_box = (data.build_inputs.min(axis=0), data.build_inputs.max(axis=0))
         if isinstance(posterior, local_models.LocalModel):
             return []
-        self._training_box = (data.build_inputs.min(axis=0), data.build_inputs.max(axis=0))
         diagnostics = resolution.warn_training_kernel_error(posterior, probe, data.n_samples)
         part = posterior.system.positive_part
         if part is None or part.negative_mass == 0:    # nothing dropped on the training inputs
@@ -338,11 +337,11 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
                  f"(signed_rule='repair'): {part.describe()}", NumericalWarning)] + diagnostics
 
     def _check_resolution(self, X, diag_correction) -> None:
-        """Warn at test rows where this global model is more confident than the exact GP can
-        be (:func:`scalegp.local.resolution.warn_overconfident`); needs the training box of a fit
-        (a loaded model has none: not checked)."""
+        """Warn at test rows where this model is more confident than the exact GP can be
+        (:func:`scalegp.local.resolution.warn_overconfident`; a local model of a feature map
+        too); needs the training box of a fit (a loaded model has none: not checked)."""
         box = getattr(self, "_training_box", None)
-        if box is None or self.local_model_ is not None:
+        if box is None or getattr(self.posterior_, "feature_map", None) is None:
             return
         options = self._prediction_options(diag_correction)
         resolution.warn_overconfident(

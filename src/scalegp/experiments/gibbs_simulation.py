@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..estimators.gibbs import GibbsGPRegressor
+from ..plot import new_figure
 from . import register, verdicts, write_figure, write_text
 
 #: Maps compared: (label, approximation, m or the largest rank, build options, one map per
@@ -173,10 +174,6 @@ def verdict_lines(rows, noise_sd: float = NOISE_SD) -> list[str]:
 
 def table3(output_dir: Path, setting: dict, title: str) -> list[Path]:
     """Run every map on every function at ``setting`` and write the table and the figure."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = [seeded_run(label, spec, approximation_row, setting, seed=i)
             for i, (label, *spec) in enumerate(FUNCTIONS) for approximation_row in APPROXIMATIONS]
     lines = [f"# rp-table3{title}", "", CONSTANTS_NOTE, "",
@@ -216,7 +213,7 @@ def table3(output_dir: Path, setting: dict, title: str) -> list[Path]:
                      f"{row['ess_theta2']:.0f} | "
                      f"{row['ess_points']:.0f} | {row['time']:.1f} |")
     lines += ["", *verdict_lines(rows)]
-    fig, axes = plt.subplots(1, len(FUNCTIONS), figsize=(4 * len(FUNCTIONS), 3.2))
+    fig, axes = new_figure(1, len(FUNCTIONS), figsize=(4 * len(FUNCTIONS), 3.2))
     for ax, (label, *_) in zip(axes, FUNCTIONS):
         for row in (r for r in rows if r["function"] == label):
             x, truth, mean = row["curve"]
@@ -229,5 +226,4 @@ def table3(output_dir: Path, setting: dict, title: str) -> list[Path]:
                  fontsize=9)
     fig.tight_layout()
     png = write_figure(fig, output_dir / "rp-table3.png", dpi=110)
-    plt.close(fig)
     return [png, write_text(output_dir / "rp-table3.md", "\n".join(lines) + "\n")]

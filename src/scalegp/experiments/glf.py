@@ -33,6 +33,7 @@ from ..errors import BoundaryWarning
 from ..features.gauss_legendre import GaussLegendreFeatures
 from ..inference.optimize import learn_hyperparameters
 from ..kernels import Gaussian, Kernel, Matern
+from ..plot import new_figure
 from . import register, write_figure, write_text
 
 CONSTANTS_NOTE = (
@@ -239,13 +240,6 @@ def write_markdown(path: Path, title: str, lines: list[str]) -> Path:
     return write_text(path, "\n".join([f"# {title}", "", *lines, ""]))
 
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def plot_sweep(ax_mse, ax_time, exact_fit, sweeps, X_test, y_test, theory_s):
     """Test MSE and learning time against s for each method of ``sweeps``."""
     for label, fits in sweeps.items():
@@ -314,8 +308,7 @@ def run_synthetic(output_dir: Path, quick: bool, n_dims: int) -> list[Path]:
                                settings.curve_points)
     theory_s = float(np.prod(largest.theoretical_n_nodes))
 
-    plt = _pyplot()
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
+    fig, axes = new_figure(2, 3, figsize=(15, 8.5))
     optimum = {"length_scale": exact_fit.kernel.length_scale[0],
                "variance": exact_fit.kernel.variance, "noise_variance": exact_fit.noise_variance}
     plot_curves(axes[0], curves, optimum)
@@ -325,7 +318,6 @@ def run_synthetic(output_dir: Path, quick: bool, n_dims: int) -> list[Path]:
     fig.suptitle(f"{name}: Gaussian kernel, n = {X.shape[0]} (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
     figure = write_figure(fig, output_dir / f"{name}.png", dpi=80)
-    plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "",
              f"Data: f of ``target_function`` on an equidistant grid of {X.shape[0]} points in "
@@ -404,8 +396,7 @@ def run_stock(output_dir: Path, quick: bool) -> list[Path]:
     rff_fits = [fit_rff(kernel, X_train, y_train, even(q), seed=7) for q in nodes]
     theory = float(glf_fits[-1].posterior.feature_map.theoretical_n_nodes[0])
 
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    fig, axes = new_figure(1, 3, figsize=(16, 4.5))
     axes[0].plot(X[:, 0], y, ".", ms=2, color="0.6", label="data (standardized)")
     axes[0].axvline(X[n_train, 0], color="k", lw=1)
     for fit in (exact_fit, glf_fits[-1], rff_fits[-1]):
@@ -418,7 +409,6 @@ def run_stock(output_dir: Path, quick: bool) -> list[Path]:
     fig.suptitle("glf-stock: Matern 3/2, last 12% held out (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
     figure = write_figure(fig, output_dir / "glf-stock.png", dpi=80)
-    plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "", f"Data: {source}.", "",
              f"x = years since the first day, y = price standardized by the training mean and "
@@ -463,15 +453,13 @@ def run_relief(output_dir: Path, quick: bool) -> list[Path]:
     best = glf_fits[-1]
     grid_mean, grid_var = best.posterior.predict(full.X, return_var=True)
 
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, axes = new_figure(1, 2, figsize=(11, 4.5))
     plot_sweep(axes[0], axes[1], None, {"GLF": glf_fits, "RFF": rff_fits}, X_test, y_test, None)
     fig.suptitle("glf-relief: anisotropic Matern 3/2 (paper setting, constants ours)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
     sweep_figure = write_figure(fig, output_dir / "glf-relief.png", dpi=80)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.5))
+    fig, axes = new_figure(1, 3, figsize=(16, 5.5))
     extent = (full.X[:, 0].min(), full.X[:, 0].max(), full.X[:, 1].min(), full.X[:, 1].max())
     panels = [("elevation (m)", full.y), ("GLF predictive mean (m)", grid_mean * std + mean),
               ("GLF predictive std (m)", np.sqrt(grid_var) * std)]
@@ -483,7 +471,6 @@ def run_relief(output_dir: Path, quick: bool) -> list[Path]:
                  f"(trained on {X_train.shape[0]} points)")
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.3, hspace=0.35)
     map_figure = write_figure(fig, output_dir / "glf-relief-maps.png", dpi=80)
-    plt.close(fig)
 
     lines = [CONSTANTS_NOTE, "", f"Data: {data.description}; elevation standardized by the "
              f"training mean and std; a random 7% ({X_test.shape[0]} points) held out "

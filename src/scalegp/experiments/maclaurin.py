@@ -21,6 +21,7 @@ import numpy as np
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..kernels import Gaussian
+from ..plot import new_figure
 from . import register, verdicts, write_figure, write_text
 
 CONSTANTS_NOTE = ("Paper setting, constants ours: the paper's figures keep no numbers, so the "
@@ -32,20 +33,12 @@ def truncated_series(t, degree: int):
     return sum(np.asarray(t, float) ** n / math.factorial(n) for n in range(degree + 1))
 
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 @register("maclaurin-kernel", "local Maclaurin paper Fig. 1: k_p against k for p = 3 and the "
           "collapse of Theorem 3.1", outputs=("maclaurin-kernel.png", "maclaurin-kernel.md"))
 def run_kernel(output_dir: Path, quick: bool) -> list[Path]:
     radius = np.linspace(0.0, 4.0, 41 if quick else 201)
     angles = (0.0, math.pi / 3, math.pi / 2)
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = new_figure(1, 2, figsize=(10, 4))
     rows = []
     for angle, color in zip(angles, ("C0", "C1", "C2")):
         # |x~| = |y~| = r at angle theta: |x~ - y~|^2 = 2 r^2 (1 - cos theta), x~^T y~ = r^2 cos
@@ -68,7 +61,6 @@ def run_kernel(output_dir: Path, quick: bool) -> list[Path]:
     right.legend(fontsize=7)
     fig.tight_layout()
     paths = [write_figure(fig, output_dir / "maclaurin-kernel.png", dpi=110)]
-    plt.close(fig)
     lines = ["# maclaurin-kernel", "", CONSTANTS_NOTE, "",
              "k and k_3 for |x~| = |y~| = r at angle theta (s = 1):", "",
              "| theta | r | k | k_3 |", "|---|---|---|---|"]
@@ -105,8 +97,7 @@ def run_sinc(output_dir: Path, quick: bool) -> list[Path]:
     methods = {"RFF": dict(approximation="rff"),
                "Maclaurin": dict(approximation="maclaurin"),
                "local Maclaurin": dict(approximation="maclaurin", local="test-points")}
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharey=True)
+    fig, axes = new_figure(1, 3, figsize=(14, 3.8), sharey=True)
     lines = ["# maclaurin-sinc", "", CONSTANTS_NOTE,
              f"Data: y = sinc(2x) + N(0, 0.1^2), {n} inputs uniform on [-3, 3]; Gaussian "
              "kernel l = 0.3, s = 1, noise variance 0.01 fixed; D = 10 (Maclaurin: p = 9, "
@@ -131,7 +122,6 @@ def run_sinc(output_dir: Path, quick: bool) -> list[Path]:
         ax.legend(fontsize=7)
     fig.tight_layout()
     paths = [write_figure(fig, output_dir / "maclaurin-sinc.png", dpi=110)]
-    plt.close(fig)
     lines += ["", "Far from the data the vanilla Maclaurin mean and variance collapse to zero "
               "(Theorem 3.1); the test-point-centred model returns to the prior N(0, s)."]
     paths.append(write_text(output_dir / "maclaurin-sinc.md", "\n".join(lines) + "\n"))
@@ -223,8 +213,7 @@ def run_map(output_dir: Path, quick: bool) -> list[Path]:
                     table.setdefault((setting, name), []).append((float(kl.sum()), seconds))
     X, grid, results = shown
     lo, hi = grid.min(0), grid.max(0)
-    plt = _pyplot()
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7.5))
+    fig, axes = new_figure(2, 4, figsize=(16, 7.5))
     extent = (lo[0], hi[0], lo[1], hi[1])
     mean_ref = results["exact GP"][0]
     for column, (name, (mean, kl, _)) in enumerate(results.items()):
@@ -241,7 +230,6 @@ def run_map(output_dir: Path, quick: bool) -> list[Path]:
     fig.colorbar(top, ax=axes[0, :].tolist(), shrink=0.8)
     fig.colorbar(bottom, ax=axes[1, :].tolist(), shrink=0.8)
     paths = [write_figure(fig, output_dir / "maclaurin-map.png", dpi=90)]
-    plt.close(fig)
     h = MAP_HYPERPARAMETERS
     lines = ["# maclaurin-map", "", CONSTANTS_NOTE,
              f"Data: {n} training points drawn from the embedded East Africa relief map "
@@ -460,8 +448,7 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
                 theta = RMSE_THETA[name] if method == "local Maclaurin" else None
                 rmse_rows.append(dict(dataset=name, D=D, method=method, theta=theta)
                                  | evaluate(D, options) | dict(exact_rmse=exact_rmse))
-    plt = _pyplot()
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    fig, axes = new_figure(2, 3, figsize=(15, 8))
     for column, name in enumerate(RMSE_THETA):
         ax = axes[0, column]
         for i, D in enumerate(kl_budgets):
@@ -484,7 +471,6 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
         ax.legend(fontsize=7)
     fig.tight_layout()
     paths = [write_figure(fig, output_dir / "maclaurin-clusters.png", dpi=90)]
-    plt.close(fig)
     lines = ["# maclaurin-clusters", "", CONSTANTS_NOTE, "",
              "Hyperparameters learned by the exact GP on each training set (start l = 1, s = 1, "
              "noise 0.1; ours), then fixed for every approximation; reference = that exact GP. "

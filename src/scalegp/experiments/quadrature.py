@@ -36,6 +36,7 @@ from ..errors import NotPositiveDefiniteError
 from ..estimators.exact import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
 from ..kernels import Gaussian
+from ..plot import new_figure
 from . import register, write_figure, write_text
 
 UCI_SETS = ("airfoil", "concrete", "elevators")
@@ -383,16 +384,15 @@ def plot_panels(path: Path, summary, panels, n_columns: int) -> Path:
     """A grid of panels (mean +- std against m, one line per method) in one PNG, with one
     colour and marker per method across panels and a shared legend."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.lines
     import matplotlib.ticker
 
     methods = sorted({e["method"] for e in summary})
-    colours = plt.get_cmap("tab20")(np.linspace(0, 1, 20))
+    colours = matplotlib.colormaps["tab20"](np.linspace(0, 1, 20))
     styles = {method: dict(color=colours[i % 20], marker=MARKERS[i % len(MARKERS)])
               for i, method in enumerate(methods)}
     n_rows = -(-len(panels) // n_columns)
-    fig, axes = plt.subplots(n_rows, n_columns, figsize=(5 * n_columns + 2, 3.6 * n_rows),
+    fig, axes = new_figure(n_rows, n_columns, figsize=(5 * n_columns + 2, 3.6 * n_rows),
                              squeeze=False)
     for ax, panel in zip(axes.ravel(), panels):
         entries = [e for e in summary if e["dataset"] == panel.dataset]
@@ -410,11 +410,10 @@ def plot_panels(path: Path, summary, panels, n_columns: int) -> Path:
         ax.set(xlabel="real features m", ylabel=panel.label, title=panel.dataset)
     for ax in axes.ravel()[len(panels):]:
         ax.set_visible(False)
-    handles = [plt.Line2D([], [], label=method, **styles[method]) for method in methods]
+    handles = [matplotlib.lines.Line2D([], [], label=method, **styles[method]) for method in methods]
     fig.legend(handles=handles, loc="center right", fontsize=8)
     fig.subplots_adjust(left=0.08, right=0.82, bottom=0.07, top=0.95, hspace=0.45, wspace=0.3)
     write_figure(fig, path, dpi=90)
-    plt.close(fig)
     return path
 
 

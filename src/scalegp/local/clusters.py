@@ -14,6 +14,7 @@ from .._validation import check_dtype
 from ..data.base import ArraySource
 from ..engine.systems import CholeskySystem
 from ..features.base import FeatureMap
+from . import resolution
 from .centered import (LocalContext, LocalModel, _at, _n_components, _training_arrays,
                        centred_statistics, check_local_memory, local_memory_bytes)
 from .clustering import farthest_point_centres, nearest_centres
@@ -25,7 +26,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
 
     For centre c with Psi_c = psi(X - c): M_c = Psi_c^T Psi_c + s2 I = L_c L_c^T,
     beta_c = M_c^{-1} Psi_c^T y; at x* routed to c, mean psi(x* - c)^T beta_c and latent
-    variance s2 |L_c^{-1} psi(x* - c)|^2. The centres come from
+    variance s2 |L_c^{-1} psi(x* - c)|^2 (plus k(x*, x*) - |psi(x* - c)|^2 for a map bounded by
+    the kernel: the DTC variance of docs/nystrom.md, section 4). The centres come from
     :func:`~scalegp.local.clustering.farthest_point_centres` at the model's length scale, the first
     being the training mean; routing is by :func:`~scalegp.local.clustering.nearest_centres`.
     All centres' statistics come from one pass (:func:`centred_statistics`); the systems take
@@ -58,10 +60,13 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
                  n_samples, *, centres: np.ndarray, threshold: float, systems: dict,
                  maps=None, lazy: bool = False, source: ArraySource | None = None,
-                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None):
+                 map_seed: int | None = None, chunk_size: int | None = None, dtype=None,
+                 centre_ratios: dict | None = None):
         super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
                          n_samples)
         self._centres = centres
+        #: index -> the truncation's ratio at each centre (scalegp.local.resolution), as known
+        self._centre_ratios = dict(centre_ratios or {})
         self.map_seed = map_seed
         self.threshold = float(threshold)
         self.systems = dict(systems)
@@ -91,6 +96,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                        **common)
         if reoptimized:                     # its model file rebuilds the maps from the rows
             common["source"] = context.source
+        common["centre_ratios"] = resolution.centre_ratios(
+            context.feature_map, kernel, noise_variance, context.source.X, centres)
         check_local_memory(centres.shape[0], m, "a cluster-centred local model")
         statistics = centred_statistics(_at(maps, kernel), context.source, centres,
                                         chunk_size=context.chunk_size, dtype=context.dtype,
@@ -140,6 +147,10 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         self._check_no_cov(return_cov)
         X = self.feature_map.check_input(X, self.kernel)
         route = self.route(X)
+        resolution.warn_unresolved_routed(
+            self.feature_map, self.kernel, self.noise_variance,
+            None if self.source is None else self.source.X, self._centres, X, route,
+            self._centre_ratios)
         needed = np.unique(route)
         if self.lazy:
             self._condition_missing(needed)
@@ -150,7 +161,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
             posterior = engine.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
                                      math.nan, self.n_samples)
             shifted = (X[rows] - self._centres[j]).astype(X.dtype, copy=False)
-            out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise)
+            out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise,
+                                    diag_correction=posterior.feature_map.bounded_by_kernel)
             if return_var:
                 mean[rows], var[rows] = out
             else:

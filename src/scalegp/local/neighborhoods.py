@@ -225,14 +225,20 @@ def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
 
 
 class _Shifted:
-    """A local posterior on inputs shifted by its centre (x - c): what a feature map sees."""
+    """A local posterior on inputs shifted by its centre (x - c): what a feature map sees.
+
+    A map bounded by the kernel (Nystrom, random projection) predicts the DTC variance, with
+    c(x) = k(x, x) - q(x, x) added (docs/nystrom.md, section 4): its own q vanishes away from
+    the neighbourhood's knots, where the subset-of-regressors variance would collapse to 0."""
 
     def __init__(self, posterior, centre: np.ndarray):
         self.posterior = posterior
         self.centre = centre
+        self.diag_correction = bool(posterior.feature_map.bounded_by_kernel)
 
     def predict(self, X, return_var=False):
-        return self.posterior.predict(X - self.centre, return_var=return_var)
+        return self.posterior.predict(X - self.centre, return_var=return_var,
+                                      diag_correction=self.diag_correction)
 
 
 class NeighborhoodLikelihood:

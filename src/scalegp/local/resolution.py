@@ -47,6 +47,7 @@ from ..errors import ApproximationWarning
 
 __all__ = ["LOCAL_TAIL_LIMIT", "REACH_FACTOR", "KERNEL_ERROR_LIMIT", "VARIANCE_LIMIT",
            "local_truncation_ratios", "resolved_radius", "warn_unresolved_local",
+           "warn_unresolved_routed", "centre_ratios",
            "training_kernel_error", "exact_variance_floor", "overconfident_rows"]
 
 #: The unmodelled (truncated) prior variance a resolved centre allows on its rows within
@@ -114,7 +115,50 @@ def warn_unresolved_local(feature_map, kernel, noise_variance: float, X_train, c
     if not hasattr(feature_map, "centred_kernel_error"):
         return np.zeros(centres.shape[0], dtype=bool)
     ratios = local_truncation_ratios(feature_map, kernel, noise_variance, X_train, centres)
-    bad = ~(ratios <= LOCAL_TAIL_LIMIT)            # NaN (an overflowed variance) too
+    return _warn_unresolved(feature_map, kernel, noise_variance, ratios, what)
+
+
+def warn_unresolved_routed(feature_map, kernel, noise_variance: float, X_train, centres,
+                           X, route, centre_ratios: dict) -> np.ndarray:
+    """:func:`warn_unresolved_local` for test rows routed to shared centres (cluster-local
+    models, Algorithm 1): a row is resolved when its centre c is (the training rows within
+    reach of c) and the truncation resolves the row itself, e_x / s2 <= ``LOCAL_TAIL_LIMIT``
+    with e_x the map's ``centred_kernel_error`` at x - c (a test row beyond r_p of its centre
+    has psi(x - c) missing more of k(x, x) than the noise can hide). ``centre_ratios`` caches
+    the centres' ratios between calls (index -> ratio; filled at fit, see
+    :func:`centre_ratios`); a centre missing from it is computed from ``X_train``, or, when the
+    training rows are not kept (``X_train=None``: a loaded model), judged by the row's own
+    truncation only. Returns the mask of unresolved rows."""
+    route = np.asarray(route)
+    if not hasattr(feature_map, "centred_kernel_error"):
+        return np.zeros(route.size, dtype=bool)
+    missing = [int(j) for j in np.unique(route) if int(j) not in centre_ratios]
+    if missing and X_train is not None:
+        ratios = local_truncation_ratios(feature_map, kernel, noise_variance, X_train,
+                                         np.asarray(centres)[missing])
+        centre_ratios.update(zip(missing, ratios.tolist()))
+    at_centre = np.array([centre_ratios.get(int(j), 0.0) for j in route])
+    own = feature_map.centred_kernel_error(
+        np.asarray(X, dtype=np.float64) - np.asarray(centres)[route], kernel) / noise_variance
+    return _warn_unresolved(feature_map, kernel, noise_variance,
+                            np.fmax(at_centre, own), "test row")
+
+
+def centre_ratios(feature_map, kernel, noise_variance: float, X_train, centres) -> dict:
+    """index -> :func:`local_truncation_ratios` of every centre (empty for maps without a
+    truncation): the cache of :func:`warn_unresolved_routed`, filled when the rows are at
+    hand."""
+    if not hasattr(feature_map, "centred_kernel_error"):
+        return {}
+    ratios = local_truncation_ratios(feature_map, kernel, noise_variance, X_train, centres)
+    return dict(enumerate(ratios.tolist()))
+
+
+def _warn_unresolved(feature_map, kernel, noise_variance: float, ratios: np.ndarray,
+                     what: str) -> np.ndarray:
+    """The warning of :func:`warn_unresolved_local` for the entries of ``ratios`` above
+    ``LOCAL_TAIL_LIMIT`` (NaN, an overflowed variance, too); returns their mask."""
+    bad = ~(ratios <= LOCAL_TAIL_LIMIT)
     if np.any(bad):
         variance = float(kernel.variance)
         degree = feature_map.degree
@@ -131,7 +175,7 @@ def warn_unresolved_local(feature_map, kernel, noise_variance: float, X_train, c
             f"s = {variance:.4g}, s2 = {noise_variance:.4g}); predictions there can be many "
             "standard deviations from the exact GP's: raise the degree (the 1-D explicit map "
             "has p = n_components - 1; sketches: approximation_options max_degree and "
-            "n_components), or use another approximation"), stacklevel=3)
+            "n_components), or use another approximation"), stacklevel=4)
     return bad
 
 

@@ -26,7 +26,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
     with kernel k(x - x*, y - x*), whose test features are psi(0):
 
         M_* = Psi_*^T Psi_* + s2 I = L_* L_*^T,   Psi_* = psi(X - x*),
-        mean(x*) = v_*^T w_*,   latent variance s2 |v_*|^2,
+        mean(x*) = v_*^T w_*,   latent variance s2 |v_*|^2 (+ k(0, 0) - |psi(0)|^2, the DTC
+        correction, for a map bounded by the kernel: Nystrom, random projection),
         v_* = L_*^{-1} psi(0),  w_* = L_*^{-1} Psi_*^T y.
 
     Blocks of test points are done together: one pass over the training rows gives the
@@ -116,6 +117,9 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         if not return_var:
             return mean
         np.maximum(var, 0.0, out=var)
+        if self.feature_map.bounded_by_kernel:        # the DTC variance (class docstring)
+            var += max(float(self.kernel.diag(np.zeros((1, X.shape[1])))[0]) - psi0 @ psi0,
+                       0.0)
         if include_noise:
             var += s2
         return mean, var
