@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent
 #: The wings from the bottom up; the wings of one layer may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",),                     # errors, checks, memory, output, linear algebra, kernels,
-                                   # metrics: the top-level modules and kernels/
+                                   # metrics, plots: the top-level modules and kernels/
     ("data", "datasets"),          # data sources, readers, tables; the embedded data sets
     ("features",),                 # feature maps and the rules and sketches they are built on
     ("engine",),                   # statistics, likelihood, posterior, systems, noise
@@ -42,6 +42,7 @@ TOP_LEVEL: dict[str, str] = {
     "_architecture": "base", "_version": "base", "errors": "base", "_validation": "base",
     "_limits": "base", "_memory": "base", "_output": "base", "linalg": "base",
     "parallel": "base", "rowwise": "base", "kernels": "base", "metrics": "base",
+    "plot": "base",
 }
 
 LAYER_OF: dict[str, int] = {wing: level for level, wings in enumerate(LAYERS) for wing in wings}
