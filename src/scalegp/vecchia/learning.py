@@ -115,6 +115,8 @@ class VecchiaGP:
             self.history.append({"stage": stage, "log_likelihood": result.log_marginal_likelihood,
                                  "n_evaluations": result.n_evaluations,
                                  "converged": result.converged,
+                                 "structure_length_scale": built.tolist(),
+                                 "length_scale": learned.tolist(),
                                  "max_length_scale_factor": math.exp(change)})
             if change <= math.log(self.rebuild_factor) or stage + 1 == self.max_structures:
                 break
