@@ -83,17 +83,17 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
     mean, var = np.empty(len(X_test)), np.empty(len(X_test))
 
     def run(rows):
+        n_neighbors = neighbors.shape[1]
+        diagonal = np.arange(n_neighbors)
         for j in rows:
-            X_N = X_train[neighbors[j]]
-            K = kernel(X_N)
-            K[np.diag_indices_from(K)] += noise_variance
-            L = _factor(K, "a test point's training neighbours")
-            v = scipy.linalg.solve_triangular(L, kernel(X_test[j:j + 1], X_N)[0], lower=True,
-                                              check_finite=False)
-            z = scipy.linalg.solve_triangular(L, y_train[neighbors[j]], lower=True,
-                                              check_finite=False)
+            # one kernel matrix of [X_N; x]: K_N in its leading block, k in its last column
+            K = kernel(np.vstack([X_train[neighbors[j]], X_test[j:j + 1]]))
+            K[diagonal, diagonal] += noise_variance
+            L = _factor(K[:-1, :-1], "a test point's training neighbours")
+            right = np.column_stack([K[:-1, -1], y_train[neighbors[j]]])
+            v, z = scipy.linalg.solve_triangular(L, right, lower=True, check_finite=False).T
             mean[j] = v @ z
-            var[j] = kernel.diag(X_test[j:j + 1])[0] - v @ v
+            var[j] = K[-1, -1] - v @ v
 
     tasks = [range(s, min(s + POINTS_PER_TASK, len(X_test)))
              for s in range(0, len(X_test), POINTS_PER_TASK)]
