@@ -13,6 +13,7 @@ from .estimator import ExactGPRegressor, LowRankGPRegressor
 from .gibbs_estimator import GibbsGPRegressor
 from .io import load, save
 from .transformers import FeatureMapTransformer
+from . import vecchia  # the Vecchia approximation (docs/vecchia.md)
 
 __version__ = "0.1.0"
 
