@@ -28,8 +28,10 @@ matrix products. dK/d log s2 = s2 I adds 1/2 s2 tr(W). The kernel derivatives ar
 :meth:`scalegp.kernels.Kernel.gradient` on the block's inputs (whose last slice, the
 derivative in the log variance, is the kernel matrix itself, so it is not formed twice).
 
-Cost per evaluation: sum over blocks of |T|^3 (Cholesky, inverse, products) plus P |T|^2 for
-the gradient contraction: O(N m^3) ungrouped, O(N m^2) memory-free of any stored factor.
+Cost per evaluation: sum over blocks of |T|^3 (Cholesky, inverse, products) plus P |T|^2
+for the gradient contraction, O(N m^3) ungrouped; memory O(P max |T|^2) per thread, and no
+factor is kept between blocks or evaluations (docs/vecchia.md, "The likelihood and its
+gradient").
 """
 
 from __future__ import annotations
