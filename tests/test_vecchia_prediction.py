@@ -145,3 +145,5 @@ def test_model_rejects_bad_options():
         VecchiaGP("matern32", 0.1, 5)
     with pytest.raises(ValueError, match="noise_variance"):
         VecchiaGP(kernel, -1.0, 5)
+    with pytest.raises(ValueError, match="ordering"):
+        VecchiaGP(kernel, 0.1, 5, ordering="hilbert")

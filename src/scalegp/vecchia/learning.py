@@ -29,6 +29,7 @@ from ..kernels import Kernel
 from ..optimize import learn_hyperparameters
 from . import prediction
 from .likelihood import VecchiaLikelihood, vecchia_log_likelihood
+from .ordering import ORDERINGS
 from .structure import VecchiaStructure, build_structure
 
 #: Default neighbours per point (GpGp's default is 30).
@@ -87,6 +88,8 @@ class VecchiaGP:
         if not (isinstance(self.rebuild_factor, (int, float)) and self.rebuild_factor > 1.0):
             raise ValueError(f"rebuild_factor must be a number > 1, got {self.rebuild_factor!r}")
         self.n_jobs = check_positive_int(self.n_jobs, "n_jobs")
+        if self.ordering not in ORDERINGS:
+            raise ValueError(f"ordering must be one of {ORDERINGS}, got {self.ordering!r}")
         self.hyperparameters = Hyperparameters(self.kernel, self.noise_variance,
                                                self.noise_variance_bounds)
 
