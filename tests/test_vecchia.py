@@ -3,8 +3,16 @@
 import numpy as np
 import pytest
 
-from scalegp.vecchia import (build_structure, coordinate_order, grouped_blocks, maximin_order,
-                             order_points, ordered_neighbors, scaled_inputs, singleton_blocks)
+from scalegp.vecchia import (
+    build_structure,
+    coordinate_order,
+    grouped_blocks,
+    maximin_order,
+    order_points,
+    ordered_neighbors,
+    scaled_inputs,
+    singleton_blocks,
+)
 
 
 def brute_maximin(U):

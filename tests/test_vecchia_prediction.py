@@ -6,6 +6,8 @@ training and all earlier test points, the chain rule of the exact joint posterio
 1e-8. At small m the errors are measured (stated below), and must shrink with m.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,14 @@ from scalegp.exact import ExactMarginalLikelihood, ExactPosterior
 from scalegp.hyperparameters import Hyperparameters
 from scalegp.kernels import Gaussian, Matern
 from scalegp.optimize import learn_hyperparameters
-from scalegp.vecchia import VecchiaGP, fit_vecchia, predict, predict_joint, prediction, sample
+from scalegp.vecchia import (
+    VecchiaGP,
+    fit_vecchia,
+    predict,
+    predict_joint,
+    prediction,
+    sample,
+)
 
 NOISE = 0.05
 KERNELS = [Gaussian(length_scale=0.4, variance=1.3),
@@ -120,7 +129,7 @@ def test_learning_rebuilds_the_structure_when_the_scales_move():
     # from length scales 5 the optimum is far: measured factors 2.48, 2.08, 1.36 (3 stages)
     history = model.history
     assert 2 <= len(history) <= 3 and history[0]["max_length_scale_factor"] > 2
-    for before, after in zip(history, history[1:]):      # each rebuild at the learned scales
+    for before, after in itertools.pairwise(history):     # each rebuild at the learned scales
         assert before["max_length_scale_factor"] > 2
         np.testing.assert_allclose(after["structure_length_scale"], before["length_scale"])
     np.testing.assert_allclose(model.structure_.length_scale,

@@ -98,7 +98,7 @@ class VecchiaGP:
         return build_structure(self.X_train_, length_scale, self.m, ordering=self.ordering,
                                grouping=self.grouping, rng=self.random_state)
 
-    def fit(self, X, y, *, learn: bool = True) -> "VecchiaGP":
+    def fit(self, X, y, *, learn: bool = True) -> VecchiaGP:
         """Learn the hyperparameters on (X, y) (module docstring), or keep them
         (``learn=False``), and keep the data for prediction. y is taken as centred."""
         self.X_train_ = check_matrix(X, "X")

@@ -40,9 +40,16 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from scipy.linalg.lapack import dpotrf as potrf, dtrtri as trtri, dtrtrs as trtrs
+from scipy.linalg.lapack import dpotrf as potrf
+from scipy.linalg.lapack import dtrtri as trtri
+from scipy.linalg.lapack import dtrtrs as trtrs
 
-from .._validation import check_matrix, check_positive_int, check_positive_scalar, check_vector
+from .._validation import (
+    check_matrix,
+    check_positive_int,
+    check_positive_scalar,
+    check_vector,
+)
 from ..errors import NotPositiveDefiniteError
 from ..hyperparameters import Hyperparameters
 from ..kernels import Kernel

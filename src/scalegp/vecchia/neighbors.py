@@ -109,7 +109,7 @@ class Blocks:
 
 def singleton_blocks(neighbors: np.ndarray) -> Blocks:
     """Ungrouped Vecchia: block {i} with union set c(i) + {i}."""
-    n, m = neighbors.shape
+    n = neighbors.shape[0]
     rows = [np.sort(np.append(row[row >= 0], i)) for i, row in enumerate(neighbors)]
     return _blocks_from_sets(rows, [np.array([i]) for i in range(n)])
 
@@ -118,7 +118,7 @@ def grouped_blocks(neighbors: np.ndarray, *, exponent: float = 2.0) -> Blocks:
     """Guinness's greedy grouping (module docstring) of the conditioning sets ``neighbors``."""
     if not exponent >= 1.0:
         raise ValueError(f"exponent must be >= 1, got {exponent!r}")
-    n, m = neighbors.shape
+    n = neighbors.shape[0]
     grouped = np.zeros(n, dtype=bool)
     stamp = np.full(n, -1, dtype=np.intp)        # stamp[j] == leader: j is in T(leader)
     sets, members = [], []

@@ -35,8 +35,13 @@ import numpy as np
 import scipy.linalg
 from scipy.spatial import cKDTree
 
-from .._validation import (as_generator, check_matrix, check_positive_int,
-                           check_positive_scalar, check_vector)
+from .._validation import (
+    as_generator,
+    check_matrix,
+    check_positive_int,
+    check_positive_scalar,
+    check_vector,
+)
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel
 from .ordering import scaled_inputs
