@@ -117,3 +117,19 @@ def test_structure_orders_in_the_scaled_inputs():
     np.testing.assert_array_equal(structure.order, maximin_order(X / [1.0, 100.0]))
     assert structure.blocks.n_blocks == 200 and structure.m == 5
     np.testing.assert_array_equal(structure.length_scale, [1.0, 100.0])
+
+
+def test_neighbors_on_a_grid_with_tied_distances_are_nearest():
+    # a grid has many equal distances: the tie may be broken either way, but the kept
+    # points must be at the m smallest distances among the earlier points
+    g = np.arange(20.0)
+    U = np.column_stack([np.repeat(g, 20), np.tile(g, 20)])
+    Uo = U[maximin_order(U)]
+    assert len({tuple(u) for u in Uo}) == 400
+    m = 8
+    neighbors = ordered_neighbors(Uo, m)
+    for i in range(1, 400):
+        d = np.sort(np.sum((Uo[:i] - Uo[i]) ** 2, axis=1))[:m]
+        kept = neighbors[i][neighbors[i] >= 0]
+        assert np.all(kept < i) and len(set(kept)) == kept.size == min(i, m)
+        np.testing.assert_array_equal(np.sort(np.sum((Uo[kept] - Uo[i]) ** 2, axis=1)), d)
