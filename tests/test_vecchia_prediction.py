@@ -22,6 +22,7 @@ from scalegp.vecchia import (
     predict_joint,
     prediction,
     sample,
+    vecchia_log_likelihood,
 )
 
 NOISE = 0.05
@@ -140,6 +141,10 @@ def test_learning_rebuilds_the_structure_when_the_scales_move():
     assert np.all(var > model.noise_variance_)
     fixed = VecchiaGP(model.kernel_, model.noise_variance_, 10).fit(X, y, learn=False)
     assert fixed.kernel_ == model.kernel_ and fixed.history == []
+    assert fixed._structure_ is None                  # prediction builds no structure
+    np.testing.assert_allclose(fixed.structure_.length_scale, model.kernel_.length_scale)
+    assert fixed.log_likelihood() == pytest.approx(vecchia_log_likelihood(
+        model.kernel_, model.noise_variance_, X, y, fixed.structure_), rel=1e-12)
     np.testing.assert_allclose(fixed.predict(X_test), mean, rtol=1e-12)
     assert fixed.sample(X_test, 2, rng=0).shape == (len(X_test), 2)
 

@@ -106,8 +106,12 @@ class VecchiaGP:
         self.kernel.check_n_dims(self.X_train_.shape[1])
         hyperparameters = self.hyperparameters
         self.history = []
+        self._structure_ = None
+        if not learn:              # prediction needs no structure: built on first use
+            self.hyperparameters_ = hyperparameters
+            return self
         structure = self._structure(hyperparameters.kernel.length_scale)
-        for stage in range(self.max_structures if learn else 0):
+        for stage in range(self.max_structures):
             objective = VecchiaLikelihood(hyperparameters, self.X_train_, self.y_train_,
                                           structure, n_jobs=self.n_jobs)
             hyperparameters, result = learn_hyperparameters(
@@ -125,8 +129,16 @@ class VecchiaGP:
                 break
             structure = self._structure(hyperparameters.kernel.length_scale)
         self.hyperparameters_ = hyperparameters
-        self.structure_ = structure
+        self._structure_ = structure
         return self
+
+    @property
+    def structure_(self) -> VecchiaStructure:
+        """The structure of the last learning stage (with ``learn=False``: one built at the
+        kernel's length scales on first use)."""
+        if self._structure_ is None:
+            self._structure_ = self._structure(self.kernel_.length_scale)
+        return self._structure_
 
     @property
     def kernel_(self) -> Kernel:
