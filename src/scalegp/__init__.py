@@ -1,7 +1,7 @@
 """scalegp: Gaussian process regression at scale through low-rank kernel approximations."""
 
 from . import (data, datasets, engine, estimators, features, inference, io, kernels, linalg, local,
-               metrics)
+               metrics, vecchia)
 from ._version import __version__
 from .engine.exact import ExactMarginalLikelihood, ExactPosterior
 from .engine.likelihood import MarginalLikelihood, Posterior
@@ -26,5 +26,5 @@ __all__ = [
     "UnsafeOutputError", "__version__", "learn_hyperparameters", "load", "save",
     # the wings (docs/extending.md, "The layout of the package")
     "data", "datasets", "engine", "estimators", "features", "inference", "io", "kernels",
-    "linalg", "local", "metrics",
+    "linalg", "local", "metrics", "vecchia",
 ]

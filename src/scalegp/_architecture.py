@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("features",),                 # feature maps and the rules and sketches they are built on
     ("engine",),                   # statistics, likelihood, posterior, systems, noise
     ("inference",),                # hyperparameter learning, Gibbs sampling, knot learning
-    ("local",),                    # local (centred) and neighbourhood models, clustering
+    ("local", "vecchia"),          # local (centred) and neighbourhood models, clustering; the
+                                   # Vecchia approximation
     ("estimators",),               # the scikit-learn estimators and transformer
     ("io",),                       # model files
     ("experiments",),              # the papers' experiments, run by the command line
@@ -52,13 +53,16 @@ LAYER_OF: dict[str, int] = {wing: level for level, wings in enumerate(LAYERS) fo
 HELPERS = frozenset({"scalegp._validation", "scalegp._memory", "scalegp._output",
                      "scalegp._limits", "scalegp._version"})
 
-#: Functions of numpy.linalg, scipy.linalg and scipy.sparse.linalg that factorize a matrix or
-#: solve with one: only :mod:`scalegp.linalg` calls them.
+#: Functions of numpy.linalg, scipy.linalg, scipy.sparse.linalg and LAPACK (scipy.linalg.lapack)
+#: that factorize a matrix or solve with one: only :mod:`scalegp.linalg` calls them.
 FACTORIZING = frozenset({
     "cholesky", "cho_factor", "cho_solve", "solve", "solve_triangular", "eig", "eigh",
     "eigvals", "eigvalsh", "eigsh", "qr", "svd", "svdvals", "lu", "lu_factor", "lu_solve",
-    "inv", "pinv", "lstsq", "cond", "det", "slogdet", "ldl"})
-LINALG_MODULES = ("numpy.linalg", "scipy.linalg", "scipy.sparse.linalg")
+    "inv", "pinv", "lstsq", "cond", "det", "slogdet", "ldl",
+    *(f"{t}{routine}" for t in "sd" for routine in (
+        "potrf", "potrs", "potri", "trtri", "trtrs", "gesv", "getrf", "getrs", "geqrf",
+        "syev", "syevd", "syevr", "gesdd", "gesvd"))})
+LINALG_MODULES = ("numpy.linalg", "scipy.linalg", "scipy.sparse.linalg", "scipy.linalg.lapack")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -167,6 +167,25 @@ def cho_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return scipy.linalg.cho_solve((L, True), B, check_finite=False)
 
 
+def small_cholesky(A: np.ndarray) -> np.ndarray | None:
+    """Lower Cholesky factor of a small symmetric positive definite A by LAPACK's potrf, with
+    none of the wrappers' checks (A, float64, is overwritten), or None where A is not
+    positive definite: for loops over many small matrices (the Vecchia blocks, m ~ 30), where
+    the checks of :func:`cholesky` cost as much as the arithmetic."""
+    L, info = scipy.linalg.lapack.dpotrf(A, lower=1, clean=1, overwrite_a=1)
+    return L if info == 0 else None
+
+
+def small_triangular_inverse(L: np.ndarray) -> np.ndarray:
+    """L^{-1} of a lower triangular L by LAPACK's trtri (no checks; :func:`small_cholesky`)."""
+    return scipy.linalg.lapack.dtrtri(L, lower=1)[0]
+
+
+def small_solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """L^{-1} B for a lower triangular L by LAPACK's trtrs (no checks; :func:`small_cholesky`)."""
+    return scipy.linalg.lapack.dtrtrs(L, B, lower=1)[0]
+
+
 def logdet_from_cholesky(L: np.ndarray) -> float:
     """log det(L L^T) = 2 sum_i log L_ii."""
     return 2.0 * float(np.sum(np.log(np.diag(L))))

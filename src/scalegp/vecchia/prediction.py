@@ -1,0 +1,163 @@
+"""Vecchia predictions: each test point conditioned on its m nearest training points.
+
+**Independent predictive** (Katzfuss et al. 2020's "independent" response-latent variant):
+with N(x) the m nearest training points to x in the scaled inputs u = x / l (one cKDTree
+query), K_N = k(X_N, X_N) + s2 I = L L^T, k = k(X_N, x), v = L^{-1} k,
+
+    mean(x) = k^T K_N^{-1} y_N = v^T (L^{-1} y_N),    var(x) = k(x, x) - |v|^2  (+ s2),
+
+the exact GP's predictive given y_N only; at m = N it is the exact GP's.
+
+**Joint predictive** of the latent f at test points x*_1..x*_n in the given order: the
+Vecchia approximation of (y, f*) with the test points after the training points, each
+x*_j conditioned on its m nearest among the training points and x*_1..x*_{j-1}:
+
+    f_j = b_j^T [y_N(j); f_P(j)] + sqrt(d_j) e_j,   e ~ N(0, I),
+
+b_j and d_j the regression coefficients and conditional variance of f_j on that set (the
+covariance of training responses includes s2, of latent test values does not). Collecting
+f = c + B f + D^{1/2} e (B strictly lower triangular),
+
+    f = (I - B)^{-1} c + (I - B)^{-1} D^{1/2} e:
+
+mean (I - B)^{-1} c and covariance F F^T with the lower triangular F = (I - B)^{-1} D^{1/2}.
+Draws are mean + F e. At m >= N + n - 1 it is the exact joint posterior.
+
+Costs: O(m^3) per test point (O(m (m + n)) memory for the joint one, which keeps the
+n x n factor F: meant for small test sets, ``MAX_JOINT`` points).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .._validation import (
+    as_generator,
+    check_matrix,
+    check_positive_int,
+    check_positive_scalar,
+    check_vector,
+)
+from .. import linalg
+from ..errors import NotPositiveDefiniteError
+from ..kernels import Kernel
+from .ordering import scaled_inputs
+
+#: Largest test set :func:`predict_joint` accepts (its factor F is n x n).
+MAX_JOINT = 5000
+#: Test points handed to one thread at a time.
+POINTS_PER_TASK = 512
+
+
+def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m):
+    noise_variance = check_positive_scalar(noise_variance, "noise_variance")
+    X_train = check_matrix(X_train, "X_train")
+    y_train = check_vector(y_train, "y_train", n_samples=X_train.shape[0])
+    X_test = check_matrix(X_test, "X_test", n_dims=X_train.shape[1])
+    kernel.check_n_dims(X_train.shape[1])
+    return noise_variance, X_train, y_train, X_test, check_positive_int(m, "m")
+
+
+def _factor(K, what):
+    try:
+        return linalg.cholesky(K, name=what, allow_jitter=False)[0]
+    except NotPositiveDefiniteError:
+        raise NotPositiveDefiniteError(
+            f"the covariance of {what} is not positive definite (duplicated test points?)"
+        ) from None
+
+
+def training_neighbors(kernel: Kernel, X_train, X_test, m: int) -> np.ndarray:
+    """Rows of the m nearest training points to each test point in the scaling x / l,
+    shape (n_test, m), nearest first."""
+    tree = cKDTree(scaled_inputs(X_train, kernel.length_scale))
+    _, idx = tree.query(scaled_inputs(X_test, kernel.length_scale), k=m)
+    return np.asarray(idx, dtype=np.intp).reshape(len(X_test), m)
+
+
+def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
+            return_var: bool = False, include_noise: bool = False, n_jobs: int = 1):
+    """The independent Vecchia predictive mean (and variance: latent, or of a new response
+    with ``include_noise``) at X_test (module docstring)."""
+    noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
+                                                         y_train, X_test, m)
+    neighbors = training_neighbors(kernel, X_train, X_test, min(m, len(X_train)))
+    mean, var = np.empty(len(X_test)), np.empty(len(X_test))
+
+    def run(rows):
+        n_neighbors = neighbors.shape[1]
+        diagonal = np.arange(n_neighbors)
+        for j in rows:
+            # one kernel matrix of [X_N; x]: K_N in its leading block, k in its last column
+            K = kernel(np.vstack([X_train[neighbors[j]], X_test[j:j + 1]]))
+            K[diagonal, diagonal] += noise_variance
+            L = _factor(K[:-1, :-1], "a test point's training neighbours")
+            right = np.column_stack([K[:-1, -1], y_train[neighbors[j]]])
+            v, z = linalg.solve_lower(L, right).T
+            mean[j] = v @ z
+            var[j] = K[-1, -1] - v @ v
+
+    tasks = [range(s, min(s + POINTS_PER_TASK, len(X_test)))
+             for s in range(0, len(X_test), POINTS_PER_TASK)]
+    if check_positive_int(n_jobs, "n_jobs") == 1 or len(tasks) <= 1:
+        for rows in tasks:
+            run(rows)
+    else:
+        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            list(pool.map(run, tasks))
+    if not return_var:
+        return mean
+    var = np.maximum(var, 0.0)
+    return mean, var + (noise_variance if include_noise else 0.0)
+
+
+def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int):
+    """(mean, F) of the joint Vecchia predictive of the latent f at X_test, in the given
+    order: covariance F F^T, F lower triangular (module docstring)."""
+    noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
+                                                         y_train, X_test, m)
+    n = len(X_test)
+    if n > MAX_JOINT:
+        raise ValueError(f"X_test must have at most {MAX_JOINT} rows for the joint predictive "
+                         f"(it keeps an n x n factor), got {n}; use predict for marginals")
+    m_train = min(m, len(X_train))
+    neighbors = training_neighbors(kernel, X_train, X_test, m_train)
+    U_train = scaled_inputs(X_train, kernel.length_scale)
+    U_test = scaled_inputs(X_test, kernel.length_scale)
+    I_minus_B = np.eye(n)
+    c, d = np.empty(n), np.empty(n)
+    for j in range(n):
+        train = neighbors[j]
+        d_train = np.sum((U_train[train] - U_test[j]) ** 2, axis=1)
+        d_test = np.sum((U_test[:j] - U_test[j]) ** 2, axis=1)
+        # the m nearest among the training neighbours and the earlier test points
+        keep = np.argsort(np.concatenate([d_train, d_test]), kind="stable")[:m]
+        train, test = train[keep[keep < m_train]], keep[keep >= m_train] - m_train
+        Z = np.vstack([X_train[train], X_test[test]])
+        K = kernel(Z)
+        K[np.arange(train.size), np.arange(train.size)] += noise_variance
+        L = _factor(K, f"test point {j}'s conditioning set")
+        k = kernel(X_test[j:j + 1], Z)[0]
+        b = linalg.cho_solve(L, k)
+        c[j] = b[:train.size] @ y_train[train]
+        I_minus_B[j, test] = -b[train.size:]
+        d[j] = max(kernel.diag(X_test[j:j + 1])[0] - k @ b, 0.0)
+    mean = linalg.solve_lower(I_minus_B, c)           # unit lower triangular
+    F = linalg.solve_lower(I_minus_B, np.diag(np.sqrt(d)))
+    return mean, F
+
+
+def sample(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, n_samples: int,
+           rng=None, *, include_noise: bool = False) -> np.ndarray:
+    """Joint draws at X_test, shape (n_test, n_samples): of the latent f, or of new
+    responses (f plus independent N(0, s2) noise) with ``include_noise``."""
+    n_samples = check_positive_int(n_samples, "n_samples")
+    generator = as_generator(rng)
+    mean, F = predict_joint(kernel, noise_variance, X_train, y_train, X_test, m)
+    draws = mean[:, None] + F @ generator.standard_normal((mean.size, n_samples))
+    if include_noise:
+        draws += np.sqrt(noise_variance) * generator.standard_normal(draws.shape)
+    return draws

@@ -1,0 +1,163 @@
+"""Vecchia prediction and learning against the exact GP.
+
+At m = N each test point conditions on every training point, so the independent predictive
+is the exact GP's; the joint predictive at m >= N + n - 1 conditions each test point on all
+training and all earlier test points, the chain rule of the exact joint posterior. Both to
+1e-8. At small m the errors are measured (stated below), and must shrink with m.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from scalegp.engine.exact import ExactMarginalLikelihood, ExactPosterior
+from scalegp.engine.hyperparameters import Hyperparameters
+from scalegp.kernels import Gaussian, Matern
+from scalegp.inference.optimize import learn_hyperparameters
+from scalegp.vecchia import (
+    VecchiaGP,
+    fit_vecchia,
+    predict,
+    predict_joint,
+    prediction,
+    sample,
+    vecchia_log_likelihood,
+)
+
+NOISE = 0.05
+KERNELS = [Gaussian(length_scale=0.4, variance=1.3),
+           Matern(nu=0.5, length_scale=[0.3, 0.5], variance=1.3),
+           Matern(nu=1.5, length_scale=[0.3, 0.5], variance=1.3)]
+
+
+def data(n=80, n_test=15, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(n)
+    return X, y - y.mean(), rng.uniform(size=(n_test, 2))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=["gaussian", "matern12", "matern32"])
+def test_all_neighbours_give_the_exact_predictive(kernel):
+    X, y, X_test = data()
+    exact = ExactPosterior.fit(kernel, NOISE, X, y)
+    for include_noise in (False, True):
+        mean, var = predict(kernel, NOISE, X, y, X_test, len(X), return_var=True,
+                            include_noise=include_noise)
+        exact_mean, exact_var = exact.predict(X_test, return_var=True,
+                                              include_noise=include_noise)
+        np.testing.assert_allclose(mean, exact_mean, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(var, exact_var, rtol=1e-8, atol=1e-8)
+    joint_mean, F = predict_joint(kernel, NOISE, X, y, X_test, len(X) + len(X_test))
+    exact_mean, exact_cov = exact.predict(X_test, return_cov=True)
+    np.testing.assert_allclose(joint_mean, exact_mean, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(F @ F.T, exact_cov, rtol=1e-8, atol=1e-8)
+    assert np.allclose(F, np.tril(F))
+
+
+def test_accuracy_at_small_m():
+    # measured max errors against the exact GP (mean; latent variance; joint covariance):
+    # m = 5: 0.150, 0.055, 0.025; m = 10: 0.057, 0.0082, 0.0090; m = 20: 0.019, 0.0023, 0.0017
+    X, y, X_test = data()
+    kernel = KERNELS[2]
+    exact = ExactPosterior.fit(kernel, NOISE, X, y)
+    exact_mean, exact_var = exact.predict(X_test, return_var=True)
+    _, exact_cov = exact.predict(X_test, return_cov=True)
+    errors = []
+    for m in (5, 10, 20):
+        mean, var = predict(kernel, NOISE, X, y, X_test, m, return_var=True)
+        _, F = predict_joint(kernel, NOISE, X, y, X_test, m)
+        errors.append([np.abs(mean - exact_mean).max(), np.abs(var - exact_var).max(),
+                       np.abs(F @ F.T - exact_cov).max()])
+    errors = np.array(errors)
+    assert np.all(np.diff(errors, axis=0) < 0)
+    assert np.all(errors[-1] < [0.03, 0.004, 0.003])
+
+
+def test_threads_and_points_are_independent():
+    X, y, X_test = data(n_test=1200)
+    kernel = KERNELS[1]
+    serial = predict(kernel, NOISE, X, y, X_test, 10, return_var=True)
+    threaded = predict(kernel, NOISE, X, y, X_test, 10, return_var=True, n_jobs=2)
+    np.testing.assert_array_equal(serial, threaded)
+    alone = predict(kernel, NOISE, X, y, X_test[7:8], 10, return_var=True)
+    np.testing.assert_allclose(np.ravel(alone), [serial[0][7], serial[1][7]], rtol=1e-12)
+
+
+def test_sample_draws_from_the_joint_predictive():
+    X, y, X_test = data()
+    kernel = KERNELS[2]
+    mean, F = predict_joint(kernel, NOISE, X, y, X_test, 10)
+    draws = sample(kernel, NOISE, X, y, X_test, 10, 3, rng=4)
+    expected = mean[:, None] + F @ np.random.default_rng(4).standard_normal((len(X_test), 3))
+    np.testing.assert_allclose(draws, expected, rtol=1e-12)
+    noisy = sample(kernel, NOISE, X, y, X_test, 10, 4000, rng=5, include_noise=True)
+    # the spread of noisy draws: latent variance + s2, within 5 standard errors
+    expected_var = np.sum(F**2, axis=1) + NOISE
+    assert np.all(np.abs(noisy.var(axis=1) / expected_var - 1) < 5 * np.sqrt(2 / 4000))
+
+
+def test_prediction_rejects_bad_input(monkeypatch):
+    X, y, X_test = data()
+    kernel = KERNELS[0]
+    with pytest.raises(ValueError, match="X_test"):
+        predict(kernel, NOISE, X, y, X_test[:, :1], 5)
+    with pytest.raises(ValueError, match="m must"):
+        predict(kernel, NOISE, X, y, X_test, 0)
+    monkeypatch.setattr(prediction, "MAX_JOINT", 10)
+    with pytest.raises(ValueError, match="at most 10 rows"):
+        predict_joint(kernel, NOISE, X, y, X_test, 5)
+
+
+def test_learning_at_full_sets_finds_the_exact_optimum():
+    X, y, _ = data(120)
+    start = Matern(nu=1.5, length_scale=[1.0, 1.0])
+    model = fit_vecchia(X, y, start, 0.1, m=119, noise_variance_bounds=(1e-4, 10.0))
+    hyperparameters = Hyperparameters(start, 0.1, (1e-4, 10.0))
+    exact, _ = learn_hyperparameters(ExactMarginalLikelihood(hyperparameters, X, y),
+                                     hyperparameters)
+    # both optimize the same function from the same start; L-BFGS-B's tolerances
+    np.testing.assert_allclose(model.hyperparameters_.theta, exact.theta, atol=1e-3)
+    assert model.log_likelihood() == pytest.approx(
+        ExactMarginalLikelihood(exact, X, y).value(exact.theta), abs=1e-6)
+
+
+def test_learning_rebuilds_the_structure_when_the_scales_move():
+    X, y, X_test = data(400)
+    model = VecchiaGP(Matern(nu=1.5, length_scale=[5.0, 5.0]), 0.5, 10, max_structures=3)
+    model.fit(X, y)
+    # from length scales 5 the optimum is far: measured factors 2.48, 2.08, 1.36 (3 stages)
+    history = model.history
+    assert 2 <= len(history) <= 3 and history[0]["max_length_scale_factor"] > 2
+    for before, after in itertools.pairwise(history):     # each rebuild at the learned scales
+        assert before["max_length_scale_factor"] > 2
+        np.testing.assert_allclose(after["structure_length_scale"], before["length_scale"])
+    np.testing.assert_allclose(model.structure_.length_scale,
+                               history[-1]["structure_length_scale"])
+    np.testing.assert_allclose(history[-1]["length_scale"], model.kernel_.length_scale)
+    assert history[-1]["max_length_scale_factor"] <= 2 or len(history) == 3
+    mean, var = model.predict(X_test, return_var=True, include_noise=True)
+    assert np.all(var > model.noise_variance_)
+    fixed = VecchiaGP(model.kernel_, model.noise_variance_, 10).fit(X, y, learn=False)
+    assert fixed.kernel_ == model.kernel_ and fixed.history == []
+    assert fixed._structure_ is None                  # prediction builds no structure
+    np.testing.assert_allclose(fixed.structure_.length_scale, model.kernel_.length_scale)
+    assert fixed.log_likelihood() == pytest.approx(vecchia_log_likelihood(
+        model.kernel_, model.noise_variance_, X, y, fixed.structure_), rel=1e-12)
+    np.testing.assert_allclose(fixed.predict(X_test), mean, rtol=1e-12)
+    assert fixed.sample(X_test, 2, rng=0).shape == (len(X_test), 2)
+
+
+def test_model_rejects_bad_options():
+    kernel = KERNELS[0]
+    with pytest.raises(ValueError, match="m must"):
+        VecchiaGP(kernel, 0.1, 0)
+    with pytest.raises(ValueError, match="rebuild_factor"):
+        VecchiaGP(kernel, 0.1, 5, rebuild_factor=1.0)
+    with pytest.raises(TypeError, match="kernel"):
+        VecchiaGP("matern32", 0.1, 5)
+    with pytest.raises(ValueError, match="noise_variance"):
+        VecchiaGP(kernel, -1.0, 5)
+    with pytest.raises(ValueError, match="ordering"):
+        VecchiaGP(kernel, 0.1, 5, ordering="hilbert")
