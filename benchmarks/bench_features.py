@@ -48,9 +48,10 @@ if (ROOT / "src" / "scalegp").is_dir():
 
 import scalegp as sg  # noqa: E402
 from scalegp import features, metrics  # noqa: E402
+from scalegp.experiments.quadrature import find_uci_dir  # noqa: E402
 from scalegp.features._fourier import FourierFeatureMap  # noqa: E402
 
-DATA = Path("/work/shared/data/uci/kin40k.csv")
+DATA = find_uci_dir() / "kin40k.csv"        # $SCALEGP_UCI_DIR, else ../shared/data/uci
 BUDGETS = (64, 128, 256, 512, 1024)
 SWEEP_DIMS = (8, 16, 64, 256, 1024)
 

@@ -37,9 +37,10 @@ if (ROOT / "src" / "scalegp").is_dir():
 
 import scalegp as sg  # noqa: E402
 from scalegp.errors import NotPositiveDefiniteError  # noqa: E402
+from scalegp.experiments.quadrature import find_uci_dir  # noqa: E402
 from scalegp.metrics import nlpd, rmse  # noqa: E402
 
-UCI = Path("/work/shared/data/uci")
+UCI = find_uci_dir()             # $SCALEGP_UCI_DIR, else ../shared/data/uci
 RULES = ("ssr", "sgq", "dfs", "sfs", "rff")
 BUDGET = 512
 ISSUE_SETTING = {"length_scale": 2.0, "variance": 1.0, "noise_variance": 0.05}
