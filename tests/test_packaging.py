@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_version_is_written_once_and_citation_agrees():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'dynamic = ["version"]' in pyproject and not re.search(r'^version\s*=', pyproject,
+    assert 'dynamic = ["version"]' in pyproject and not re.search(r'^version\s*=\s*"', pyproject,
                                                                   re.MULTILINE)
     assert 'version = {attr = "scalegp._version.__version__"}' in pyproject
     citation = re.search(r"^version: (\S+)$", (ROOT / "CITATION.cff").read_text(), re.MULTILINE)
