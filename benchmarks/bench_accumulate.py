@@ -271,7 +271,7 @@ def bench_accumulate(m: int, dtype, n_samples: int, repeats: int, peak: GemmPeak
         timer.run("features", features_only)
         log(f"    bare {timer.times['bare'][-1]:.2f}s  gram {timer.times['gram'][-1]:.2f}s  "
             f"rff {timer.times['rff'][-1]:.2f}s  features {timer.times['features'][-1]:.2f}s")
-    del Psi, stored
+    Psi = stored = None             # free the stored features before the next setting
 
     G_bare = np.asarray(G_bare, dtype=np.float64)
     scale = np.max(np.abs(G_bare))

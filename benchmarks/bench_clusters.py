@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import scalegp as sg  # noqa: E402
 from scalegp import _memory, features  # noqa: E402
-from scalegp import engine
+from scalegp import engine  # noqa: E402
 from scalegp import local  # noqa: E402
 from scalegp.data.base import IterableSource  # noqa: E402
 

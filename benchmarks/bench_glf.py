@@ -55,8 +55,8 @@ if (ROOT / "src" / "scalegp").is_dir():
 import peers  # noqa: E402
 from machine import gemm_rate  # noqa: E402
 import scalegp  # noqa: E402
-from scalegp.engine import exact
-from scalegp import engine
+from scalegp.engine import exact  # noqa: E402
+from scalegp import engine  # noqa: E402
 from scalegp import _memory, features  # noqa: E402
 from scalegp.errors import BoundaryWarning  # noqa: E402
 from scalegp.experiments.glf import target_function  # noqa: E402

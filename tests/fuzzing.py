@@ -214,7 +214,7 @@ def run_case(case: Case, folder: Path) -> Verdict:
     if escaped is not None:
         return Verdict(CRASH, escaped.strip().splitlines()[-1], code, stderr)
     if "Traceback" in stderr or "internal error" in stderr:
-        line = next((l for l in stderr.splitlines() if "internal error" in l),
+        line = next((text for text in stderr.splitlines() if "internal error" in text),
                     stderr.strip().splitlines()[-1])
         return Verdict(CRASH, line, code, stderr)
     if code not in (0, 1, 2):

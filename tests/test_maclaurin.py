@@ -24,8 +24,10 @@ def truncated_kernel(X, Y, kernel, degree):
     U, V = X / kernel.length_scale, Y / kernel.length_scale
     G = U @ V.T
     series = sum(G**n / math.factorial(n) for n in range(degree + 1))
-    sq = lambda A: np.sum(A * A, axis=1)
-    return kernel.variance * np.exp(-0.5 * (sq(U)[:, None] + sq(V)[None, :])) * series
+    def squared_norms(A):
+        return np.sum(A * A, axis=1)
+    return (kernel.variance * np.exp(-0.5 * (squared_norms(U)[:, None]
+                                             + squared_norms(V)[None, :])) * series)
 
 
 def test_explicit_map_is_the_truncated_series():

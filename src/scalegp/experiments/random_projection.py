@@ -375,7 +375,8 @@ def table2_markdown(rows, n_seeds: int) -> list[str]:
             f"{f['seconds']:.3f} / {t['seconds']:.3f} | {row['pp2_seconds']:.3f} |")
     lines += ["", "Claims of the paper (on Table 2: RP 'achieves the desired target error "
               "level with lower ranks for all different values of epsilon and n'):"]
-    label = lambda row: f"n = {row['n']}, lambda = {row['lam']}, eps = {row['epsilon']:g}"
+    def label(row):
+        return f"n = {row['n']}, lambda = {row['lam']}, eps = {row['epsilon']:g}"
     for certificate, short in (("frobenius", "F"), ("trace", "tr")):
         others = (("PP2 (exact check)", "pp2"), ("PP1", "pp1")) + (
             (("PP2 (trace check)", "pp2_trace"),) if certificate == "trace" else ())
