@@ -14,6 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from .._validation import as_generator, check_positive_int
+from .uci import UCI_NAMES, UciDataset, fetch_uci  # the UCI sets: a checked cache, not embedded
+
+__all__ = ["Dataset", "list_datasets", "load_east_africa_relief", "load_mauna_loa_co2",
+           "fetch_uci", "UciDataset", "UCI_NAMES"]
 
 _DATA_DIR = Path(__file__).parent
 

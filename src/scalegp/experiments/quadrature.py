@@ -32,6 +32,7 @@ import scipy.sparse.linalg
 
 from .. import features, metrics
 from ..engine.likelihood import Posterior
+from ..datasets import fetch_uci
 from ..errors import NotPositiveDefiniteError
 from ..estimators.exact import ExactGPRegressor
 from ..features.fully_symmetric import rff_variance, sfs_variance, variance_reduction_margin
@@ -131,13 +132,17 @@ def find_uci_dir() -> Path:
 
 
 def load_uci(name: str, max_rows: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Inputs, targets and test-fold labels of NAME.csv / NAME_folds.csv (first max_rows)."""
-    directory = find_uci_dir()
-    table = np.loadtxt(directory / f"{name}.csv", delimiter=",", skiprows=1, max_rows=max_rows,
-                       ndmin=2)
-    folds = np.loadtxt(directory / f"{name}_folds.csv", delimiter=",", skiprows=1,
-                       max_rows=max_rows, dtype=int, ndmin=1)
-    return table[:, :-1], table[:, -1], folds
+    """Inputs, targets and test-fold labels of NAME.csv / NAME_folds.csv (first max_rows), by
+    :func:`scalegp.datasets.fetch_uci` (checksums checked): from :func:`find_uci_dir` where
+    it exists, else from the cache or a download."""
+    try:
+        folder = find_uci_dir()
+    except FileNotFoundError:
+        if os.environ.get("SCALEGP_UCI_DIR") is not None:
+            raise
+        folder = None
+    data = fetch_uci(name, data_home=folder)
+    return data.X[:max_rows], data.y[:max_rows], data.test_fold[:max_rows]
 
 
 def load_letter() -> tuple[np.ndarray, np.ndarray] | str:
