@@ -306,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict = sub.add_parser("predict", parents=[common], help="predict with a saved model",
                              description=COLUMN_RULE)
     predict.add_argument("model")
-    predict.add_argument("data")
+    predict.add_argument("data", help="CSV, .npy, .npz or Parquet file of inputs, or - for "
+                         "CSV on standard input")
     predict.add_argument("--out", default="-", metavar="FILE.csv",
                          help="predictions to write (.csv, columns mean and std); must not be "
                               "the model or the data. Without --out, or with --out -, the CSV "

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .._output import CSV_SUFFIXES, check_output_path
-from ..data.readers import open_reader, select_columns
+from ..data.readers import STDIN, open_reader, select_columns
 from ..data.sources import checked_blocks, gather_rows
 from ..data.tables import write_csv_blocks, write_csv_rows
 from ..engine.noise import power_of_two_scale
@@ -24,11 +24,14 @@ from .fit import _approximation_name, _kernel_from_args, _noise_variance_start, 
 def command_predict(args) -> None:
     from ..io import load
     to_stdout = args.out == "-"
+    from_stdin = args.data == STDIN
     if not to_stdout:
-        check_output_path(args.out, inputs=(args.model, args.data), suffixes=CSV_SUFFIXES)
+        check_output_path(args.out, inputs=(args.model,) + (() if from_stdin else (args.data,)),
+                          suffixes=CSV_SUFFIXES)
     model = load(args.model)
     variance = _variance_option(args, model)
-    reader, columns = _prediction_columns(args, model)
+    content = sys.stdin.buffer.read() if from_stdin else None     # read once, parsed twice
+    reader, columns = _prediction_columns(args, model, content)
     names = ["mean", "std"]
     if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too
         names += ["lower_95", "upper_95"]
@@ -95,14 +98,14 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _prediction_columns(args, model):
+def _prediction_columns(args, model, content=None):
     """(reader of ``args.data``, the indices of the model's input columns), by the rule
-    :data:`COLUMN_RULE`."""
+    :data:`COLUMN_RULE`; ``content``: the bytes of standard input (``args.data`` ``-``)."""
     columns = getattr(model, "input_columns_", None)
-    reader = open_reader(args.data, header=args.header)
+    reader = open_reader(args.data, header=args.header, content=content)
     if (columns and not reader.has_header and args.header == "auto"
             and all(_is_number(name) for name in columns)):
-        named = open_reader(args.data, header="yes")
+        named = open_reader(args.data, header="yes", content=content)
         if set(columns) <= set(named.columns):
             reader = named
     if columns and reader.has_header:

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import itertools
 import re
+import sys
 import zipfile
 import zlib
 from pathlib import Path
@@ -58,10 +60,20 @@ class TableError(ValueError):
     """A data file that cannot be used as a numeric table."""
 
 
-def open_reader(path, header: str = "auto"):
-    """The reader of ``path`` by its suffix: .npy, .npz, .parquet/.pq, anything else CSV."""
+#: The path that names standard input (CSV only: it is read once, into memory).
+STDIN = "-"
+
+
+def open_reader(path, header: str = "auto", *, content: bytes | None = None):
+    """The reader of ``path`` by its suffix: .npy, .npz, .parquet/.pq, anything else CSV.
+
+    ``path`` ``"-"`` is standard input, read as CSV: its bytes ``content`` if given (a caller
+    that opens it twice reads it once), else all of ``sys.stdin``."""
     if header not in HEADER_MODES:
         raise TableError(f"header must be one of {', '.join(HEADER_MODES)}, got {header!r}")
+    if str(path) == STDIN:
+        content = sys.stdin.buffer.read() if content is None else content
+        return CsvReader("<standard input>", header, content=content)
     path = Path(path)
     if not path.exists():
         raise TableError(f"{path}: no such file")
@@ -263,20 +275,19 @@ class CsvReader:
     ranges begin.
     """
 
-    def __init__(self, path, header: str = "auto"):
+    def __init__(self, path, header: str = "auto", *, content: bytes | None = None):
         self.path = Path(path)
-        with open(self.path, newline="", encoding="utf-8-sig",
-                  errors="surrogateescape") as handle:
+        self._content = content         # the bytes of a CSV held in memory (standard input)
+        with self._open(newline="") as handle:
             sample = handle.read(SNIFF_BYTES)
         try:
             self._dialect = csv.Sniffer().sniff(sample, delimiters=",;\t ")
         except csv.Error:
             self._dialect = csv.excel
         self.csv_format = csv_format(self._dialect)
-        with open(self.path, "rb") as handle:
+        with self._open(binary=True) as handle:
             end = len(codecs.BOM_UTF8) if handle.read(3) == codecs.BOM_UTF8 else 0
-        with open(self.path, newline="", encoding="utf-8-sig",
-                  errors="surrogateescape") as handle:
+        with self._open(newline="") as handle:
             first, line = None, 0
             for text in handle:         # newline="": each line with its own terminator
                 end += len(text.encode("utf-8", errors="surrogateescape"))
@@ -305,10 +316,19 @@ class CsvReader:
         self._header_lines, self.data_start = (line, end) if self.has_header else (0, 0)
         self.n_rows = None          # known after a pass only
 
+    def _open(self, *, binary: bool = False, newline=None):
+        """The file (or the content in memory) as UTF-8 text with lone surrogates for bytes
+        that are not UTF-8 (``newline`` as ``open``'s), or as bytes."""
+        raw = open(self.path, "rb") if self._content is None else io.BytesIO(self._content)
+        if binary:
+            return raw
+        return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape",
+                                newline=newline)
+
     def blocks(self, rows: int, columns=None):
         columns = list(range(len(self.columns))) if columns is None else list(columns)
         start, line = 0, self._header_lines + 1
-        with open(self.path, encoding="utf-8-sig", errors="surrogateescape") as handle:
+        with self._open() as handle:
             lines = itertools.islice(non_blank_lines(handle), self._header_lines, None)
             while True:
                 block = list(itertools.islice(lines, rows))
