@@ -79,6 +79,7 @@ import scipy.linalg
 import scipy.optimize
 
 from machine import gemm_rate  # the benchmarks' directory is the script's
+from scalegp.estimators.configuration import make_approximation
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -274,11 +275,10 @@ def rff_model(n_components: int, optimize: bool):
                                       variance=RFF_START["variance"],
                                       length_scale_bounds=RFF_LENGTH_SCALE_BOUNDS,
                                       variance_bounds=RFF_VARIANCE_BOUNDS)
-    return scalegp.LowRankGPRegressor(approximation="rff", n_components=n_components,
-                                      kernel=kernel,
+    return scalegp.LowRankGPRegressor(kernel=kernel,
                                       noise_variance=RFF_START["noise_variance"],
                                       noise_variance_bounds=RFF_NOISE_BOUNDS, optimize=optimize,
-                                      random_state=0)
+                                      random_state=0, approximation=make_approximation("rff", n_components=n_components))
 
 
 def map_arrays(model, n_components=RFF_COMPONENTS):
@@ -403,11 +403,9 @@ def glf_model(optimize: bool):
     kernel = scalegp.kernels.Gaussian(length_scale=0.2,
                                       length_scale_bounds=GLF_LENGTH_SCALE_BOUNDS,
                                       variance_bounds=GLF_VARIANCE_BOUNDS)
-    return scalegp.LowRankGPRegressor(approximation="glf",
-                                      approximation_options={"n_nodes": GLF_NODES},
-                                      kernel=kernel, noise_variance=0.1,
+    return scalegp.LowRankGPRegressor(kernel=kernel, noise_variance=0.1,
                                       noise_variance_bounds=GLF_NOISE_BOUNDS, optimize=optimize,
-                                      random_state=0)
+                                      random_state=0, approximation=make_approximation("glf", options={"n_nodes": GLF_NODES}))
 
 
 def glf_thetas() -> np.ndarray:

@@ -52,6 +52,7 @@ import scalegp as sg  # noqa: E402
 from bench_local import _etopo5_path  # noqa: E402
 from machine import gemm_rate  # noqa: E402
 from scalegp.parallel import available_cores, resolve_n_jobs  # noqa: E402
+from scalegp.estimators.configuration import make_approximation  # noqa: E402
 
 
 def peak_rss_bytes() -> int:
@@ -138,10 +139,9 @@ def main(argv=None):
         n = len(data[1])
     s = args.nodes**2
     kernel = sg.kernels.get("matern52").with_params(length_scale=np.ones(2))
-    model = sg.LowRankGPRegressor(approximation="glf", n_components=s, kernel=kernel,
-                                  approximation_options={"n_nodes": [args.nodes] * 2},
+    model = sg.LowRankGPRegressor(kernel=kernel,
                                   noise_variance=0.05, normalize_X=True, normalize_y=True,
-                                  random_state=0, n_jobs=n_jobs)
+                                  random_state=0, n_jobs=n_jobs, approximation=make_approximation("glf", n_components=s, options={"n_nodes": [args.nodes] * 2}))
     passes = []
 
     def progress(rows):

@@ -38,6 +38,7 @@ import numpy as np
 
 import scalegp as sg
 from scalegp.metrics import nlpd, rmse
+from scalegp.estimators.configuration import make_approximation
 
 CASES = [("rff", 256), ("rff", 1024), ("glf", 256), ("glf", 1024)]
 QUICK_CASES = [("rff", 256), ("glf", 256)]
@@ -53,9 +54,9 @@ def make_data(n: int, n_test: int, seed: int = 0):
 def fit(approximation: str, m: int, dtype: str, X, y, optimize: bool,
         noise_variance: float = 0.01):
     model = sg.LowRankGPRegressor(
-        approximation=approximation, n_components=m, dtype=dtype, optimize=optimize,
+        dtype=dtype, optimize=optimize,
         kernel=sg.Gaussian(length_scale=0.3, length_scale_bounds=(0.05, 5.0)),
-        noise_variance=noise_variance, normalize_X=True, normalize_y=True, random_state=0)
+        noise_variance=noise_variance, normalize_X=True, normalize_y=True, random_state=0, approximation=make_approximation(approximation, n_components=m))
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import scalegp as sg  # noqa: E402
 from scalegp.datasets import load_east_africa_relief  # noqa: E402
 from scalegp.metrics import nlpd, rmse  # noqa: E402
+from scalegp.estimators.configuration import make_approximation  # noqa: E402
 
 N_TEST = 5000
 N_EXACT = 5000
@@ -146,11 +147,10 @@ def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_compo
     options = {"local": "neighbors", "local_neighbors": n_neighbors,
                "local_learning_centres": learning_centres}
     start = time.perf_counter()
-    model = sg.LowRankGPRegressor(approximation=approximation, n_components=n_components,
-                                  kernel=start_kernel().with_params(
+    model = sg.LowRankGPRegressor(kernel=start_kernel().with_params(
                                       length_scale=np.full(2, 0.1)),
                                   noise_variance=0.01, normalize_X=True, normalize_y=True,
-                                  random_state=0, **options).fit(X[train], y_km[train])
+                                  random_state=0, **options, approximation=make_approximation(approximation, n_components=n_components)).fit(X[train], y_km[train])
     seconds = time.perf_counter() - start
     mean, std = model.predict(X[test], return_std=True, include_noise=True)
     label = (f"neighbourhood-local {approximation}"

@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from scalegp.estimators.configuration import make_approximation
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -262,9 +263,9 @@ def _scalegp(approximation):
             m = q**d
         kernel = sg.Gaussian(length_scale=start_length_scale(d),
                              length_scale_bounds=(1e-2, 1e2), variance_bounds=(1e-2, 1e2))
-        model = sg.LowRankGPRegressor(approximation, n_components=m, kernel=kernel,
+        model = sg.LowRankGPRegressor(kernel=kernel,
                                       noise_variance=0.1, noise_variance_bounds=(1e-4, 10.0),
-                                      approximation_options=options, random_state=0)
+                                      random_state=0, approximation=make_approximation(approximation, n_components=m, options=options))
         rate = gemm_rate(2048)
         calls = []
 

@@ -39,6 +39,7 @@ import scalegp as sg  # noqa: E402
 from scalegp.errors import NotPositiveDefiniteError  # noqa: E402
 from scalegp.experiments.quadrature import find_uci_dir  # noqa: E402
 from scalegp.metrics import nlpd, rmse  # noqa: E402
+from scalegp.estimators.configuration import make_approximation  # noqa: E402
 
 UCI = find_uci_dir()             # $SCALEGP_UCI_DIR, else ../shared/data/uci
 RULES = ("ssr", "sgq", "dfs", "sfs", "rff")
@@ -72,10 +73,10 @@ def kernel(length_scale=2.0, variance=1.0):
 
 
 def low_rank(name, kernel_, noise_variance, signed_rule, optimize):
-    return sg.LowRankGPRegressor(approximation=name, n_components=BUDGET, kernel=kernel_,
+    return sg.LowRankGPRegressor(kernel=kernel_,
                                  noise_variance=noise_variance,
                                  noise_variance_bounds=(1e-4, 10.0), optimize=optimize,
-                                 signed_rule=signed_rule, random_state=0)
+                                 random_state=0, approximation=make_approximation(name, n_components=BUDGET, signed_rule=signed_rule))
 
 
 def compare_at(setting, X, y, Xs, exact_mean):

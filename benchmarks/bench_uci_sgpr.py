@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import peers  # noqa: E402
 
 import scalegp as sg  # noqa: E402
+from scalegp.estimators.configuration import make_approximation  # noqa: E402
 
 DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
 #: Wang et al. (2019), Table 1: exact GP RMSE / NLL, and the best of SGPR (512) and SVGP (1024).
@@ -77,10 +78,9 @@ def run_scalegp(X, y, X_test, y_test, m: int, objective: str, seed: int,
     # l = 1 in d = 26 the kernel matrix is nearly diagonal, tr(K - Q) / (2 s2) dominates the
     # bound and L-BFGS-B runs to the noise-only corner (s -> lower bound, measured on pol)
     kernel = sg.kernels.get("matern32", length_scale=float(np.sqrt(X.shape[1])))
-    model = sg.LowRankGPRegressor("nystrom", n_components=m, kernel=kernel,
-                                  objective=objective, noise_variance=0.1,
-                                  approximation_options={"knots": knots},
-                                  learn_knots=learn_knots, random_state=seed, n_jobs=n_jobs)
+    model = sg.LowRankGPRegressor(kernel=kernel,
+                                  noise_variance=0.1,
+                                  random_state=seed, n_jobs=n_jobs, approximation=make_approximation("nystrom", n_components=m, options={"knots": knots}, objective=objective, learn_knots=learn_knots))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X, y)

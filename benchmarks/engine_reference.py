@@ -33,6 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+#: The recorded estimators condition on the raw inputs and targets (the defaults before the
+#: estimators standardized by default).
+RAW = dict(normalize_X=False, normalize_y=False)
+
 ROOT = Path(__file__).resolve().parents[1]
 if (ROOT / "src" / "scalegp").is_dir():
     sys.path.insert(0, str(ROOT / "src"))
@@ -42,6 +46,7 @@ import scalegp as sg  # noqa: E402
 from scalegp import features  # noqa: E402
 from scalegp.errors import NotPositiveDefiniteError  # noqa: E402
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior  # noqa: E402
+from scalegp.estimators.configuration import make_approximation, make_local  # noqa: E402
 from tests.conftest import all_kernels, kernel_id  # noqa: E402
 
 DEFAULT_FILE = ROOT / "benchmarks" / "results" / "engine-reference.json"
@@ -109,19 +114,20 @@ def learning_numbers() -> dict:
     Xs = rng.uniform(-2, 2, size=(20, 2))
     kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.1, 10.0),
                          variance_bounds=(0.01, 100.0))
-    models = {name: sg.LowRankGPRegressor(approximation=name, n_components=32, kernel=kernel,
-                                          noise_variance=0.1, random_state=0)
+    models = {name: sg.LowRankGPRegressor(make_approximation(name, n_components=32),
+                                          kernel=kernel, noise_variance=0.1, random_state=0,
+                                          **RAW)
               for name in features.names() if features.get(name).supports(kernel)}
-    models["exact"] = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1)
-    models["glf-qr"] = sg.LowRankGPRegressor(approximation="glf", n_components=64,
-                                             kernel=kernel, noise_variance=0.1,
-                                             solver="qr")
-    models["rff-float32"] = sg.LowRankGPRegressor(n_components=32, kernel=kernel,
-                                                  noise_variance=0.1, dtype="float32",
-                                                  random_state=0)
-    models["rff-normalized"] = sg.LowRankGPRegressor(n_components=32, kernel=kernel,
-                                                     noise_variance=0.1, normalize_y=True,
-                                                     normalize_X=True, random_state=0)
+    models["exact"] = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1, **RAW)
+    models["glf-qr"] = sg.LowRankGPRegressor(
+        make_approximation("glf", n_components=64, solver="qr"), kernel=kernel,
+        noise_variance=0.1, **RAW)
+    models["rff-float32"] = sg.LowRankGPRegressor(
+        make_approximation("rff", n_components=32), kernel=kernel, noise_variance=0.1,
+        dtype="float32", random_state=0, **RAW)
+    models["rff-normalized"] = sg.LowRankGPRegressor(
+        make_approximation("rff", n_components=32), kernel=kernel, noise_variance=0.1,
+        normalize_y=True, normalize_X=True, random_state=0)
     out = {}
     for name, model in models.items():
         try:
@@ -146,12 +152,14 @@ def local_and_gibbs_numbers() -> dict:
     Xs = rng.uniform(-2, 2, size=(20, 2))
     kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.1, 10.0),
                          variance_bounds=(0.01, 100.0))
-    models = {f"local-{local}": sg.LowRankGPRegressor(n_components=32, kernel=kernel,
-                                                      noise_variance=0.1, local=local,
-                                                      local_neighbors=40, random_state=0)
+    models = {f"local-{local}": sg.LowRankGPRegressor(
+        make_approximation("rff", n_components=32), kernel=kernel, noise_variance=0.1,
+        random_state=0, local=make_local(local, n_neighbors=40) if local == "neighbors" else local,
+        **RAW)
               for local in ("test-points", "clusters", "neighbors")}
-    models["gibbs"] = sg.GibbsGPRegressor(n_components=16, kernel="gaussian", n_iter=30,
-                                          burn_in=10, random_state=0)
+    models["gibbs"] = sg.GibbsGPRegressor(make_approximation("rff", n_components=16),
+                                          kernel="gaussian", n_iter=30, burn_in=10,
+                                          random_state=0, normalize_X=False)
     out = {}
     for name, model in models.items():
         model.fit(X, y)

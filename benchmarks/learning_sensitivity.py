@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import scalegp as sg  # noqa: E402
 from scalegp import engine  # noqa: E402
+from scalegp.estimators.configuration import make_approximation  # noqa: E402
 
 from benchmarks.engine_reference import DEFAULT_FILE  # noqa: E402
 
@@ -48,8 +49,8 @@ def learned_theta(name: str, eps: float) -> np.ndarray:
                              variance_bounds=(0.01, 100.0))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = sg.LowRankGPRegressor(approximation=name, n_components=32, kernel=kernel,
-                                          noise_variance=0.1, random_state=0).fit(X, y)
+            model = sg.LowRankGPRegressor(kernel=kernel,
+                                          noise_variance=0.1, random_state=0, approximation=make_approximation(name, n_components=32)).fit(X, y)
     finally:
         engine.MarginalLikelihood.__call__ = original
     return np.append(model.kernel_.theta, np.log(model.noise_variance_))

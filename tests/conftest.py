@@ -126,3 +126,34 @@ def smallest_n_components(name, kernel, n_dims):
             continue
         return n_components
     raise AssertionError(f"{name} accepts no n_components up to 2048 in {n_dims}-D: {errors}")
+
+
+#: The flat estimator parameters the older tests are written with, and the configuration
+#: object and option each one now belongs to (scalegp.estimators.configuration).
+FLAT_APPROXIMATION = {"n_components": "n_components", "approximation_options": "options",
+                      "objective": "objective", "solver": "solver",
+                      "signed_rule": "signed_rule", "learn_knots": "learn_knots"}
+FLAT_LOCAL = {"local_threshold": "threshold", "local_lazy": "lazy",
+              "local_reoptimize": "reoptimize", "local_neighbors": "n_neighbors",
+              "local_learning_centres": "learning_centers"}
+
+
+def low_rank(approximation="rff", **params):
+    """A LowRankGPRegressor from flat parameters (``n_components=``, ``local_threshold=`` ...):
+    each is given to the configuration object that owns it (an option the configuration does
+    not have is refused, as the estimator refuses it); raw inputs and targets unless
+    ``normalize_X`` / ``normalize_y`` are given (the defaults these tests were written for)."""
+    from scalegp.estimators.configuration import make_approximation, make_local
+    approximation_options = {FLAT_APPROXIMATION[name]: params.pop(name)
+                             for name in list(params) if name in FLAT_APPROXIMATION}
+    local_options = {FLAT_LOCAL[name]: params.pop(name)
+                     for name in list(params) if name in FLAT_LOCAL}
+    params.setdefault("normalize_X", False)
+    params.setdefault("normalize_y", False)
+    if approximation_options or not isinstance(approximation, str):
+        approximation = (make_approximation(approximation, **approximation_options)
+                         if isinstance(approximation, str) else approximation)
+    local = params.pop("local", None)
+    if local_options:
+        local = make_local(local, **local_options)
+    return sg.LowRankGPRegressor(approximation=approximation, local=local, **params)

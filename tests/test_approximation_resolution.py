@@ -12,6 +12,7 @@ import pytest
 
 import scalegp as sg
 from scalegp.local import resolution
+from scalegp.estimators.configuration import make_approximation
 
 
 def _smooth_1d(n=300, seed=0):
@@ -34,8 +35,8 @@ def test_issue_example_orf_on_20d_ard_inputs_warns_at_fit():
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(600)
     with pytest.warns(sg.ApproximationWarning,
                       match=r"orf with m = 512 columns cannot resolve .* % off K .*limit 50 %"):
-        model = sg.LowRankGPRegressor("orf", 512, kernel=sg.Gaussian(length_scale=np.ones(20)),
-                                      optimize=False, random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("orf", n_components=512), kernel=sg.Gaussian(length_scale=np.ones(20)),
+                                      optimize=False, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     assert any("cannot resolve" in message for message in model.fit_warnings_)
 
 
@@ -51,9 +52,9 @@ def test_the_estimate_is_the_full_matrix_error(approximation, n_components, leng
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(800)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor(approximation, n_components,
+        model = sg.LowRankGPRegressor(make_approximation(approximation, n_components=n_components),
                                       kernel=sg.Gaussian(length_scale=length_scale),
-                                      optimize=False, random_state=0).fit(X, y)
+                                      optimize=False, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     posterior = model.posterior_
     probe = X[np.linspace(0, 799, 64).astype(int)]
     estimate = resolution.training_kernel_error(posterior, probe, 800)
@@ -82,7 +83,8 @@ def test_confident_far_from_the_data_is_reported(approximation, n_components):
     X, y = _smooth_1d()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor(approximation, n_components, normalize_y=True,
+        model = sg.LowRankGPRegressor(make_approximation(approximation, n_components=n_components),
+                                      normalize_y=True, normalize_X=False,
                                       random_state=0).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
@@ -102,7 +104,7 @@ def test_nystrom_is_silent_far_from_the_data_with_its_default_correction_only():
     X, y = _smooth_1d()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor("nystrom", 64, normalize_y=True, random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("nystrom", n_components=64), normalize_y=True, random_state=0, normalize_X=False).fit(X, y)
     far = np.array([[10.0], [50.0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
@@ -136,7 +138,7 @@ def test_a_loaded_model_is_not_checked_at_prediction(tmp_path):
     X, y = _smooth_1d()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor("nystrom", 64, normalize_y=True, random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("nystrom", n_components=64), normalize_y=True, random_state=0, normalize_X=False).fit(X, y)
     sg.save(model, tmp_path / "model.npz")
     loaded = sg.load(tmp_path / "model.npz")
     with warnings.catch_warnings():

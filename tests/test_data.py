@@ -7,6 +7,7 @@ import pytest
 from scalegp.data import base as data
 from scalegp.data.base import ArraySource, Chunk, DataSource, IterableSource, as_source
 from scalegp.engine.noise import power_of_two_scale
+from scalegp.estimators.configuration import make_approximation
 
 
 def _location_scale(values: np.ndarray, *, center: bool = True):
@@ -313,8 +314,8 @@ def test_estimator_standardizes_through_the_summary_and_keeps_constant_columns()
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.uniform(-1, 1, 57), np.full(57, 0.1)])
     assert _location_scale(X)[1][1] != 1.0               # the residue the summary removes
-    model = sg.LowRankGPRegressor(n_components=8, optimize=False, normalize_X=True,
-                                  normalize_y=True, random_state=0).fit(X, np.sin(X[:, 0]))
+    model = sg.LowRankGPRegressor(optimize=False, normalize_X=True,
+                                  normalize_y=True, random_state=0, approximation=make_approximation("rff", n_components=8)).fit(X, np.sin(X[:, 0]))
     assert model.X_train_scale_[1] == 1.0 and model.X_train_mean_[1] == 0.1
     summary = data.ArraySource(X, np.full(57, -1e300)).summary()
     assert summary.y_standardization() == (-1e300, 1.0)

@@ -17,6 +17,7 @@ from scalegp.estimators.lowrank import LowRankGPRegressor
 from scalegp.features.base import DEFAULT_N_COMPONENTS
 from scalegp.features.gauss_legendre import VALID_MASS_TOLERANCE, GaussLegendreFeatures
 from scalegp.inference.glf_selection import auto_budget, search_node_counts
+from scalegp.estimators.configuration import as_approximation, make_approximation
 
 
 def test_auto_budget_is_the_exact_gp_break_even_capped_by_memory_and_floored():
@@ -33,12 +34,12 @@ def test_auto_budget_is_the_exact_gp_break_even_capped_by_memory_and_floored():
 def test_estimator_default_n_components_is_the_maps_default():
     rng = np.random.default_rng(0)
     X, y = rng.uniform(-1, 1, (200, 2)), rng.standard_normal(200)
-    assert LowRankGPRegressor().n_components is None
-    model = LowRankGPRegressor(approximation="rff", optimize=False, random_state=0).fit(X, y)
+    assert as_approximation(LowRankGPRegressor(normalize_X=False, normalize_y=False).approximation).n_components is None
+    model = LowRankGPRegressor(approximation="rff", optimize=False, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     assert model.feature_map_.n_components == DEFAULT_N_COMPONENTS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        glf = LowRankGPRegressor(approximation="glf", optimize=False).fit(X, y)
+        glf = LowRankGPRegressor(approximation="glf", optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     assert glf.feature_map_.n_components <= DEFAULT_N_COMPONENTS   # the budget split
 
 
@@ -91,8 +92,8 @@ def test_learned_length_scale_stays_in_the_box_the_rule_was_built_for():
     K = sg.Gaussian(length_scale=0.12)(X)
     y = np.linalg.cholesky(K + 1e-8 * np.eye(800)) @ rng.standard_normal(800)
     y += 0.1 * rng.standard_normal(800)
-    model = LowRankGPRegressor(approximation="glf", approximation_options={"n_nodes": [32, 32]},
-                               random_state=0)
+    model = LowRankGPRegressor(make_approximation("glf", options={"n_nodes": [32, 32]}),
+                               random_state=0, normalize_X=False, normalize_y=False)
     with pytest.warns(UserWarning, match=r"searching length_scale in \[0.06\d+, 0.4\d+\] \(the "
                                          r"box the feature map's rule resolves\) instead of "
                                          r"\[0.01, 100\]"):
@@ -117,9 +118,7 @@ def test_default_auto_on_terrain_data_approaches_the_exact_gp():
     def error(n_components):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = LowRankGPRegressor(approximation="glf", n_components=n_components,
-                                       approximation_options={"n_nodes": "auto"},
-                                       random_state=0, **settings).fit(X, y)
+            model = LowRankGPRegressor(random_state=0, **settings, approximation=make_approximation("glf", n_components=n_components, options={"n_nodes": "auto"})).fit(X, y)
         return np.linalg.norm(model.predict(X) - exact) / np.linalg.norm(exact)
 
     assert error(256) > 0.12                           # measured 0.126: the old default

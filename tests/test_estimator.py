@@ -15,6 +15,7 @@ import scalegp as sg
 from scalegp import kernels
 
 from .conftest import ONE_COMPONENT_CHECKS, keeping_n_components, one_component_failures
+from scalegp.estimators.configuration import make_approximation
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -27,7 +28,7 @@ def sine_data(seed=0, n=40, noise=0.1):
 
 
 def both_estimators(**params):
-    return [sg.LowRankGPRegressor(n_components=40, random_state=0, **params),
+    return [sg.LowRankGPRegressor(random_state=0, **params, approximation=make_approximation("rff", n_components=40)),
             sg.ExactGPRegressor(random_state=0, **params)]
 
 
@@ -36,7 +37,7 @@ ESTIMATOR_IDS = ["low_rank", "exact"]
 # ----------------------------------------------------------------------------- scikit-learn
 
 
-@parametrize_with_checks([sg.LowRankGPRegressor(n_components=20), sg.ExactGPRegressor()],
+@parametrize_with_checks([sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=20), normalize_X=False, normalize_y=False), sg.ExactGPRegressor(normalize_X=False, normalize_y=False)],
                          expected_failed_checks=one_component_failures, xfail_strict=True)
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
@@ -44,7 +45,7 @@ def test_scikit_learn_checks(estimator, check):
 
 @pytest.mark.parametrize("check_name", ONE_COMPONENT_CHECKS)
 def test_checks_that_set_one_component(check_name):
-    estimator = keeping_n_components(sg.LowRankGPRegressor(n_components=20))
+    estimator = keeping_n_components(sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=20), normalize_X=False, normalize_y=False))
     getattr(estimator_checks, check_name)("LowRankGPRegressor", estimator)
 
 
@@ -54,7 +55,7 @@ def test_exact_matches_scikit_learn_gaussian_process():
     y = 3.0 * y + 2.0
     Xs = np.linspace(-3.5, 3.5, 15)[:, None]
     ours = sg.ExactGPRegressor(kernel=sg.Gaussian(length_scale=0.7, variance=1.5),
-                               noise_variance=0.02, optimize=False, normalize_y=True).fit(X, y)
+                               noise_variance=0.02, optimize=False, normalize_y=True, normalize_X=False).fit(X, y)
     theirs = GaussianProcessRegressor(skk.ConstantKernel(1.5) * skk.RBF(0.7), alpha=0.02,
                                       optimizer=None, normalize_y=True).fit(X, y)
     mean, std = ours.predict(Xs, return_std=True)
@@ -84,7 +85,7 @@ def test_low_rank_approaches_exact_with_many_features():
     mean_ref, std_ref = sg.ExactGPRegressor(**settings).fit(X, y).predict(Xs, return_std=True)
 
     def rms_errors(n_components, seed):
-        model = sg.LowRankGPRegressor(n_components=n_components, random_state=seed, **settings)
+        model = sg.LowRankGPRegressor(random_state=seed, **settings, approximation=make_approximation("rff", n_components=n_components))
         mean, std = model.fit(X, y).predict(Xs, return_std=True)
         return np.sqrt(np.mean((mean - mean_ref) ** 2)), np.sqrt(np.mean((std - std_ref) ** 2))
 
@@ -143,7 +144,7 @@ def test_normalize_y_round_trip(estimator):
 
 def test_normalize_y_with_constant_targets_only_centres():
     X, _ = sine_data(4, n=10)
-    model = sg.ExactGPRegressor(optimize=False, normalize_y=True).fit(X, np.full(10, 7.0))
+    model = sg.ExactGPRegressor(optimize=False, normalize_y=True, normalize_X=False).fit(X, np.full(10, 7.0))
     assert model.y_train_std_ == 1.0
     np.testing.assert_allclose(model.predict(X), 7.0, rtol=1e-12)
 
@@ -198,14 +199,14 @@ def test_random_state_reproducible_and_streams_independent():
     Xs = np.linspace(-3, 3, 5)[:, None]
 
     def fit(**params):
-        return sg.LowRankGPRegressor(n_components=30, random_state=3, **params).fit(X, y)
+        return sg.LowRankGPRegressor(random_state=3, **params, approximation=make_approximation("rff", n_components=30)).fit(X, y)
 
     np.testing.assert_array_equal(fit().predict(Xs), fit().predict(Xs))
     # Restarts draw from their own stream: the map is the same with and without them.
     with_restarts = fit(n_restarts=2)
     assert with_restarts.optimization_result_.n_starts == 3
     np.testing.assert_array_equal(with_restarts.feature_map_.omega, fit().feature_map_.omega)
-    other = sg.LowRankGPRegressor(n_components=30, random_state=4).fit(X, y)
+    other = sg.LowRankGPRegressor(random_state=4, approximation=make_approximation("rff", n_components=30), normalize_X=False, normalize_y=False).fit(X, y)
     assert not np.array_equal(other.feature_map_.omega, fit().feature_map_.omega)
 
 
@@ -287,12 +288,12 @@ def test_bad_parameters_are_named(estimator, params, error, match):
 def test_bad_low_rank_parameters_are_named(params, error, match):
     X, y = sine_data(11, n=10)
     with pytest.raises(error, match=match):
-        sg.LowRankGPRegressor(n_components=10).set_params(**params).fit(X, y)
+        sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=10), normalize_X=False, normalize_y=False).set_params(**params).fit(X, y)
 
 
 def test_log_marginal_likelihood_theta_checks():
     X, y = sine_data(12, n=10)
-    model = sg.ExactGPRegressor(optimize=False).fit(X, y)
+    model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(ValueError, match=r"theta must have shape \(3,\) \(length_scale, variance, "
                                          r"noise_variance; log scale\), got shape \(2,\)"):
         model.log_marginal_likelihood([0.0, 0.0])

@@ -16,6 +16,7 @@ from scalegp.engine.noise import FITC
 from scalegp.testing import (check_chunked_statistics, check_engine_equals_dense,
                              check_features_grad, check_heteroscedastic_engine_equals_dense,
                              check_map_protocol)
+from scalegp.estimators.configuration import make_approximation
 
 NAME = "test-shifted-cosines"
 
@@ -91,9 +92,8 @@ def test_a_map_in_one_file_passes_the_engine_contract(shifted_cosines, regressio
 def test_a_map_in_one_file_learns_saves_and_loads(shifted_cosines, regression_data, tmp_path):
     X, y = regression_data
     assert NAME in features.names()
-    model = sg.LowRankGPRegressor(approximation=NAME, n_components=40,
-                                  kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
-                                  random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
+                                  random_state=0, approximation=make_approximation(NAME, n_components=40), normalize_X=False, normalize_y=False).fit(X, y)
     assert model.optimization_result_.converged
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
@@ -165,13 +165,13 @@ def test_a_kernel_in_one_class_works_with_the_fourier_maps_and_model_files(
             errors.append(np.abs(Psi @ Psi.T - exact_K).max())
         # Monte-Carlo error of 2000 frequencies: a few times 1.5 / sqrt(2000) = 0.034
         assert max(errors) < 0.1, (name, errors)
-    model = sg.LowRankGPRegressor(approximation="rff", n_components=64, kernel=KERNEL_NAME,
-                                  random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(kernel=KERNEL_NAME,
+                                  random_state=0, approximation=make_approximation("rff", n_components=64), normalize_X=False, normalize_y=False).fit(X, y)
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
     assert type(loaded.kernel_) is sech_kernel
     np.testing.assert_array_equal(loaded.predict(X[:5]), model.predict(X[:5]))
-    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1).fit(X, y)
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.1, normalize_X=False, normalize_y=False).fit(X, y)
     theta = np.append(exact.kernel_.theta, np.log(exact.noise_variance_))
     _, grad = exact.log_marginal_likelihood(theta, eval_gradient=True)
     step = 1e-6

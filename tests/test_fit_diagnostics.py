@@ -19,6 +19,7 @@ from scalegp.inference import optimize
 from scalegp.engine.noise import noise_only_log_marginal_likelihood
 from scalegp.features.gauss_legendre import MASS_TOLERANCE
 from scalegp.features.glf_semigroup import SemigroupGaussLegendreFeatures
+from scalegp.estimators.configuration import make_approximation
 
 
 def _data(n=80, seed=0):
@@ -42,7 +43,7 @@ def _of(caught, category):
 # ----------------------------------------------------------------- convergence
 def test_a_good_fit_reports_nothing():
     X, y = _data()
-    model = sg.ExactGPRegressor(normalize_y=True)
+    model = sg.ExactGPRegressor(normalize_y=True, normalize_X=False)
     caught = _fit_recording(model, X, y)
     assert model.optimization_result_.converged
     assert model.fit_warnings_ == []
@@ -54,7 +55,7 @@ def test_iteration_limit_warns_convergence(monkeypatch):
     X, y = _data()
     monkeypatch.setattr(optimize, "maximize_likelihood",
                         functools.partial(optimize.maximize_likelihood, max_iter=1))
-    model = sg.ExactGPRegressor(normalize_y=True)
+    model = sg.ExactGPRegressor(normalize_y=True, normalize_X=False)
     caught = _fit_recording(model, X, y)
     assert not model.optimization_result_.converged
     messages = _of(caught, sg.ConvergenceWarning)
@@ -99,7 +100,7 @@ def test_huge_targets_without_normalize_y_raise_and_leave_no_model():
     rng = np.random.default_rng(1)
     X = rng.uniform(-3, 3, size=(60, 1))
     y = 1e300 * np.sin(X[:, 0])
-    model = sg.LowRankGPRegressor(n_components=32, random_state=0)
+    model = sg.LowRankGPRegressor(random_state=0, approximation=make_approximation("rff", n_components=32), normalize_X=False, normalize_y=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)       # numpy's overflow notices
         with pytest.raises(sg.NonFiniteResultError,
@@ -109,9 +110,9 @@ def test_huge_targets_without_normalize_y_raise_and_leave_no_model():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False),
-    lambda: sg.LowRankGPRegressor(n_components=40, normalize_y=True, optimize=False,
-                                  random_state=3),
+    lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False, normalize_X=False),
+    lambda: sg.LowRankGPRegressor(normalize_y=True, optimize=False,
+                                  random_state=3, approximation=make_approximation("rff", n_components=40), normalize_X=False),
 ], ids=["exact", "low_rank"])
 def test_normalize_y_at_1e300_equals_the_rescaled_fit(make):
     rng = np.random.default_rng(2)
@@ -139,7 +140,7 @@ def test_normalize_y_at_1e300_learns_finite_hyperparameters():
     y = 1e300 * (np.sin(X[:, 0]) + 0.1 * rng.standard_normal(80))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sg.BoundaryWarning)
-        model = sg.ExactGPRegressor(normalize_y=True).fit(X, y)
+        model = sg.ExactGPRegressor(normalize_y=True, normalize_X=False).fit(X, y)
     assert math.isfinite(model.log_marginal_likelihood_value_)
     mean = model.predict(X)
     assert np.sqrt(np.mean(((mean - y) / 1e300) ** 2)) < 0.2
@@ -167,15 +168,15 @@ def _badly_scaled(n=300, seed=0):
 
 def test_column_scales_1e6_and_1e_minus_6_are_flagged_and_fixed_by_normalize_X():
     X, y = _badly_scaled()
-    raw = sg.LowRankGPRegressor(n_components=64, normalize_y=True, random_state=0)
+    raw = sg.LowRankGPRegressor(normalize_y=True, random_state=0, approximation=make_approximation("rff", n_components=64), normalize_X=False)
     caught = _fit_recording(raw, X, y)
     assert raw.log_marginal_likelihood_value_ < raw.noise_only_log_marginal_likelihood_
     messages = _of(caught, sg.FitQualityWarning)
     assert len(messages) == 1 and "below the noise-only model's" in messages[0]
     # the unscaled model is also too far from its kernel for 64 features (resolution check)
     assert raw.fit_warnings_ == messages + _of(caught, sg.ApproximationWarning)
-    scaled = sg.LowRankGPRegressor(n_components=64, normalize_y=True, normalize_X=True,
-                                   random_state=0)
+    scaled = sg.LowRankGPRegressor(normalize_y=True, normalize_X=True,
+                                   random_state=0, approximation=make_approximation("rff", n_components=64))
     caught = _fit_recording(scaled, X, y)
     assert not _of(caught, sg.FitQualityWarning)
     assert scaled.log_marginal_likelihood_value_ > scaled.noise_only_log_marginal_likelihood_
@@ -186,18 +187,18 @@ def test_fixed_bad_hyperparameters_are_flagged():
     kernel = sg.Gaussian(length_scale=1e-3, variance=1e3, length_scale_bounds="fixed",
                          variance_bounds="fixed")
     bad = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-6, optimize=False,
-                              normalize_y=True)
+                              normalize_y=True, normalize_X=False)
     assert _of(_fit_recording(bad, X, y), sg.FitQualityWarning)
     good = sg.ExactGPRegressor(kernel=sg.Gaussian(length_scale=1.0), noise_variance=1e-2,
-                               optimize=False, normalize_y=True)
+                               optimize=False, normalize_y=True, normalize_X=False)
     assert not _of(_fit_recording(good, X, y), sg.FitQualityWarning)
 
 
 # ----------------------------------------------------------------- normalize_X
 @pytest.mark.parametrize("make", [
     lambda **kw: sg.ExactGPRegressor(optimize=False, normalize_y=True, **kw),
-    lambda **kw: sg.LowRankGPRegressor(n_components=50, optimize=False, normalize_y=True,
-                                       random_state=5, **kw),
+    lambda **kw: sg.LowRankGPRegressor(optimize=False, normalize_y=True,
+                                       random_state=5, **kw, approximation=make_approximation("rff", n_components=50)),
 ], ids=["exact", "low_rank"])
 def test_normalize_X_makes_predictions_independent_of_input_units(make):
     X, y = _data()
@@ -218,15 +219,15 @@ def test_normalize_X_makes_predictions_independent_of_input_units(make):
 
 def test_normalize_X_attributes():
     X, y = _data()
-    off = sg.ExactGPRegressor().fit(X, y)
+    off = sg.ExactGPRegressor(normalize_X=False, normalize_y=False).fit(X, y)
     np.testing.assert_array_equal(off.X_train_mean_, np.zeros(2))
     np.testing.assert_array_equal(off.X_train_scale_, np.ones(2))
     X_constant = np.column_stack([X[:, 0], np.full(len(X), 7.0)])
-    on = sg.ExactGPRegressor(normalize_X=True).fit(X_constant, y)
+    on = sg.ExactGPRegressor(normalize_X=True, normalize_y=False).fit(X_constant, y)
     np.testing.assert_allclose(on.X_train_mean_, [np.mean(X[:, 0]), 7.0], rtol=1e-14)
     np.testing.assert_allclose(on.X_train_scale_, [np.std(X[:, 0]), 1.0], rtol=1e-14)
     # huge inputs: mean and std are computed without overflow
-    huge = sg.ExactGPRegressor(normalize_X=True, optimize=False).fit(X * 1e300, y)
+    huge = sg.ExactGPRegressor(normalize_X=True, optimize=False, normalize_y=False).fit(X * 1e300, y)
     np.testing.assert_allclose(huge.X_train_scale_, np.std(X, axis=0) * 1e300, rtol=1e-12)
 
 
@@ -236,8 +237,8 @@ def test_normalize_X_only_scales_inputs_of_a_semigroup_kernel():
     y = 1.0 / (1.0 + X[:, 0] / 25.0) + 0.01 * rng.standard_normal(60)
     kernel = sg.kernels.get("reciprocal_semigroup", length_scale=1.0,
                             length_scale_bounds=(0.5, 2.0))
-    model = sg.LowRankGPRegressor(approximation="glf-semigroup", kernel=kernel,
-                                  n_components=64, normalize_X=True, normalize_y=True)
+    model = sg.LowRankGPRegressor(kernel=kernel,
+                                  normalize_X=True, normalize_y=True, approximation=make_approximation("glf-semigroup", n_components=64))
     model.fit(X, y)
     np.testing.assert_array_equal(model.X_train_mean_, [0.0])
     np.testing.assert_allclose(model.X_train_scale_, [np.std(X)], rtol=1e-14)

@@ -26,6 +26,7 @@ from scalegp.data.sources import CsvSource, NpySource, ParquetSource
 from scalegp.estimators.transformers import _build_feature_map
 
 from .conftest import smallest_n_components
+from scalegp.estimators.configuration import make_approximation
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -99,8 +100,8 @@ def make_source(kind, table, folder, with_noise):
 def model(name, objective):
     kernel = kernel_for(name)
     return sg.LowRankGPRegressor(
-        approximation=name, kernel=kernel, objective=objective, random_state=0,
-        n_components=smallest_n_components(name, kernel, 2), optimize=False)
+        kernel=kernel, random_state=0,
+        optimize=False, approximation=make_approximation(name, n_components=smallest_n_components(name, kernel, 2), objective=objective), normalize_X=False, normalize_y=False)
 
 
 CASES = [(kind, noise) for kind in SOURCE_KINDS for noise in (False, True)

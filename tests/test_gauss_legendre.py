@@ -25,6 +25,7 @@ from scalegp.features.quadrature import gauss_legendre, symmetric_rule
 from scalegp.kernels import ReciprocalSemigroup
 from scalegp.engine.objectives import low_rank_objective
 from scalegp.engine.qr import QRBasisStatistics, QRMarginalLikelihood
+from scalegp.estimators.configuration import make_approximation
 
 
 def build(X, kernel, **options):
@@ -490,8 +491,7 @@ def test_estimator_learns_through_the_qr_solver_and_passes_the_data_once(data_2d
     for solver in ("cholesky", "qr"):
         rows_seen = []
         model = sg.LowRankGPRegressor(
-            "glf", kernel=kernel, noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0),
-            approximation_options={"n_nodes": (10, 10)}, solver=solver)
+            kernel=kernel, noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0), approximation=make_approximation("glf", options={"n_nodes": (10, 10)}, solver=solver), normalize_X=False, normalize_y=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             model.fit(X, y, progress=rows_seen.append)
@@ -507,9 +507,9 @@ def test_estimator_learns_through_the_qr_solver_and_passes_the_data_once(data_2d
 def test_estimator_gives_the_map_its_noise_bound_targets_and_starting_noise(data_2d):
     X, y = data_2d
     kernel = boxed(sg.Gaussian(length_scale=0.4), 0.1, 1.0)
-    model = sg.LowRankGPRegressor("glf", n_components=400, kernel=kernel,
+    model = sg.LowRankGPRegressor(kernel=kernel,
                                   noise_variance=0.05, noise_variance_bounds=(1e-3, 1.0),
-                                  optimize=False)
+                                  optimize=False, approximation=make_approximation("glf", n_components=400), normalize_X=False, normalize_y=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         model.fit(X, y)
@@ -522,9 +522,8 @@ def test_estimator_gives_the_map_its_noise_bound_targets_and_starting_noise(data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)      # 80 samples: stops at the budget
         auto = sg.LowRankGPRegressor(
-            "glf", n_components=400, kernel=kernel, noise_variance=0.05,
-            noise_variance_bounds=(1e-3, 1.0), optimize=False,
-            approximation_options={"n_nodes": "auto"}).fit(X, y)
+            kernel=kernel, noise_variance=0.05,
+            noise_variance_bounds=(1e-3, 1.0), optimize=False, approximation=make_approximation("glf", n_components=400, options={"n_nodes": "auto"}), normalize_X=False, normalize_y=False).fit(X, y)
     assert auto.feature_map_.selection.startswith("auto")
     assert "noise variance 0.05" in auto.feature_map_.selection
 
@@ -602,12 +601,12 @@ def test_semigroup_kernel_by_name_in_the_estimator_with_a_model_file(tmp_path):
     # the Fourier maps refuse a kernel that is not shift-invariant, with the reason
     assert not sg.features.get("rff").supports(kernel)
     with pytest.raises(ValueError, match="'rff' does not support the kernel"):
-        sg.LowRankGPRegressor("rff", kernel=kernel).fit(X, y)
+        sg.LowRankGPRegressor("rff", kernel=kernel, normalize_X=False, normalize_y=False).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        model = sg.LowRankGPRegressor("glf-semigroup", n_components=400, kernel=kernel,
+        model = sg.LowRankGPRegressor(kernel=kernel,
                                       noise_variance=1e-3,
-                                      noise_variance_bounds=(1e-4, 1e-1)).fit(X, y)
+                                      noise_variance_bounds=(1e-4, 1e-1), approximation=make_approximation("glf-semigroup", n_components=400), normalize_X=False, normalize_y=False).fit(X, y)
     # the noise bound reached the map: its truncation box is that of lambda_min = 1e-4
     direct = SemigroupGaussLegendreFeatures.build(X, kernel, 400, None,
                                                   noise_variance_lower=1e-4)
@@ -618,7 +617,7 @@ def test_semigroup_kernel_by_name_in_the_estimator_with_a_model_file(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         exact_model = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-3,
-                                          noise_variance_bounds=(1e-4, 1e-1)).fit(X, y)
+                                          noise_variance_bounds=(1e-4, 1e-1), normalize_X=False, normalize_y=False).fit(X, y)
     exact_mean = exact_model.predict(X_test)
     exact_rmse = metrics.rmse(y_test, exact_mean)
     assert metrics.rmse(y_test, model.predict(X_test)) == pytest.approx(exact_rmse, rel=0.02)

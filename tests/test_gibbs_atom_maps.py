@@ -20,6 +20,7 @@ from scalegp.inference.gibbs import effective_sample_size, sample_posterior
 from scalegp.estimators.transformers import _build_feature_map
 
 from .test_gibbs import exact_theta1_posterior
+from scalegp.estimators.configuration import make_approximation
 
 KERNEL = kernels.get("gaussian")
 GRID = np.array([2.0, 5.0, 12.5, 30.0])
@@ -173,10 +174,9 @@ def test_estimator_builds_one_fixed_accuracy_projection_per_atom(tmp_path):
     X = rng.uniform(0, 1, (300, 1))
     y = np.sin(6 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     grid = np.linspace(2.0, 60.0, 8)
-    model = sg.GibbsGPRegressor(approximation="random-projection", n_components=60,
-                                approximation_options={"epsilon": 0.01}, map_per_atom=True,
+    model = sg.GibbsGPRegressor(map_per_atom=True,
                                 theta1_grid=grid, n_iter=400, burn_in=100, collapsed=True,
-                                random_state=0)
+                                random_state=0, approximation=make_approximation("random-projection", n_components=60, options={"epsilon": 0.01}), normalize_X=False)
     class Stages:
         def __init__(self):
             self.started = []

@@ -13,6 +13,7 @@ from scalegp.data.base import ArraySource
 from scalegp.features.gauss_legendre import GaussLegendreFeatures
 from scalegp.engine.statistics import BasisStatistics
 from scalegp.data.grid import GridSource
+from scalegp.estimators.configuration import make_approximation
 
 
 def rows_of(source, chunk=37):
@@ -138,9 +139,8 @@ def test_a_fit_on_a_grid_source_equals_the_fit_on_its_rows(approximation, n_comp
     source, X, y = raster
     fits = []
     for data in ((X, y), (source,)):
-        model = sg.LowRankGPRegressor(approximation, n_components=n_components,
-                                      kernel="matern52", normalize_X=True, normalize_y=True,
-                                      random_state=0)
+        model = sg.LowRankGPRegressor(kernel="matern52", normalize_X=True, normalize_y=True,
+                                      random_state=0, approximation=make_approximation(approximation, n_components=n_components))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fits.append(model.fit(*data))
@@ -157,8 +157,8 @@ def test_a_fit_on_a_grid_source_equals_the_fit_on_its_rows(approximation, n_comp
 
 def test_glf_on_a_grid_at_fixed_theta_equals_the_rows_to_rounding(raster):
     source, X, y = raster
-    fits = [sg.LowRankGPRegressor("glf", n_components=144, kernel="matern52",
-                                  normalize_X=True, normalize_y=True, optimize=False).fit(*data)
+    fits = [sg.LowRankGPRegressor(kernel="matern52",
+                                  normalize_X=True, normalize_y=True, optimize=False, approximation=make_approximation("glf", n_components=144)).fit(*data)
             for data in ((X, y), (source,))]
     assert fits[1].log_marginal_likelihood_value_ == pytest.approx(
         fits[0].log_marginal_likelihood_value_, rel=1e-12)

@@ -10,10 +10,12 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 import scalegp as sg
+from scalegp import features
 from scalegp.io import reader
 from scalegp.errors import InvalidModelFileError
 
 from .conftest import STATIONARY_MAPS, OPTIONS, smallest_n_components, supported_kernels
+from scalegp.estimators.configuration import make_approximation
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -53,14 +55,14 @@ def temporary_files(folder):
 @pytest.fixture(scope="module")
 def low_rank():
     X, y = data(0)
-    return sg.LowRankGPRegressor(n_components=20, normalize_y=True, random_state=0).fit(X, y)
+    return sg.LowRankGPRegressor(normalize_y=True, random_state=0, approximation=make_approximation("rff", n_components=20), normalize_X=False).fit(X, y)
 
 
 @pytest.fixture(scope="module")
 def exact_model():
     X, y = data(1)
     return sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
-                               normalize_y=True, n_restarts=1, random_state=0).fit(X, y)
+                               normalize_y=True, n_restarts=1, random_state=0, normalize_X=False).fit(X, y)
 
 
 @pytest.fixture
@@ -101,11 +103,15 @@ def test_round_trip_every_approximation(name, tmp_path):
     kernel = supported_kernels(name)[0]
     # 64 is enough for every signed rule to give a positive definite covariance in 2-D.
     n_components = max(64, smallest_n_components(name, kernel, X.shape[1]))
-    for signed_rule in ("repair", "keep"):
+    signed_rules = (("repair", "keep") if features.get(name).may_have_negative_weights
+                    else ("repair",))
+    for signed_rule in signed_rules:
+        rule = {"signed_rule": signed_rule} if name != "nystrom" else {}
         model = sg.LowRankGPRegressor(
-            approximation=name, kernel=kernel, approximation_options=OPTIONS.get(name),
-            n_components=n_components, optimize=False, signed_rule=signed_rule,
-            random_state=0).fit(X, y)
+            make_approximation(name, n_components=n_components, options=OPTIONS.get(name),
+                               **rule),
+            kernel=kernel, optimize=False, random_state=0, normalize_X=False,
+            normalize_y=False).fit(X, y)
         sg.save(model, tmp_path / "model.npz")
         loaded = sg.load(tmp_path / "model.npz")
         assert type(loaded.feature_map_) is type(model.feature_map_)
@@ -118,8 +124,8 @@ def test_round_trip_every_approximation(name, tmp_path):
 
 def test_round_trip_float32_without_optimization(tmp_path):
     X, y = data(5)
-    model = sg.LowRankGPRegressor(n_components=16, dtype="float32", optimize=False,
-                                  noise_variance_bounds="fixed", random_state=1).fit(X, y)
+    model = sg.LowRankGPRegressor(dtype="float32", optimize=False,
+                                  noise_variance_bounds="fixed", random_state=1, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(X, y)
     sg.save(model, tmp_path / "model.npz")
     loaded = sg.load(tmp_path / "model.npz")
     assert loaded.optimization_result_ is None
@@ -131,7 +137,7 @@ def test_round_trip_keeps_feature_names(tmp_path):
     pd = pytest.importorskip("pandas")
     X, y = data(7)
     frame = pd.DataFrame(X, columns=["height", "width"])
-    model = sg.ExactGPRegressor(optimize=False).fit(frame, y)
+    model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(frame, y)
     sg.save(model, tmp_path / "model.npz")
     loaded = sg.load(tmp_path / "model.npz")
     np.testing.assert_array_equal(loaded.feature_names_in_, ["height", "width"])
@@ -155,7 +161,7 @@ def test_metadata_content(saved, low_rank):
     assert metadata["schema_version"] == 1
     assert metadata["scalegp_version"] == sg.__version__
     assert metadata["estimator"] == "LowRankGPRegressor"
-    assert metadata["params"]["n_components"] == 20 and metadata["params"]["kernel"] == "gaussian"
+    assert metadata["params"]["approximation"]["params"]["n_components"] == 20 and metadata["params"]["kernel"] == "gaussian"
     assert metadata["approximation"] == "rff"
     assert metadata["feature_map"] == {"n_dims": 2, "frequency_signs": None,
                                        "phase_shifts": None}
@@ -201,16 +207,15 @@ def test_save_replaces_an_existing_file(saved, exact_model):
 
 def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(NotFittedError):
-        sg.save(sg.ExactGPRegressor(), tmp_path / "model.npz")
+        sg.save(sg.ExactGPRegressor(normalize_X=False, normalize_y=False), tmp_path / "model.npz")
     with pytest.raises(TypeError, match="model must be a fitted LowRankGPRegressor, "
                                         "ExactGPRegressor or GibbsGPRegressor, got "
                                         "FeatureMapTransformer"):
         sg.save(sg.FeatureMapTransformer(), tmp_path / "model.npz")
     X, y = data(8, n=10)
-    model = sg.LowRankGPRegressor(n_components=4, optimize=False,
-                                  approximation_options={}).fit(X, y)
-    model.approximation_options = {"weights": np.ones(2)}
-    with pytest.raises(TypeError, match="cannot store parameter 'approximation_options'"):
+    model = sg.LowRankGPRegressor(optimize=False, approximation=make_approximation("rff", n_components=4, options={}), normalize_X=False, normalize_y=False).fit(X, y)
+    model.approximation = sg.Features("rff", n_components=4, options={"weights": np.ones(2)})
+    with pytest.raises(TypeError, match="cannot store parameter 'approximation'"):
         sg.save(model, tmp_path / "model.npz")
     assert os.listdir(tmp_path) == []
 

@@ -24,6 +24,7 @@ from scalegp.errors import InsufficientMemoryError, NotPositiveDefiniteError, Nu
 from scalegp.estimators.gibbs import GibbsGPRegressor
 from scalegp.metrics import sample_kernel_approximation_error
 from scalegp.inference.optimize import maximize_likelihood
+from scalegp.estimators.configuration import make_approximation
 
 #: A refusal "before any work": well under what the smallest fit of these data takes, and far
 #: under the minutes the issue measured.
@@ -41,9 +42,9 @@ def data():
 def fitted(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {"exact": sg.ExactGPRegressor(optimize=False).fit(*data),
-                "rff": sg.LowRankGPRegressor(n_components=32, optimize=False,
-                                             random_state=0).fit(*data)}
+        return {"exact": sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(*data),
+                "rff": sg.LowRankGPRegressor(optimize=False,
+                                             random_state=0, approximation=make_approximation("rff", n_components=32), normalize_X=False, normalize_y=False).fit(*data)}
 
 
 def over_the_limit_calls():
@@ -51,26 +52,24 @@ def over_the_limit_calls():
     grid = np.linspace(0.1, 10, MAX_THETA1_ATOMS + 1)
     return [
         ("low-rank n_restarts", lambda X, y: sg.LowRankGPRegressor(
-            n_restarts=10**8, n_components=16).fit(X, y), ValueError,
+            n_restarts=10**8, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(X, y), ValueError,
          "n_restarts=100000000 is above its limit of 1,000"),
-        ("exact n_restarts", lambda X, y: sg.ExactGPRegressor(n_restarts=10**8).fit(X, y),
+        ("exact n_restarts", lambda X, y: sg.ExactGPRegressor(n_restarts=10**8, normalize_X=False, normalize_y=False).fit(X, y),
          ValueError, "n_restarts=100000000 is above its limit"),
         ("maximize_likelihood n_restarts", lambda X, y: maximize_likelihood(
             lambda t: (0.0, np.zeros(1)), np.zeros(1), np.array([[-1.0, 1.0]]),
             n_restarts=10**8), ValueError, "n_restarts=100000000"),
         ("gibbs theta1 atoms", lambda X, y: GibbsGPRegressor(
-            theta1_grid=grid, n_components=16, n_iter=10, burn_in=1).fit(X, y), ValueError,
+            theta1_grid=grid, n_iter=10, burn_in=1, approximation=make_approximation("rff", n_components=16), normalize_X=False).fit(X, y), ValueError,
          "theta1_grid's size=10001 is above its limit of 10,000"),
         ("gibbs sweeps", lambda X, y: GibbsGPRegressor(
-            n_iter=10**9, n_components=16).fit(X, y), ValueError,
+            n_iter=10**9, approximation=make_approximation("rff", n_components=16), normalize_X=False).fit(X, y), ValueError,
          "n_iter=1000000000 is above its limit of 10,000,000"),
         ("gibbs kept draws", lambda X, y: GibbsGPRegressor(
-            n_iter=MAX_GIBBS_SWEEPS, burn_in=0, n_components=4000,
-            approximation="rff").fit(X, y), InsufficientMemoryError,
+            n_iter=MAX_GIBBS_SWEEPS, burn_in=0, approximation=make_approximation("rff", n_components=4000), normalize_X=False).fit(X, y), InsufficientMemoryError,
          "keeping 10000000 Gibbs draws of 4000 weights"),
         ("learn_knots", lambda X, y: sg.LowRankGPRegressor(
-            approximation="nystrom", objective="vfe", n_components=8,
-            learn_knots=10**6).fit(X, y), ValueError, "learn_knots=1000000 is above its limit"),
+            approximation=make_approximation("nystrom", n_components=8, objective="vfe", learn_knots=10**6), normalize_X=False, normalize_y=False).fit(X, y), ValueError, "learn_knots=1000000 is above its limit"),
         ("kernel error subsample", lambda X, y: sample_kernel_approximation_error(
             lambda A, B: A @ B.T, lambda A: A, np.zeros((10**6, 1)), n_sample=10**6),
          InsufficientMemoryError, "a subsample of 1000000 rows"),
@@ -196,8 +195,8 @@ def test_a_float32_fit_of_noise_free_data_backs_off_and_reports():
     y = np.sin(3 * X[:, 0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = sg.LowRankGPRegressor(approximation="rff", n_components=256, dtype="float32",
-                                      random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(dtype="float32",
+                                      random_state=0, approximation=make_approximation("rff", n_components=256), normalize_X=False, normalize_y=False).fit(X, y)
     assert any("treated as infeasible" in str(w.message) for w in caught)
     X_test = rng.uniform(-2, 2, size=(500, 1))
     rmse = np.sqrt(np.mean((model.predict(X_test) - np.sin(3 * X_test[:, 0])) ** 2))

@@ -21,6 +21,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import features
 from scalegp import engine
 from scalegp import local
@@ -200,7 +201,7 @@ def test_local_models_beat_vanilla_with_a_short_length_scale(taylor):
     kernel = sg.Gaussian(length_scale=0.3)
     fmap = taylor.build(X, kernel, 11)
     Xs = np.linspace(-2.8, 2.8, 50)[:, None]
-    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False).fit(X, y)
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     reference = exact.predict(Xs)
     vanilla = engine.Posterior.fit(fmap, kernel, 0.01, X - X.mean(axis=0), y)
     vanilla_error = np.max(np.abs(vanilla.predict(Xs - X.mean(axis=0)) - reference))
@@ -332,7 +333,7 @@ def test_memory_is_reported_and_refused_when_it_does_not_fit(monkeypatch):
     assert model.memory_bytes == model.n_centres * 8 * (16 * 16 + 16)
     monkeypatch.setattr("scalegp.local.centered.available_bytes", lambda: 1000)
     with pytest.raises(InsufficientMemoryError, match=rf"needs about .* for {model.n_centres} "
-                                                      r"centres of 16 x 16 systems.*local_lazy"):
+                                                      r"centres of 16 x 16 systems.*Clusters\(lazy=True\)"):
         local.ClusterLocalModel.fit(context(fmap, X, y), kernel, 0.1)
     # a lazy fit holds no system
     local.ClusterLocalModel.fit(context(fmap, X, y, lazy=True), kernel, 0.1)
@@ -393,7 +394,7 @@ def test_reoptimize_builds_one_map_per_centre_from_its_own_rows():
     omegas = [m.omega for m in model.maps]
     assert not np.array_equal(omegas[0], omegas[1])            # independent streams
     # each centre's own draw is as good an approximation (measured max error 0.048)
-    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False).fit(X, y)
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     assert np.max(np.abs(model.predict(X[:20]) - exact.predict(X[:20]))) < 0.1
     # the same seed builds the same maps again (what a loaded model relies on)
     again = ctx.maps(model.centres, kernel)
@@ -404,8 +405,12 @@ def test_reoptimize_builds_one_map_per_centre_from_its_own_rows():
 
 
 def estimator(**params):
-    return sg.LowRankGPRegressor(**{"n_components": 16, "random_state": 0,
-                                    "local_threshold": 1.0, **params})
+    """The low-rank estimator with m = 16 and, for the centred kinds, threshold 1 (flat
+    parameters given to their configuration objects: tests/conftest.py ``low_rank``)."""
+    params = {"n_components": 16, "random_state": 0, **params}
+    if params.get("local") in ("clusters", "test-points"):
+        params.setdefault("local_threshold", 1.0)
+    return low_rank(**params)
 
 
 def test_estimator_clusters_learn_predict_and_report():
@@ -451,11 +456,8 @@ def test_estimator_test_points_learn_on_the_cluster_objective():
 
 @pytest.mark.parametrize("params, error, match", [
     (dict(local="bogus"), ValueError,
-     r"local must be one of \['clusters', 'neighbors', 'test-points'\]"),
-    (dict(local="test-points", local_lazy=True), ValueError,
-     r"local_lazy=True applies to local='clusters'"),
-    (dict(local_reoptimize=True), ValueError, r"local_reoptimize=True needs local='clusters'"),
-    (dict(local="clusters", local_threshold=0.0), ValueError, r"'local_threshold' parameter"),
+     r"local must be None, one of \['clusters', 'neighbors', 'test-points'\]"),
+    (dict(local=sg.Clusters(threshold=0.0)), ValueError, r"threshold must be a number > 0"),
     (dict(local="clusters", solver="qr", approximation="glf"), NotImplementedError,
      r"solver='cholesky'"),
     (dict(local="clusters", approximation="sfs", optimize=False), NotImplementedError,
@@ -465,6 +467,18 @@ def test_estimator_validates_the_local_parameters(params, error, match):
     X, y = data_2d(30)
     with pytest.raises(error, match=match):
         estimator(**params).fit(X, y)
+
+
+def test_an_option_of_another_local_kind_cannot_be_given():
+    """Laziness and per-centre maps are options of Clusters only: the other kinds have no
+    such option (before the configuration objects, local_lazy=True with test points was
+    refused at fit, local_neighbors with clusters silently ignored)."""
+    with pytest.raises(TypeError, match=r"TestPoints \(test-points\) has no option lazy"):
+        estimator(local="test-points", local_lazy=True)
+    with pytest.raises(TypeError, match="takes no options"):
+        estimator(local_reoptimize=True)
+    with pytest.raises(TypeError, match=r"Clusters \(clusters\) has no option n_neighbors"):
+        estimator(local="clusters", local_neighbors=10)
 
 
 def test_estimator_refuses_known_noise_variances_locally():
@@ -478,10 +492,11 @@ def test_clone_and_grid_search_over_local_settings():
     base = estimator(local="clusters", optimize=False, noise_variance=0.05,
                      kernel=sg.Gaussian(length_scale=0.5))
     copy = clone(base)
-    assert copy.get_params()["local"] == "clusters" and copy.local_threshold == 1.0
-    search = GridSearchCV(base, {"local": [None, "clusters"], "local_threshold": [0.5, 3.0]},
+    assert copy.get_params()["local"] == sg.Clusters(threshold=1.0)
+    assert copy.get_params()["local__threshold"] == 1.0
+    search = GridSearchCV(base, {"local__threshold": [0.5, 3.0], "optimize": [False]},
                           cv=3).fit(X, y)
-    assert set(search.cv_results_["param_local"]) == {None, "clusters"}
+    assert set(search.cv_results_["param_local__threshold"]) == {0.5, 3.0}
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
 
 
@@ -491,7 +506,7 @@ def test_estimator_runs_a_registered_map_locally(taylor):
     measured 3.5e-11)."""
     X, y = sinc_data(40)
     kernel = sg.Gaussian(length_scale=2.0)
-    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False).fit(X, y)
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     model = estimator(approximation=NAME, n_components=30, kernel=kernel, noise_variance=0.05,
                       optimize=False, local="test-points").fit(X, y)
     Xs = np.array([[-2.5], [0.3], [2.9]])
@@ -510,7 +525,7 @@ def test_local_models_save_and_load_to_identical_predictions(params, tmp_path):
     model = estimator(normalize_y=True, normalize_X=True, optimize=False, **params).fit(X, y)
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
-    assert loaded.local == params["local"] and loaded.n_centres_ == model.n_centres_
+    assert loaded.local == model.local and loaded.n_centres_ == model.n_centres_
     Xs = np.random.default_rng(4).uniform(-2, 2, size=(12, 2))
     for got, want in zip(loaded.predict(Xs, return_std=True), model.predict(Xs, return_std=True)):
         np.testing.assert_array_equal(got, want)
@@ -585,8 +600,8 @@ def test_cli_fits_and_predicts_a_local_model(kind, flags, tmp_path):
     assert main(["predict", str(model), str(tmp_path / "test.csv"), "--out", str(out),
                  "--quiet"]) == 0
     loaded = sg.load(model)
-    assert loaded.local == kind and loaded.local_threshold == 1.5
-    assert loaded.local_reoptimize == bool(flags)
+    assert loaded.local.kind == kind and loaded.local.threshold == 1.5
+    assert getattr(loaded.local, "reoptimize", False) == bool(flags)
     predicted = np.loadtxt(out, delimiter=",", skiprows=1)
     mean, std = loaded.predict(X[:7], return_std=True)
     np.testing.assert_allclose(predicted, np.column_stack([mean, std]), rtol=1e-12)

@@ -15,6 +15,7 @@ import pytest
 import scalegp as sg
 from scalegp.local import resolution
 from scalegp.features.maclaurin import MaclaurinFeatures, truncation_share
+from scalegp.estimators.configuration import Clusters, make_approximation
 
 #: A resolved test point's mean lies within this many exact posterior standard deviations of
 #: the exact GP's (measured: at most 0.44 over the grid of resolution's docstring).
@@ -40,12 +41,11 @@ def _local_and_exact(X, y, kernel, noise_variance, n_components, options=None, s
         warnings.simplefilter("ignore", sg.ApproximationWarning)
         warnings.simplefilter("ignore", sg.FitQualityWarning)
         exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=noise_variance,
-                                    optimize=False).fit(X, y)
+                                    optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
         mean, std = exact.predict(Xt, return_std=True)
         model = sg.LowRankGPRegressor(
-            "maclaurin", n_components, kernel=kernel, noise_variance=noise_variance,
-            optimize=False, local="test-points", approximation_options=options,
-            random_state=seed).fit(X, y)
+            kernel=kernel, noise_variance=noise_variance,
+            optimize=False, local="test-points", random_state=seed, approximation=make_approximation("maclaurin", n_components=n_components, options=options), normalize_X=False, normalize_y=False).fit(X, y)
         local_mean = model.predict(Xt)
     ratios = resolution.local_truncation_ratios(model.feature_map_, kernel, noise_variance,
                                                 X, Xt)
@@ -82,7 +82,7 @@ def test_issue_example_warns_at_the_points_it_gets_wrong():
     the same D resolves every point and is silent."""
     X, y = _problem(0)
     kernel = sg.Gaussian(length_scale=1.0, variance=1.0)
-    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-4, optimize=False).fit(X, y)
+    exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-4, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     Xt = np.array([[1.9], [3.0]])
     mean, std = exact.predict(Xt, return_std=True)
     for n_components in (100, 300):
@@ -90,15 +90,14 @@ def test_issue_example_warns_at_the_points_it_gets_wrong():
                           match=r"degree p = 15 cannot resolve .* 2 of 2 test row.*"
                                 r"length scales the truncation resolves"):
             model = sg.LowRankGPRegressor(
-                "maclaurin", n_components, kernel=kernel, noise_variance=1e-4,
-                optimize=False, local="test-points", random_state=0,
-                approximation_options={"sketch": "rademacher"}).fit(X, y)
+                kernel=kernel, noise_variance=1e-4,
+                optimize=False, local="test-points", random_state=0, approximation=make_approximation("maclaurin", n_components=n_components, options={"sketch": "rademacher"}), normalize_X=False, normalize_y=False).fit(X, y)
             local_mean = model.predict(Xt)
         assert np.max(np.abs(local_mean - mean) / std) > 5     # the wrong answer, flagged
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
-        model = sg.LowRankGPRegressor("maclaurin", 100, kernel=kernel, noise_variance=1e-4,
-                                      optimize=False, local="test-points").fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("maclaurin", n_components=100), kernel=kernel, noise_variance=1e-4,
+                                      optimize=False, local="test-points", normalize_X=False, normalize_y=False).fit(X, y)
         local_mean = model.predict(Xt)
     assert np.max(np.abs(local_mean - mean) / std) < 1e-3
 
@@ -152,14 +151,14 @@ def test_learning_that_drifts_is_reported_and_a_resolving_degree_does_not_drift(
     1-D map of degree 99 it learns the exact GP's hyperparameters, silently."""
     X, y = _problem(0)
     with pytest.warns(sg.ApproximationWarning, match="degree p = 9 cannot resolve"):
-        drifted = sg.LowRankGPRegressor("maclaurin", 10, local="test-points",
-                                        random_state=0).fit(X, y)
+        drifted = sg.LowRankGPRegressor(make_approximation("maclaurin", n_components=10), local="test-points",
+                                        random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     assert drifted.kernel_.variance > 20
-    exact = sg.ExactGPRegressor().fit(X, y)
+    exact = sg.ExactGPRegressor(normalize_X=False, normalize_y=False).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
-        model = sg.LowRankGPRegressor("maclaurin", 100, local="test-points",
-                                      random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("maclaurin", n_components=100), local="test-points",
+                                      random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     assert model.kernel_.variance == pytest.approx(exact.kernel_.variance, rel=1e-3)
     assert model.kernel_.length_scale[0] == pytest.approx(exact.kernel_.length_scale[0],
                                                           rel=1e-3)
@@ -173,12 +172,11 @@ def _cluster_errors(X, y, kernel, noise_variance, n_components, options=None, se
         warnings.simplefilter("ignore", sg.ApproximationWarning)
         warnings.simplefilter("ignore", sg.FitQualityWarning)
         exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=noise_variance,
-                                    optimize=False).fit(X, y)
+                                    optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
         mean, std = exact.predict(Xt, return_std=True)
         model = sg.LowRankGPRegressor(
-            "maclaurin", n_components, kernel=kernel, noise_variance=noise_variance,
-            optimize=False, local="clusters", local_threshold=2.0,
-            approximation_options=options, random_state=seed).fit(X, y)
+            kernel=kernel, noise_variance=noise_variance,
+            optimize=False, random_state=seed, approximation=make_approximation("maclaurin", n_components=n_components, options=options), local=Clusters(threshold=2.0), normalize_X=False, normalize_y=False).fit(X, y)
         local_mean = model.predict(Xt)
         local = model.local_model_
         flagged = resolution.warn_unresolved_routed(
@@ -229,9 +227,8 @@ def test_a_loaded_cluster_model_still_checks_its_test_rows(tmp_path):
     kernel = sg.Gaussian(length_scale=0.3, variance=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor("maclaurin", 10, kernel=kernel, noise_variance=1e-2,
-                                      optimize=False, local="clusters",
-                                      local_threshold=2.0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation("maclaurin", n_components=10), kernel=kernel, noise_variance=1e-2,
+                                      optimize=False, local=Clusters(threshold=2.0), normalize_X=False, normalize_y=False).fit(X, y)
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
     with pytest.warns(sg.ApproximationWarning, match="degree p = 9 cannot resolve"):
@@ -241,8 +238,8 @@ def test_a_loaded_cluster_model_still_checks_its_test_rows(tmp_path):
 def test_maps_without_a_truncation_are_not_checked():
     X, y = _problem(0)
     kernel = sg.Gaussian(length_scale=0.5, variance=1.0)
-    model = sg.LowRankGPRegressor("rff", 64, kernel=kernel, optimize=False,
-                                  local="test-points", random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(make_approximation("rff", n_components=64), kernel=kernel, optimize=False,
+                                  local="test-points", random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     bad = resolution.warn_unresolved_local(model.feature_map_, kernel, 0.01, X, _grid(1))
     assert not bad.any()
     assert math.isinf(resolution.resolved_radius(5, 1.0, 1000.0))

@@ -22,6 +22,7 @@ import scalegp as sg
 from scalegp.io import safety
 from scalegp import local
 from scalegp.errors import InvalidModelFileError
+from scalegp.estimators.configuration import Clusters, Neighbors, make_approximation
 
 MUST_FAIL, MAY_LOAD = "must fail", "may load"
 #: Mutants run by the default suite: every field and every kind of mutation of each model at
@@ -49,53 +50,43 @@ def data(seed=0, n=30):
 
 
 MODELS = {
-    "rff": lambda: sg.LowRankGPRegressor(n_components=16, normalize_y=True, normalize_X=True,
-                                         random_state=0),
+    "rff": lambda: sg.LowRankGPRegressor(normalize_y=True, normalize_X=True,
+                                         random_state=0, approximation=make_approximation("rff", n_components=16)),
     "glf": lambda: sg.LowRankGPRegressor(
-        approximation="glf", kernel=sg.Gaussian(length_scale_bounds=(0.3, 3.0)),
-        n_components=64, random_state=0),
+        kernel=sg.Gaussian(length_scale_bounds=(0.3, 3.0)),
+        random_state=0, approximation=make_approximation("glf", n_components=64), normalize_X=False, normalize_y=False),
     # sfs has negative weights in 2-D; a large noise variance keeps Psi S Psi^T + s2 I
     # positive definite, so the signed (eigen-factorized) system is stored as it is
-    "signed": lambda: sg.LowRankGPRegressor(approximation="sfs", n_components=32,
-                                            noise_variance=0.5, optimize=False,
-                                            signed_rule="keep", random_state=0),
+    "signed": lambda: sg.LowRankGPRegressor(noise_variance=0.5, optimize=False,
+                                            random_state=0, approximation=make_approximation("sfs", n_components=32, signed_rule="keep"), normalize_X=False, normalize_y=False),
     # the default signed_rule="repair" stores the positive part's Cholesky system
-    "repaired": lambda: sg.LowRankGPRegressor(approximation="sfs", n_components=32,
-                                              noise_variance=0.05, optimize=False,
-                                              random_state=0),
+    "repaired": lambda: sg.LowRankGPRegressor(noise_variance=0.05, optimize=False,
+                                              random_state=0, approximation=make_approximation("sfs", n_components=32), normalize_X=False, normalize_y=False),
     "exact": lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
-                                         normalize_y=True),
+                                         normalize_y=True, normalize_X=False),
     # local models (scalegp.local.centered): stacked per-centre systems, or the training rows
-    "clusters": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
-                                              local_threshold=1.0, normalize_y=True,
-                                              random_state=0),
-    "lazy": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters", local_lazy=True,
-                                          local_threshold=1.0, optimize=False, random_state=0),
-    "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
-                                                 optimize=False, random_state=0),
+    "clusters": lambda: sg.LowRankGPRegressor(normalize_y=True,
+                                              random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0), normalize_X=False),
+    "lazy": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, lazy=True), normalize_X=False, normalize_y=False),
+    "test-points": lambda: sg.LowRankGPRegressor(local="test-points",
+                                                 optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
     # neighbourhood-local models: the training rows and the cover, conditioned on loading
-    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", local="neighbors",
-                                               local_neighbors=12, local_learning_centres=4,
-                                               normalize_y=True, random_state=0),
-    "neighbors-glf": lambda: sg.LowRankGPRegressor(approximation="glf", n_components=16,
-                                                   local="neighbors", local_neighbors=12,
-                                                   optimize=False, random_state=0),
+    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", normalize_y=True, random_state=0, local=Neighbors(n_neighbors=12, learning_centers=4), normalize_X=False),
+    "neighbors-glf": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
     # the training inputs and the probes are stored; the projection is recomputed on load
     "random-projection": lambda: sg.LowRankGPRegressor(
-        approximation="random-projection", n_components=30,
-        approximation_options={"epsilon": 0.05}, optimize=False, random_state=0),
+        optimize=False, random_state=0, approximation=make_approximation("random-projection", n_components=30, options={"epsilon": 0.05}), normalize_X=False, normalize_y=False),
     # a complex sketch: the real and imaginary parts of the projections, the allocation
     "maclaurin": lambda: sg.LowRankGPRegressor(
-        approximation="maclaurin", kernel=sg.Gaussian(), n_components=17, optimize=False,
-        approximation_options={"sketch": "complex-rademacher"}, random_state=0),
+        kernel=sg.Gaussian(), optimize=False,
+        random_state=0, approximation=make_approximation("maclaurin", n_components=17, options={"sketch": "complex-rademacher"}), normalize_X=False, normalize_y=False),
     # the knots
-    "nystrom": lambda: sg.LowRankGPRegressor(approximation="nystrom", n_components=8,
-                                             optimize=False, random_state=0),
+    "nystrom": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("nystrom", n_components=8), normalize_X=False, normalize_y=False),
     # the draws of the Gibbs sampler (scalegp.inference.gibbs), with the FITC-style diagonal
-    "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0, 2.0],
+    "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0, 2.0],
                                          n_iter=30, burn_in=10, thin=2, collapsed=True,
                                          diag_correction=True, normalize_X=True,
-                                         random_state=0),
+                                         random_state=0, approximation=make_approximation("rff", n_components=8)),
 }
 X_TEST = data(1, n=9)[0]
 

@@ -21,12 +21,14 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import features
 from scalegp.io import schema
 from scalegp import local
 from scalegp.errors import InvalidModelFileError
 
 from .test_model_file_fuzz import model_file, with_array, write
+from scalegp.estimators.configuration import Clusters, Neighbors, make_approximation
 
 
 def data(n=30, d=2, seed=0):
@@ -44,38 +46,32 @@ MAP_OPTIONS = {"glf": dict(kernel=sg.Gaussian(length_scale_bounds=(0.3, 3.0)), n
                                          approximation_options={"epsilon": 0.05})}
 
 KINDS = {
-    **{f"map {name}": (lambda name=name: sg.LowRankGPRegressor(
-        approximation=name, **{"n_components": 16, **MAP_OPTIONS.get(name, {})},
+    **{f"map {name}": (lambda name=name: low_rank(
+        name, **{"n_components": 16, **MAP_OPTIONS.get(name, {})},
         optimize=False, random_state=0)) for name in features.names()},
     "maclaurin explicit (1-D)": lambda: sg.LowRankGPRegressor(
-        approximation="maclaurin", kernel=sg.Gaussian(), n_components=9, optimize=False),
+        kernel=sg.Gaussian(), optimize=False, approximation=make_approximation("maclaurin", n_components=9), normalize_X=False, normalize_y=False),
     "signed (eigen)": lambda: sg.LowRankGPRegressor(
-        approximation="sfs", n_components=32, noise_variance=0.5, optimize=False,
-        signed_rule="keep", random_state=0),
-    "repaired": lambda: sg.LowRankGPRegressor(approximation="sfs", n_components=32,
-                                              noise_variance=0.05, optimize=False,
-                                              random_state=0),
+        noise_variance=0.5, optimize=False,
+        random_state=0, approximation=make_approximation("sfs", n_components=32, signed_rule="keep"), normalize_X=False, normalize_y=False),
+    "repaired": lambda: sg.LowRankGPRegressor(noise_variance=0.05, optimize=False,
+                                              random_state=0, approximation=make_approximation("sfs", n_components=32), normalize_X=False, normalize_y=False),
     "learned (optimization, standardized)": lambda: sg.LowRankGPRegressor(
-        n_components=16, normalize_X=True, random_state=0),
-    "exact": lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0])),
-    "clusters": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
-                                              local_threshold=1.0, optimize=False,
-                                              random_state=0),
-    "clusters lazy": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
-                                                   local_lazy=True, local_threshold=1.0,
-                                                   optimize=False, random_state=0),
+        normalize_X=True, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_y=False),
+    "exact": lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]), normalize_X=False, normalize_y=False),
+    "clusters": lambda: sg.LowRankGPRegressor(optimize=False,
+                                              random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0), normalize_X=False, normalize_y=False),
+    "clusters lazy": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, lazy=True), normalize_X=False, normalize_y=False),
     "clusters re-optimized": lambda: sg.LowRankGPRegressor(
-        n_components=16, local="clusters", local_reoptimize=True, local_threshold=1.0,
-        optimize=False, random_state=0),
-    "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
-                                                 optimize=False, random_state=0),
+        optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, reoptimize=True), normalize_X=False, normalize_y=False),
+    "test-points": lambda: sg.LowRankGPRegressor(local="test-points",
+                                                 optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
     "neighbors exact": lambda: sg.LowRankGPRegressor(
-        approximation="exact", local="neighbors", local_neighbors=12, optimize=False),
+        approximation="exact", optimize=False, local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
     "neighbors glf": lambda: sg.LowRankGPRegressor(
-        approximation="glf", n_components=16, local="neighbors", local_neighbors=12,
-        optimize=False, random_state=0),
-    "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0],
-                                         n_iter=14, burn_in=4, random_state=0),
+        optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
+    "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0],
+                                         n_iter=14, burn_in=4, random_state=0, approximation=make_approximation("rff", n_components=8), normalize_X=False),
 }
 
 
@@ -392,7 +388,7 @@ def test_local_flags_agree_with_the_parameters(files, tmp_path):
     """Was (found by the full fuzz run): a lazy model with 'local.reoptimized' = true loaded
     as a model with one map per centre, predicting differently."""
     metadata, arrays = files["clusters lazy"]
-    with pytest.raises(InvalidModelFileError, match=r"'params\.local_reoptimize' = False, but "
+    with pytest.raises(InvalidModelFileError, match=r"'params\.local\.reoptimize' = False, but "
                                                     r"the fitted model's 'local\.reoptimized' "
                                                     r"is true"):
         load(tmp_path, edited(metadata, local__reoptimized=True), arrays)

@@ -19,6 +19,7 @@ import scalegp as sg
 from scalegp.engine.statistics import feature_cache_budget
 from scalegp import _memory
 from scalegp.errors import InsufficientMemoryError
+from scalegp.estimators.configuration import make_approximation
 
 CV = KFold(3, shuffle=True, random_state=0)
 
@@ -31,12 +32,12 @@ def readme_data(n=300):
     return X, y
 
 
-def readme_model(**params):
+def readme_model(n_components=512, **params):
     """The README's estimator (n_components=512 there)."""
     kernel = sg.Matern(nu=2.5, length_scale=[1.0, 1.0], length_scale_bounds=(0.05, 20.0),
                        variance_bounds=(1e-2, 1e2))
-    settings = dict(approximation="rff", n_components=512, kernel=kernel, noise_variance=0.05,
-                    random_state=0)
+    settings = dict(approximation=sg.Features("rff", n_components=n_components), kernel=kernel,
+                    noise_variance=0.05, random_state=0)
     return sg.LowRankGPRegressor(**{**settings, **params})
 
 
@@ -71,12 +72,12 @@ def test_deep_params_list_the_kernel_parameters():
     assert params["kernel__length_scale_bounds"] == (0.05, 20.0)
     assert params["kernel__variance_bounds"] == (0.01, 100.0)
     assert not any(key.startswith("kernel__")
-                   for key in sg.LowRankGPRegressor(kernel="gaussian").get_params(deep=True))
+                   for key in sg.LowRankGPRegressor(kernel="gaussian", normalize_X=False, normalize_y=False).get_params(deep=True))
 
 
 @pytest.mark.parametrize("make", [readme_model, readme_pipeline,
-                                  lambda: sg.ExactGPRegressor(kernel=sg.Cauchy()),
-                                  lambda: sg.LowRankGPRegressor(kernel="matern32")],
+                                  lambda: sg.ExactGPRegressor(kernel=sg.Cauchy(), normalize_X=False, normalize_y=False),
+                                  lambda: sg.LowRankGPRegressor(kernel="matern32", normalize_X=False, normalize_y=False)],
                          ids=["model", "pipeline", "exact", "kernel_name"])
 def test_set_params_of_get_params_deep_is_a_round_trip(make):
     estimator = make()
@@ -91,15 +92,16 @@ def test_set_params_of_get_params_deep_is_a_round_trip(make):
 def test_nested_kernel_parameters_replace_the_kernel_by_a_changed_copy():
     model = readme_model()
     original = model.kernel
-    model.set_params(kernel__length_scale=[0.5, 3.0], kernel__nu=1.5, n_components=64)
+    model.set_params(kernel__length_scale=[0.5, 3.0], kernel__nu=1.5,
+                     approximation__n_components=64)
     assert model.kernel == sg.Matern(nu=1.5, length_scale=[0.5, 3.0],
                                      length_scale_bounds=(0.05, 20.0), variance_bounds=(1e-2, 1e2))
-    assert model.n_components == 64
+    assert model.approximation.n_components == 64
     assert original.get_params()["length_scale"] == [1.0, 1.0] and original.nu == 2.5
     # a kernel name is resolved first; kernel= is set before kernel__<name>
-    named = sg.LowRankGPRegressor(kernel="matern32").set_params(kernel__length_scale=2.0)
+    named = sg.LowRankGPRegressor(kernel="matern32", normalize_X=False, normalize_y=False).set_params(kernel__length_scale=2.0)
     assert named.kernel == sg.Matern(nu=1.5, length_scale=2.0)
-    both = sg.ExactGPRegressor().set_params(kernel=sg.Laplacian(), kernel__variance=3.0)
+    both = sg.ExactGPRegressor(normalize_X=False, normalize_y=False).set_params(kernel=sg.Laplacian(), kernel__variance=3.0)
     assert both.kernel == sg.Laplacian(variance=3.0)
     boxed = readme_model().set_params(kernel__length_scale_bounds="fixed",
                                       kernel__variance_bounds=(0.5, 2.0))
@@ -112,7 +114,7 @@ def test_nested_kernel_parameters_replace_the_kernel_by_a_changed_copy():
 def test_nested_kernel_parameter_errors_name_the_parameter():
     with pytest.raises(ValueError, match=r"Invalid parameter 'nu' for kernel Gaussian\(.*\)\. "
                                          r"Valid parameters are: \['length_scale', "):
-        sg.LowRankGPRegressor(kernel=sg.Gaussian()).set_params(kernel__nu=1.5)
+        sg.LowRankGPRegressor(kernel=sg.Gaussian(), normalize_X=False, normalize_y=False).set_params(kernel__nu=1.5)
     with pytest.raises(ValueError, match=r"length_scale must lie inside its bounds"):
         readme_model().set_params(kernel__length_scale=100.0)
     with pytest.raises(ValueError, match=r"Invalid parameter 'kernal' for estimator"):
@@ -150,21 +152,22 @@ def test_grid_search_over_fixed_length_scales_picks_the_data_scale():
     scale 0.05 far below and 20 far above the signal's ~1) must lose."""
     X, y = readme_data()
     grid = {"kernel__length_scale": [[0.05, 0.05], [1.0, 1.0], [20.0, 20.0]],
-            "n_components": [32, 128], "optimize": [False]}
+            "approximation__n_components": [32, 128], "optimize": [False]}
     search = GridSearchCV(readme_model(), grid, cv=CV).fit(X, y)
     assert search.best_params_["kernel__length_scale"] == [1.0, 1.0]
     assert search.best_score_ > 0.9
-    scores = search.cv_results_["mean_test_score"].reshape(3, 2)
+    # the grid's order is by sorted names: approximation__n_components outermost
+    scores = search.cv_results_["mean_test_score"].reshape(2, 3).T
     assert np.all(scores[1] > scores[0] + 0.5) and np.all(scores[1] > scores[2] + 0.5)
     best = search.best_estimator_
     np.testing.assert_array_equal(best.kernel_.length_scale, [1.0, 1.0])
-    assert best.n_components == search.best_params_["n_components"]
-    assert best.feature_map_.n_components == best.n_components
+    assert best.approximation.n_components == search.best_params_["approximation__n_components"]
+    assert best.feature_map_.n_components == best.approximation.n_components
 
 
 def test_grid_search_on_the_readme_model_with_learning_varies_the_kernel():
     X, y = readme_data(200)
-    grid = {"kernel__length_scale": [[0.3, 0.3], [3.0, 3.0]], "n_components": [32, 64]}
+    grid = {"kernel__length_scale": [[0.3, 0.3], [3.0, 3.0]], "approximation__n_components": [32, 64]}
     search = GridSearchCV(readme_model(), grid, cv=CV).fit(X, y)
     assert search.best_score_ > 0.9
     assert len(np.unique(search.cv_results_["mean_test_score"])) == 4
@@ -195,7 +198,8 @@ def test_grid_search_on_the_readme_pipeline():
 
 def test_randomized_search_samples_kernel_parameters():
     X, y = readme_data(200)
-    distributions = {"kernel__length_scale": loguniform(0.3, 3.0), "n_components": [31, 32]}
+    distributions = {"kernel__length_scale": loguniform(0.3, 3.0),
+                     "approximation__n_components": [31, 32]}
     search = RandomizedSearchCV(readme_model(), distributions, n_iter=3, cv=CV,
                                 random_state=0).fit(X, y)
     sampled = [params["kernel__length_scale"] for params in search.cv_results_["params"]]
@@ -204,7 +208,8 @@ def test_randomized_search_samples_kernel_parameters():
     best = search.best_estimator_
     np.testing.assert_array_equal(best.kernel.length_scale,
                                   [search.best_params_["kernel__length_scale"]])
-    assert best.feature_map_.n_components == search.best_params_["n_components"]
+    assert (best.feature_map_.n_components
+            == search.best_params_["approximation__n_components"])
     assert search.best_score_ > 0.9
 
 
@@ -228,25 +233,27 @@ def test_invalid_parameters_are_refused_at_fit(make, params, received):
         make().set_params(**params).fit(X, y)
 
 
-@pytest.mark.parametrize("estimator", [readme_model(), sg.FeatureMapTransformer()],
-                         ids=["estimator", "transformer"])
-def test_negative_n_components_is_refused(estimator):
+def test_negative_n_components_is_refused():
     X, y = readme_data(20)
     with pytest.raises(InvalidParameterError,
                        match=r"The 'n_components' parameter of \w+ must be an int in the range "
                              r"\[1, inf\).*Got -3 instead"):
-        clone(estimator).set_params(n_components=-3).fit(X, y)
+        sg.FeatureMapTransformer().set_params(n_components=-3).fit(X, y)
+    with pytest.raises(ValueError, match=r"n_components must be an integer >= 1 or None, "
+                                         r"got -3"):
+        readme_model().set_params(approximation__n_components=-3).fit(X, y)
 
 
-@pytest.mark.parametrize("estimator", [readme_model(), sg.FeatureMapTransformer()],
+@pytest.mark.parametrize("estimator, name", [(readme_model(), "approximation__n_components"),
+                                             (sg.FeatureMapTransformer(), "n_components")],
                          ids=["estimator", "transformer"])
-def test_n_components_beyond_memory_is_refused_at_once_with_the_memory_needed(estimator):
+def test_n_components_beyond_memory_is_refused_at_once_with_the_memory_needed(estimator, name):
     X, y = readme_data(20)
     start = time.perf_counter()
     with pytest.raises(InsufficientMemoryError,
                        match=r"n_components=1000000000 needs about [\d.e+]+ TiB of memory .* "
                              r"but only [\d.]+ [KMGT]iB is available"):
-        clone(estimator).set_params(n_components=10**9).fit(X, y)
+        clone(estimator).set_params(**{name: 10**9}).fit(X, y)
     assert time.perf_counter() - start < 2.0    # refused before any work (it ran 74 s)
 
 
@@ -280,10 +287,10 @@ def test_memory_estimate_bounds_the_traced_peak(approximation, options, kernel, 
     rng = np.random.default_rng(1)
     X = rng.uniform(-2, 2, size=(9000, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(len(X))
-    model = sg.LowRankGPRegressor(approximation, n_components=1024, kernel=kernel,
-                                  approximation_options=options, noise_variance=0.1,
-                                  solver="qr" if path == "qr" else "cholesky",
-                                  optimize=False, random_state=0)
+    model = sg.LowRankGPRegressor(
+        make_approximation(approximation, n_components=1024, options=options,
+                           solver="qr" if path == "qr" else "cholesky"),
+        kernel=kernel, noise_variance=0.1, optimize=False, random_state=0, normalize_X=False, normalize_y=False)
     tracemalloc.start()
     try:
         model.fit(X, y)

@@ -16,6 +16,7 @@ from scalegp.features.orthogonal import sorf_blocks, walsh_hadamard
 from scalegp.features.spherical_radial import simplex_vertices
 
 from .conftest import all_kernels, kernel_id
+from scalegp.estimators.configuration import make_approximation
 
 MAPS = ("orf", "sorf", "qmc", "ssr")
 
@@ -271,8 +272,8 @@ def test_usable_by_name_from_estimator_and_transformer(name, tmp_path):
     X, X_test = rng.uniform(-2, 2, size=(80, 2)), rng.uniform(-2, 2, size=(500, 2))
     y, y_test = (np.sin(2 * Z[:, 0]) + 0.1 * rng.standard_normal(len(Z)) for Z in (X, X_test))
     settings = dict(kernel="gaussian", noise_variance=0.05, optimize=False)
-    est = sg.LowRankGPRegressor(approximation=name, n_components=512, random_state=0,
-                                **settings).fit(X, y)
+    est = sg.LowRankGPRegressor(random_state=0,
+                                **settings, approximation=make_approximation(name, n_components=512)).fit(X, y)
     mean, std = est.predict(X[:5], return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     exact_rmse = metrics.rmse(y_test, sg.ExactGPRegressor(**settings).fit(X, y).predict(X_test))

@@ -13,6 +13,7 @@ from scalegp.engine.noise import FITC, HOMOSCEDASTIC
 from scalegp.testing import check_heteroscedastic_engine_equals_dense, dense_diagonal
 
 from .conftest import all_kernels, kernel_id, map_kernel_cases
+from scalegp.estimators.configuration import make_approximation
 
 N_COMPONENTS = 24
 #: large enough that every signed rule's K stays positive definite on these data
@@ -87,7 +88,7 @@ def test_estimator_takes_sample_noise_variance_and_matches_the_exact_gp():
     exact = sg.ExactGPRegressor(**common).fit(X, y, sample_noise_variance=variances)
     # 128 nodes: GLF's error is at rounding level here (measured 3e-14 in the mean; 1.6e-3
     # with 64 nodes), so the comparison tests the noise model, not the quadrature
-    glf = sg.LowRankGPRegressor(approximation="glf", n_components=128, **common).fit(
+    glf = sg.LowRankGPRegressor(**common, approximation=make_approximation("glf", n_components=128)).fit(
         X, y, sample_noise_variance=variances)
     X_test = np.linspace(-1.9, 1.9, 40)[:, None]
     mean_exact, std_exact = exact.predict(X_test, return_std=True)
@@ -103,7 +104,7 @@ def test_estimator_takes_sample_noise_variance_and_matches_the_exact_gp():
 def test_sample_noise_variance_is_validated():
     X = np.linspace(0, 1, 20)[:, None]
     y = np.sin(X[:, 0])
-    model = sg.LowRankGPRegressor(n_components=8, optimize=False)
+    model = sg.LowRankGPRegressor(optimize=False, approximation=make_approximation("rff", n_components=8), normalize_X=False, normalize_y=False)
     with pytest.raises(ValueError, match="sample_noise_variance must be >= 0"):
         model.fit(X, y, sample_noise_variance=np.full(20, -1.0))
     with pytest.raises(ValueError, match="sample_noise_variance"):

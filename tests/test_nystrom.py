@@ -21,6 +21,7 @@ from scalegp.features import nystrom
 from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.engine.objectives import low_rank_objective
+from scalegp.estimators.configuration import make_approximation
 
 NOISE = 0.05
 
@@ -309,9 +310,8 @@ def test_float32_objective_close_to_float64(data):
 def fit(objective, X, y, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sg.LowRankGPRegressor(approximation="nystrom", n_components=15,
-                                     kernel="matern32", objective=objective, random_state=0,
-                                     **kw).fit(X, y)
+        return sg.LowRankGPRegressor(kernel="matern32", random_state=0,
+                                     **kw, approximation=make_approximation("nystrom", n_components=15, objective=objective)).fit(X, y)
 
 
 @pytest.mark.parametrize("objective", ["dtc", "fitc", "vfe"])
@@ -375,14 +375,12 @@ def test_fitc_floored_rows_counts_the_knots_rounding(data):
 def test_estimator_refuses_vfe_for_fourier_maps_and_exact_diag_correction(data):
     X, y = data
     with pytest.raises(ValueError, match="the VFE objective needs a map"):
-        sg.LowRankGPRegressor(approximation="rff", n_components=10,
-                              objective="vfe").fit(X, y)
+        sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=10, objective="vfe"), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(ValueError, match="objective"):
-        sg.LowRankGPRegressor(objective="titsias").fit(X, y)
+        sg.LowRankGPRegressor(approximation=make_approximation("rff", objective="titsias"), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(NotImplementedError, match="local models use objective='dtc'"):
-        sg.LowRankGPRegressor(approximation="nystrom", n_components=10, objective="fitc",
-                              local="clusters").fit(X, y)
-    model = sg.ExactGPRegressor(optimize=False).fit(X, y)
+        sg.LowRankGPRegressor(local="clusters", approximation=make_approximation("nystrom", n_components=10, objective="fitc"), normalize_X=False, normalize_y=False).fit(X, y)
+    model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(ValueError, match="diag_correction applies to low-rank models"):
         model.predict(X[:2], return_std=True, diag_correction=True)
 

@@ -26,6 +26,7 @@ import scalegp as sg
 from scalegp import _output, cli, experiments
 from scalegp.errors import UnsafeOutputError
 from scalegp.data.tables import read_table, write_csv
+from scalegp.estimators.configuration import make_approximation
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 VICTIM_TEXT = "precious: must never change\n"
@@ -38,7 +39,7 @@ def model():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(20, 2))
     y = np.sin(X).sum(axis=1)
-    return sg.LowRankGPRegressor(n_components=8, optimize=False, random_state=0).fit(X, y)
+    return sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=8), normalize_X=False, normalize_y=False).fit(X, y)
 
 
 @pytest.fixture(scope="module")

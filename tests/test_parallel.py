@@ -17,6 +17,7 @@ from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.statistics import Statistics
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.engine.noise import FITC
+from scalegp.estimators.configuration import make_approximation
 
 SEEDS = (0, 1, 2)
 
@@ -127,9 +128,9 @@ def test_threaded_value_and_gradient_of_a_data_dependent_map(objective, out_of_c
                                                    ("nystrom", {"knots": "kmeans"})])
 def test_estimator_with_threads_learns_the_serial_model(approximation, options):
     X, y = _data(3, n=2000)
-    models = [sg.LowRankGPRegressor(approximation, n_components=64, kernel="matern52",
-                                    approximation_options=options, random_state=0,
-                                    n_jobs=n_jobs).fit(X, y)
+    models = [sg.LowRankGPRegressor(kernel="matern52",
+                                    random_state=0,
+                                    n_jobs=n_jobs, approximation=make_approximation(approximation, n_components=64, options=options), normalize_X=False, normalize_y=False).fit(X, y)
               for n_jobs in (None, 2)]
     X_test = _data(4, n=50)[0]
     (mean0, std0), (mean1, std1) = (model.predict(X_test, return_std=True) for model in models)
@@ -140,15 +141,15 @@ def test_estimator_with_threads_learns_the_serial_model(approximation, options):
 
 
 def test_estimator_n_jobs_is_a_parameter_and_refused_where_not_threaded():
-    model = sg.LowRankGPRegressor("glf", n_components=16, n_jobs=2)
+    model = sg.LowRankGPRegressor(n_jobs=2, approximation=make_approximation("glf", n_components=16), normalize_X=False, normalize_y=False)
     assert clone(model).get_params()["n_jobs"] == 2
     X, y = _data(0, n=100)
     with pytest.raises(ValueError, match="n_jobs must be a nonzero integer"):
-        sg.LowRankGPRegressor("glf", n_components=16, n_jobs=0).fit(X, y)
+        sg.LowRankGPRegressor(n_jobs=0, approximation=make_approximation("glf", n_components=16), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(NotImplementedError, match="solver='qr'"):
-        sg.LowRankGPRegressor("glf", n_components=16, solver="qr", n_jobs=2).fit(X, y)
+        sg.LowRankGPRegressor(n_jobs=2, approximation=make_approximation("glf", n_components=16, solver="qr"), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(NotImplementedError, match="local='clusters'"):
-        sg.LowRankGPRegressor("rff", n_components=16, local="clusters", n_jobs=2).fit(X, y)
+        sg.LowRankGPRegressor(local="clusters", n_jobs=2, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(X, y)
 
 
 def test_memory_checks_count_each_threads_accumulator_chunk_gram_and_chunks():

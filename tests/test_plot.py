@@ -20,7 +20,7 @@ def fitted_1d():
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, (60, 1))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(60)
-    return sg.ExactGPRegressor(random_state=0).fit(X, y), X, y
+    return sg.ExactGPRegressor(random_state=0, normalize_X=False, normalize_y=False).fit(X, y), X, y
 
 
 def _png(figure) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_map_draws_the_predictions_on_the_grid(what):
     rng = np.random.default_rng(1)
     X = rng.uniform(-2, 2, (80, 2))
     y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.05 * rng.standard_normal(80)
-    model = sg.ExactGPRegressor(random_state=0).fit(X, y)
+    model = sg.ExactGPRegressor(random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     x1, x2 = np.linspace(-2, 2, 7), np.linspace(-1, 3, 5)
     figure, ax = plot.new_figure()
     plot.plot_map(model, x1, x2, what=what, X_train=X, ax=ax)
@@ -85,7 +85,7 @@ def test_a_calibrated_model_covers_its_levels_and_an_overconfident_one_does_not(
     X = rng.uniform(-3, 3, (700, 1))
     K = kernel(X) + 0.05 * np.eye(700)
     y = np.linalg.cholesky(K) @ rng.standard_normal(700)
-    model = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False).fit(
+    model = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.05, optimize=False, normalize_X=False, normalize_y=False).fit(
         X[:200], y[:200])
     levels = np.array([0.5, 0.8, 0.95])
     coverage = plot.interval_coverage(model, X[200:], y[200:], levels)
@@ -111,7 +111,7 @@ def test_length_scales_with_their_bounds_and_the_ones_on_a_bound():
     y = np.sin(2 * X[:, 0]) + 0.05 * rng.standard_normal(120)   # x1, x2 irrelevant
     kernel = sg.Gaussian(length_scale=[1.0, 1.0, 1.0], length_scale_bounds=(0.1, 10.0))
     with pytest.warns(sg.BoundaryWarning, match="sits on its upper bound 10"):
-        model = sg.ExactGPRegressor(kernel=kernel, random_state=0).fit(X, y)
+        model = sg.ExactGPRegressor(kernel=kernel, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     figure, ax = plot.new_figure()
     plot.plot_length_scales(model, feature_names=["a", "b", "c"], ax=ax)
     points = np.vstack([c.get_offsets() for c in ax.collections if c.get_label() in

@@ -19,6 +19,7 @@ from scalegp.engine.positive_part import PositivePart
 
 from scalegp.testing import dense_positive_part_gp as dense_repaired
 from scalegp.testing import signed_random_fourier_features
+from scalegp.estimators.configuration import make_approximation
 
 NOISE = 0.05
 
@@ -171,9 +172,8 @@ def test_unknown_signed_rule_is_refused():
 
 def test_repaired_model_saves_and_loads_to_identical_predictions(tmp_path):
     X, y, Xs = data(5, 0)
-    model = sg.LowRankGPRegressor(approximation="dfs", n_components=64,
-                                  kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
-                                  optimize=False, random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
+                                  optimize=False, random_state=0, approximation=make_approximation("dfs", n_components=64), normalize_X=False, normalize_y=False).fit(X, y)
     assert model.posterior_.system.positive_part is not None
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
@@ -198,7 +198,7 @@ def test_estimator_fits_signed_rules_where_keeping_the_signs_is_refused(name):
                     kernel=sg.Gaussian(length_scale=2.0, length_scale_bounds=(0.5, 20.0),
                                        variance_bounds=(0.1, 10.0)),
                     noise_variance_bounds=(1e-3, 1.0), random_state=1)
-    signed = sg.LowRankGPRegressor(optimize=False, signed_rule="keep", **settings)
+    signed = sg.LowRankGPRegressor(optimize=False, **settings, approximation=make_approximation("rff", signed_rule="keep"))
     if name == "ssr":
         kept = signed.fit(X, y).predict(X_test)
         repaired = sg.LowRankGPRegressor(optimize=False, **settings).fit(X, y).predict(X_test)
@@ -216,16 +216,15 @@ def test_estimator_fits_signed_rules_where_keeping_the_signs_is_refused(name):
     # the repaired model is a GP of its own: its mean tracks the exact GP's at its learned
     # hyperparameters (measured relative differences 0.1-0.6; a broken repair gives ~1)
     exact = sg.ExactGPRegressor(kernel=model.kernel_, noise_variance=model.noise_variance_,
-                                optimize=False).fit(X, y)
+                                optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     exact_mean = exact.predict(X_test)
     assert np.linalg.norm(mean - exact_mean) / np.linalg.norm(exact_mean) < 0.8
 
 
 def test_tampered_repaired_spectrum_is_refused(tmp_path):
     X, y, _ = data(5, 0)
-    model = sg.LowRankGPRegressor(approximation="dfs", n_components=64,
-                                  kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
-                                  optimize=False, random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
+                                  optimize=False, random_state=0, approximation=make_approximation("dfs", n_components=64), normalize_X=False, normalize_y=False).fit(X, y)
     sg.save(model, tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz") as archive:
         arrays = {key: archive[key] for key in archive.files}

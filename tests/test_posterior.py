@@ -11,6 +11,7 @@ from scalegp import features
 from scalegp.engine.likelihood import Posterior
 from scalegp.engine.systems import CholeskySystem, EigenSystem, RepairedSystem
 from scalegp.testing import signed_random_fourier_features
+from scalegp.estimators.configuration import make_approximation
 
 
 def _data(n=120):
@@ -98,7 +99,7 @@ def test_positive_definite_systems_do_not_report_a_negative_variance(approximati
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (100, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(100)
-    model = sg.LowRankGPRegressor(approximation, 32, random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(make_approximation(approximation, n_components=32), random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
         model.predict(rng.uniform(-2, 2, (500, 2)), return_std=True)

@@ -19,6 +19,7 @@ import scalegp as sg
 from scalegp import features, kernels
 from scalegp.cli import main
 from scalegp.engine.noise import default_diag_correction
+from scalegp.estimators.configuration import make_approximation
 
 MAPS = ["nystrom", "random-projection"]
 EPS = np.finfo(float).eps
@@ -34,10 +35,10 @@ def _low_rank(approximation, X, y, kernel, m=None, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")       # K_ZZ jitter notes
         return sg.LowRankGPRegressor(
-            approximation, n_components=m or X.shape[0], kernel=kernel, noise_variance=0.01,
+            kernel=kernel, noise_variance=0.01,
             optimize=False, normalize_y=True, random_state=0,
-            approximation_options={"knots": X} if approximation == "nystrom" and m is None
-            else None, **options).fit(X, y)
+            **options, approximation=make_approximation(approximation, n_components=m or X.shape[0], options={"knots": X} if approximation == "nystrom" and m is None
+            else None)).fit(X, y)
 
 
 def _test_points(rng, d):
@@ -59,7 +60,7 @@ def test_all_training_points_as_knots_are_the_exact_gp_by_default(kernel_name, a
     tolerance = EPS * np.linalg.cond(kernel(X)) * X.shape[0]
     assert tolerance < 1e-7
     exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False,
-                                normalize_y=True).fit(X, y)
+                                normalize_y=True, normalize_X=False).fit(X, y)
     model = _low_rank(approximation, X, y, kernel)
     X_test = _test_points(np.random.default_rng(1), 2)
     mean_ref, std_ref = exact.predict(X_test, return_std=True)
@@ -86,7 +87,7 @@ def test_the_issue_1d_example(approximation):
     kernel = sg.Matern(nu=2.5, length_scale=0.5, variance=1.0)
     tolerance = EPS * np.linalg.cond(kernel(X)) * X.shape[0]
     exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False,
-                                normalize_y=True).fit(X, y)
+                                normalize_y=True, normalize_X=False).fit(X, y)
     model = _low_rank(approximation, X, y, kernel)
     X_test = np.array([[2.3], [3.0], [10.0]])
     _, std_ref = exact.predict(X_test, return_std=True)
@@ -216,8 +217,8 @@ def test_local_models_of_nystrom_type_maps_return_to_the_prior_far_from_the_data
     far = np.array([[10.0], [50.0], [-300.0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error", sg.ApproximationWarning)
-        model = sg.LowRankGPRegressor(approximation, 40, kernel=kernel, noise_variance=0.01,
-                                      optimize=False, local=local, random_state=0).fit(X, y)
+        model = sg.LowRankGPRegressor(make_approximation(approximation, n_components=40), kernel=kernel, noise_variance=0.01,
+                                      optimize=False, local=local, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
         _, std = model.predict(far, return_std=True)
     np.testing.assert_allclose(std, np.sqrt(kernel.variance) * model.y_train_std_, rtol=1e-10)
 
@@ -230,7 +231,7 @@ def test_a_local_model_confident_far_from_the_data_is_reported():
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(200)
     kernel = sg.Gaussian(length_scale=0.5, variance=1.0)
     model = sg.LowRankGPRegressor("glf", kernel=kernel, noise_variance=0.01, optimize=False,
-                                  local="clusters", random_state=0).fit(X, y)
+                                  local="clusters", random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.warns(sg.ApproximationWarning, match=r"glf \(m = 256\) is confident where "
                                                      r"the exact GP cannot be, at 3 of 4"):
         model.predict(np.array([[0.0], [10.0], [50.0], [-300.0]]))

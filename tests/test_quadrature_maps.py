@@ -17,6 +17,7 @@ from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 
 from .conftest import all_kernels, kernel_id
 from scalegp.testing import dense_gp as dense_reference
+from scalegp.estimators.configuration import make_approximation
 
 NAMES = ("gq", "sgq", "dfs", "sfs")
 SQRT3 = np.sqrt(3.0)
@@ -401,8 +402,8 @@ def test_estimator_and_transformer_by_name(name, options, n_components):
                  for Z in (X, X_test))
     kernel = sg.Gaussian(length_scale=1.0)
     settings = dict(kernel=kernel, noise_variance=0.01, optimize=False)
-    est = sg.LowRankGPRegressor(approximation=name, n_components=n_components, random_state=0,
-                                approximation_options=options, **settings).fit(X, y)
+    est = sg.LowRankGPRegressor(random_state=0,
+                                **settings, approximation=make_approximation(name, n_components=n_components, options=options)).fit(X, y)
     exact_rmse = sg.metrics.rmse(y_test, sg.ExactGPRegressor(**settings).fit(X, y).predict(X_test))
     mean, std = est.predict(X_test, return_std=True)
     assert sg.metrics.rmse(y_test, mean) <= 1.25 * exact_rmse and np.all(std >= 0)

@@ -15,6 +15,7 @@ from scalegp.features import random_projection as rp
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 from scalegp.linalg import pivoted_cholesky
 from scalegp.testing import check_engine_equals_dense, check_features_grad
+from scalegp.estimators.configuration import make_approximation
 
 RP = features.get("random-projection")
 
@@ -311,9 +312,7 @@ def test_estimator_learns_saves_and_loads(tmp_path, regression_data):
     """Learning at the rank fixed at build; the model file keeps inputs, sketch and rank,
     and the loaded model predicts bit-identically."""
     X, y = regression_data
-    model = sg.LowRankGPRegressor(approximation="random-projection", n_components=40,
-                                  approximation_options={"epsilon": 1e-2},
-                                  random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(random_state=0, approximation=make_approximation("random-projection", n_components=40, options={"epsilon": 1e-2}), normalize_X=False, normalize_y=False).fit(X, y)
     fmap = model.feature_map_
     assert fmap.target_error == 1e-2 and fmap.rank < 40
     report = fmap.report(model.kernel_)

@@ -12,6 +12,7 @@ import pytest
 from scalegp.cli import main
 from scalegp.data.readers import TableError
 from scalegp.data.sources import open_source, to_arrays
+from scalegp.estimators.configuration import make_approximation
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -131,7 +132,7 @@ def test_a_model_file_with_fortran_ordered_members_loads_the_same(tmp_path):
     X = rng.uniform(-1, 1, size=(30, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = sg.LowRankGPRegressor(n_components=16, optimize=False, random_state=0).fit(
+        model = sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(
             X, np.sin(X[:, 0]))
     save(model, tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz") as archive:

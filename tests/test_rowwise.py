@@ -20,6 +20,7 @@ from scalegp import cli, features, linalg, rowwise
 from scalegp.inference import gibbs
 from scalegp import local
 from scalegp.errors import NonFiniteResultError
+from scalegp.estimators.configuration import Clusters, Neighbors, make_approximation
 
 ORDINARY = np.random.default_rng(7).uniform(-2.5, 2.5, size=(10, 2))
 #: Rows far from the training inputs: farther than any length scale, than float64's squares
@@ -42,51 +43,42 @@ def _map_models():
                    else {})
         kernel = "reciprocal_semigroup" if name == "glf-semigroup" else "gaussian"
         yield name, lambda name=name, kernel=kernel, options=options: sg.LowRankGPRegressor(
-            approximation=name, kernel=kernel, n_components=16, optimize=False,
-            random_state=0, **options)
+            kernel=kernel, optimize=False,
+            random_state=0, **options, approximation=make_approximation(name, n_components=16))
 
 
 #: name -> a fresh estimator; each is fitted once (module fixture), on small data.
 MODELS = {
     **dict(_map_models()),
-    "signed-sfs": lambda: sg.LowRankGPRegressor(approximation="sfs", n_components=32,
-                                                noise_variance=0.5, optimize=False,
-                                                signed_rule="keep", random_state=0),
-    "nystrom-fitc": lambda: sg.LowRankGPRegressor(approximation="nystrom", n_components=12,
-                                                  objective="fitc", optimize=False,
-                                                  random_state=0),
-    "rff-normalized": lambda: sg.LowRankGPRegressor(n_components=16, normalize_X=True,
+    "signed-sfs": lambda: sg.LowRankGPRegressor(noise_variance=0.5, optimize=False,
+                                                random_state=0, approximation=make_approximation("sfs", n_components=32, signed_rule="keep"), normalize_X=False, normalize_y=False),
+    "nystrom-fitc": lambda: sg.LowRankGPRegressor(optimize=False,
+                                                  random_state=0, approximation=make_approximation("nystrom", n_components=12, objective="fitc"), normalize_X=False, normalize_y=False),
+    "rff-normalized": lambda: sg.LowRankGPRegressor(normalize_X=True,
                                                     normalize_y=True, optimize=False,
-                                                    random_state=0),
-    "rff-float32": lambda: sg.LowRankGPRegressor(n_components=16, dtype="float32",
-                                                 optimize=False, random_state=0),
-    "exact": lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False),
+                                                    random_state=0, approximation=make_approximation("rff", n_components=16)),
+    "rff-float32": lambda: sg.LowRankGPRegressor(dtype="float32",
+                                                 optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
+    "exact": lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False, normalize_X=False),
     "exact-matern-ard": lambda: sg.ExactGPRegressor(
-        kernel=sg.Matern(nu=2.5, length_scale=[0.7, 1.3]), optimize=False),
-    "exact-laplacian": lambda: sg.ExactGPRegressor(kernel="laplacian", optimize=False),
-    "test-points": lambda: sg.LowRankGPRegressor(n_components=16, local="test-points",
-                                                 optimize=False, random_state=0),
-    "clusters": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
-                                              local_threshold=1.0, optimize=False,
-                                              random_state=0),
-    "clusters-lazy": lambda: sg.LowRankGPRegressor(n_components=16, local="clusters",
-                                                   local_lazy=True, local_threshold=1.0,
-                                                   optimize=False, random_state=0),
-    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", local="neighbors",
-                                               local_neighbors=12, optimize=False,
-                                               random_state=0),
-    "neighbors-glf": lambda: sg.LowRankGPRegressor(approximation="glf", n_components=16,
-                                                   local="neighbors", local_neighbors=12,
-                                                   optimize=False, random_state=0),
+        kernel=sg.Matern(nu=2.5, length_scale=[0.7, 1.3]), optimize=False, normalize_X=False, normalize_y=False),
+    "exact-laplacian": lambda: sg.ExactGPRegressor(kernel="laplacian", optimize=False, normalize_X=False, normalize_y=False),
+    "test-points": lambda: sg.LowRankGPRegressor(local="test-points",
+                                                 optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
+    "clusters": lambda: sg.LowRankGPRegressor(optimize=False,
+                                              random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0), normalize_X=False, normalize_y=False),
+    "clusters-lazy": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, lazy=True), normalize_X=False, normalize_y=False),
+    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", optimize=False,
+                                               random_state=0, local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
+    "neighbors-glf": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
     "maclaurin-test-points": lambda: sg.LowRankGPRegressor(
-        approximation="maclaurin", n_components=16, local="test-points", optimize=False,
-        random_state=0),
-    "gibbs": lambda: sg.GibbsGPRegressor(n_components=8, theta1_grid=[0.2, 0.5, 1.0, 2.0],
+        local="test-points", optimize=False,
+        random_state=0, approximation=make_approximation("maclaurin", n_components=16), normalize_X=False, normalize_y=False),
+    "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0, 2.0],
                                          n_iter=30, burn_in=10, diag_correction=True,
-                                         random_state=0),
-    "gibbs-maclaurin": lambda: sg.GibbsGPRegressor(approximation="maclaurin", n_components=8,
-                                                   theta1_grid=[0.5, 1.0], n_iter=20,
-                                                   burn_in=5, random_state=0),
+                                         random_state=0, approximation=make_approximation("rff", n_components=8), normalize_X=False),
+    "gibbs-maclaurin": lambda: sg.GibbsGPRegressor(theta1_grid=[0.5, 1.0], n_iter=20,
+                                                   burn_in=5, random_state=0, approximation=make_approximation("maclaurin", n_components=8), normalize_X=False),
 }
 
 
@@ -203,8 +195,8 @@ def test_test_point_predictions_do_not_depend_on_the_block_they_share():
     with 96 others (mutation caught: the chunk sized default // points in the block, which
     splits the 1,400 rows into two chunks for the block and one for a point alone)."""
     X, y = training_data(n=1400, seed=5)
-    model = sg.LowRankGPRegressor(n_components=16, local="test-points", optimize=False,
-                                  random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(local="test-points", optimize=False,
+                                  random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(X, y)
     T = np.random.default_rng(6).uniform(-2, 2, size=(97, 2))
     together = np.column_stack(model.predict(T, return_std=True))
     alone = np.array([np.column_stack(model.predict(row[None], return_std=True))[0]
@@ -223,10 +215,9 @@ def issue_data(n=120, seed=3):
 
 
 ISSUE_MODELS = {
-    "exact": lambda: sg.ExactGPRegressor(normalize_y=True),
-    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", local="neighbors",
-                                               local_neighbors=40, normalize_y=True,
-                                               random_state=0),
+    "exact": lambda: sg.ExactGPRegressor(normalize_y=True, normalize_X=False),
+    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", normalize_y=True,
+                                               random_state=0, local=Neighbors(n_neighbors=40), normalize_X=False),
 }
 
 
@@ -274,8 +265,8 @@ def test_a_row_the_map_cannot_evaluate_is_named(name, references):
 
 def test_an_input_that_overflows_its_standardization_is_named():
     X, y = training_data()
-    model = sg.LowRankGPRegressor(n_components=16, normalize_X=True, optimize=False,
-                                  random_state=0).fit(0.1 * X, y)       # scales below 1
+    model = sg.LowRankGPRegressor(normalize_X=True, optimize=False,
+                                  random_state=0, approximation=make_approximation("rff", n_components=16), normalize_y=False).fit(0.1 * X, y)       # scales below 1
     with pytest.raises(NonFiniteResultError, match="standardized input is not finite at "
                                                    "test row 3 ") as error:
         model.predict(np.vstack([ORDINARY[:3], [[1.7e308, 0.0]], ORDINARY[3:]]))
@@ -405,7 +396,7 @@ def test_the_exact_covariance_of_a_batch_with_a_far_row():
     unchanged by a far row (to rounding), where the shift by the batch's mean (c = 1e9 / 21)
     put errors of eps c^2 ~ 0.5 into it."""
     X, y = training_data()
-    model = sg.ExactGPRegressor(optimize=False).fit(X, y)
+    model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     T = ORDINARY
     _, cov = model.predict(T, return_cov=True)
     _, far_cov = model.predict(np.vstack([T, [[1e9, 0.0]]]), return_cov=True)

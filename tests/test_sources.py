@@ -17,6 +17,7 @@ import scalegp as sg
 from scalegp.data import sources
 from scalegp.data.readers import TableError
 from scalegp.data.sources import CsvSource, NpySource, ParquetSource, open_source
+from scalegp.estimators.configuration import make_approximation
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -112,8 +113,8 @@ def test_every_pass_is_reported_by_name(files, data):
         rows.append(rows_done)
 
     progress.start_pass = lambda name, total: passes.append((name, total))
-    sg.LowRankGPRegressor(approximation="rff", n_components=16, normalize_X=True,
-                          random_state=0).fit(files["npy"], progress=progress)
+    sg.LowRankGPRegressor(normalize_X=True,
+                          random_state=0, approximation=make_approximation("rff", n_components=16), normalize_y=False).fit(files["npy"], progress=progress)
     names = [name for name, _ in passes]
     # rff: no pass to build the objective; each evaluation reads the statistics, then the
     # gradient's shares (an out-of-core source keeps no features between them)
@@ -129,14 +130,13 @@ def test_every_pass_is_reported_by_name(files, data):
 def test_models_that_hold_their_rows_refuse_a_source(files):
     source = files["npy"]
     with pytest.raises(ValueError, match="local='clusters' needs the training rows"):
-        sg.LowRankGPRegressor(local="clusters").fit(source)
+        sg.LowRankGPRegressor(local="clusters", normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="ExactGPRegressor builds n x n matrices"):
-        sg.ExactGPRegressor().fit(source)
+        sg.ExactGPRegressor(normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="n_nodes='auto' searches on the training rows"):
-        sg.LowRankGPRegressor(approximation="glf",
-                              approximation_options={"n_nodes": "auto"}).fit(source)
+        sg.LowRankGPRegressor(approximation=make_approximation("glf", options={"n_nodes": "auto"}), normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="y must be None when X is a data source"):
-        sg.LowRankGPRegressor().fit(source, np.zeros(N))
+        sg.LowRankGPRegressor(normalize_X=False, normalize_y=False).fit(source, np.zeros(N))
 
 
 # ----------------------------------------------------------------- bad input
@@ -323,8 +323,8 @@ def test_dtype_auto_rule():
 def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
     from scalegp.data.sources import ProgressBars
     bars = ProgressBars()
-    sg.LowRankGPRegressor(approximation="glf", n_components=16, normalize_X=True,
-                          normalize_y=True).fit(files["csv"], progress=bars)
+    sg.LowRankGPRegressor(normalize_X=True,
+                          normalize_y=True, approximation=make_approximation("glf", n_components=16)).fit(files["csv"], progress=bars)
     bars.close()
     err = capsys.readouterr().err
     # a fixed basis conditions on its cached statistics: no conditioning pass, no bar

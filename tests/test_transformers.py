@@ -17,6 +17,7 @@ from scalegp import features
 
 from .conftest import (KERNEL_FAMILIES, STATIONARY_MAPS, ONE_COMPONENT_CHECKS, OPTIONS, keeping_n_components,
                              one_component_failures, smallest_n_components, supported_kernels)
+from scalegp.estimators.configuration import make_approximation
 
 #: The largest input dimension scikit-learn's checks use.
 CHECKS_MAX_DIMS = 10
@@ -151,7 +152,7 @@ def test_rff_features_approximate_the_kernel_with_its_hyperparameters():
 def test_same_map_as_the_estimator_for_the_same_random_state():
     X, y = np.random.default_rng(4).uniform(size=(15, 2)), np.arange(15.0)
     model = sg.FeatureMapTransformer(n_components=10, random_state=7).fit(X)
-    estimator = sg.LowRankGPRegressor(n_components=10, optimize=False, random_state=7).fit(X, y)
+    estimator = sg.LowRankGPRegressor(optimize=False, random_state=7, approximation=make_approximation("rff", n_components=10), normalize_X=False, normalize_y=False).fit(X, y)
     np.testing.assert_array_equal(model.transform(X),
                                   estimator.feature_map_.features(X, estimator.kernel_))
 

@@ -9,6 +9,8 @@ from .engine.statistics import BasisStatistics, Statistics
 from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, FitQualityWarning,
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
+from .estimators.configuration import (Clusters, Exact, Features, Neighbors, Nystrom,
+                                       TestPoints)
 from .estimators.exact import ExactGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
 from .estimators.lowrank import LowRankGPRegressor
@@ -18,7 +20,8 @@ from .io import load, save
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 
 __all__ = [
-    "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "ConvergenceWarning",
+    "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "Clusters",
+    "ConvergenceWarning", "Exact", "Features", "Neighbors", "Nystrom", "TestPoints",
     "ExactGPRegressor", "ExactMarginalLikelihood", "ExactPosterior", "FeatureMapTransformer",
     "FitQualityWarning", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
     "Laplacian", "LowRankGPRegressor", "MarginalLikelihood", "Matern", "NonFiniteResultError",

@@ -16,19 +16,20 @@ with what they share in :mod:`scalegp.cli.common`.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from .. import experiments, features, kernels, local
-from .._limits import MAX_GIBBS_SWEEPS, MAX_RESTARTS, MAX_THETA1_ATOMS
 from .._output import PNG_SUFFIXES, check_output_dir, check_output_path
 from .._version import __version__
 from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
-from ..parallel import resolve_n_jobs
+from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines
 from .fit import command_fit
+from .options import (DEFAULT_DIFFERENCES, add_flag, add_gibbs_flags, add_kernel_flags,
+                      add_learning_flags, differences_epilog, int_at_least, parameter_default,
+                      positive_float, thread_count)
 from .predict import command_evaluate, command_predict
 
 
@@ -61,39 +62,6 @@ OUT_RULES = ("Only a regular file is replaced (atomically, keeping its permissio
 
 
 # --------------------------------------------------------------------------- argument types
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= minimum."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
-        return value
-    return parse
-
-
-def _thread_count(text: str) -> int:
-    """An argparse type: n_jobs, a nonzero integer (-1: every core)."""
-    try:
-        return resolve_n_jobs(int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a nonzero integer (-1: every core), got {text!r}") from None
-
-
-def _positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
 def _open_fraction(text: str) -> float:
     """An argparse type: a number strictly between 0 and 1."""
     try:
@@ -140,78 +108,62 @@ def command_experiment(args) -> None:
 
 
 # --------------------------------------------------------------------------- parser
-def _add_model_options(parser) -> None:
-    parser.add_argument("--kernel", default="matern52",
-                        help="gaussian, matern12, matern32, matern52, cauchy, laplacian or "
-                             "reciprocal_semigroup (see `scalegp list`)")
-    parser.add_argument("--ard", action="store_true", help="one length scale per input")
-    parser.add_argument("--length-scale", type=_positive_float, nargs="+", metavar="L",
-                        help="starting length scale: one value, or one per input with --ard "
-                             "(default 1 if inside --length-scale-bounds, else the geometric "
-                             "mean of the bounds); a start outside the bounds is an error")
-    parser.add_argument("--variance", type=_positive_float,
-                        help="starting signal variance (default 1 if inside --variance-bounds, "
-                             "else the geometric mean of the bounds)")
-    parser.add_argument("--noise-variance", type=_positive_float,
-                        help="starting noise variance, of the normalized target (default 0.1 "
-                             "if inside --noise-variance-bounds, else the geometric mean of "
-                             "the bounds)")
-    parser.add_argument("--length-scale-bounds", type=float, nargs=2, default=(1e-2, 1e3),
-                        metavar=("LOW", "HIGH"),
-                        help="box of the length scales (in standard deviations of each input "
-                             "unless --no-standardize)")
-    parser.add_argument("--variance-bounds", type=float, nargs=2, default=(1e-3, 1e3),
-                        metavar=("LOW", "HIGH"))
-    parser.add_argument("--noise-variance-bounds", type=float, nargs=2, default=(1e-6, 1e5),
-                        metavar=("LOW", "HIGH"),
-                        help="box of the noise variance (its lower end also sets the "
-                             "truncation of glf)")
-    parser.add_argument("--no-optimize", action="store_true",
-                        help="keep the initial hyperparameters")
-    parser.add_argument("--n-restarts", type=_int_at_least(0), default=0,
-                        help=f"extra optimizer starts drawn in the box (at most "
-                             f"{MAX_RESTARTS:,})")
-    parser.add_argument("--no-normalize-y", action="store_true")
-    parser.add_argument("--no-standardize", action="store_true",
-                        help="use the inputs as they are; by default each input column is "
-                             "standardized, (x - mean) / std with the training mean and std "
-                             "(only / std for reciprocal_semigroup, whose inputs must stay >= "
-                             "0), so the length scales and their bounds are in standard "
-                             "deviations and predict applies the same transform")
-    _add_header_option(parser)
-    parser.add_argument("--option", action="append", metavar="KEY=VALUE",
-                        help="approximation option (repeatable), e.g. --option n_nodes=auto")
-
-
-def _add_gibbs_options(parser) -> None:
-    """``--sampler gibbs`` and its settings (docs/gibbs.md, "The estimator")."""
-    parser.add_argument("--sampler", choices=["optimize", "gibbs"], default="optimize",
-                        help="optimize: learn the hyperparameters by maximum likelihood; "
-                             "gibbs: sample them (tau, theta2, theta1 on a grid) by the Gibbs "
-                             "sampler of Banerjee, Dunson & Tokdar (docs/gibbs.md)")
-    parser.add_argument("--n-iter", type=_int_at_least(1), default=2000,
-                        help=f"gibbs: sweeps in all (at most {MAX_GIBBS_SWEEPS:,})")
-    parser.add_argument("--burn-in", type=_int_at_least(0), default=500,
-                        help="gibbs: sweeps discarded first")
-    parser.add_argument("--thin", type=_int_at_least(1), default=1, help="gibbs: thinning")
-    parser.add_argument("--theta1-grid", type=float, nargs=3, metavar=("START", "STOP", "COUNT"),
-                        help="gibbs: theta1 = 1 / (2 l^2) on linspace(START, STOP, COUNT), all "
-                             f"> 0 (default 100 atoms in (0, 2]; COUNT at most "
-                             f"{MAX_THETA1_ATOMS:,})")
-    parser.add_argument("--tau-prior", type=_positive_float, nargs=2, default=(1.0, 0.1),
-                        metavar=("A1", "B1"), help="gibbs: Ga(shape, rate) prior of the noise "
-                                                  "precision (normalized targets)")
-    parser.add_argument("--theta2-prior", type=_positive_float, nargs=2, default=(1.0, 1.0),
-                        metavar=("A2", "B2"), help="gibbs: Ga(shape, rate) prior of the "
-                                                  "inverse kernel variance")
-    parser.add_argument("--collapsed", action="store_true",
-                        help="gibbs: draw theta1 with the latent field integrated out")
-    parser.add_argument("--diag-correction", action="store_true",
-                        help="gibbs: the FITC-style diagonal (O(n m^2) per sweep)")
-
-
 def _add_header_option(parser) -> None:
-    parser.add_argument("--header", choices=HEADER_MODES, default="auto", help=HEADER_RULE)
+    parser.add_argument("--header", choices=HEADER_MODES, default="auto",
+                        help=HEADER_RULE + " (default: %(default)s)")
+
+
+def _add_approximation_flags(group, *, full: bool) -> None:
+    add_flag(group, "n_components", "m, the number of features (or Nystrom knots)",
+             type=int_at_least(1), default_text="the map's own: 256, or grown by glf's "
+                                                "n_nodes=auto")
+    add_flag(group, "option", "an option of the map's build (repeatable), e.g. --option "
+             "n_nodes=auto", action="append", metavar="KEY=VALUE")
+    if not full:
+        return
+    add_flag(group, "objective", "what learning maximizes (docs/nystrom.md): the DTC / subset-"
+             "of-regressors likelihood, the FITC-style corrected one, or Titsias' VFE bound "
+             "(nystrom only); predictions of fitc and vfe models, and of nystrom and "
+             "random-projection under any objective, add the diagonal correction to the "
+             "variance (predict --diag-correction)", choices=["dtc", "fitc", "vfe"])
+    add_flag(group, "solver", "normal equations, or the QR variant that never forms "
+             "Phi^T Phi (fixed-basis maps such as glf, float64)", choices=["cholesky", "qr"])
+    add_flag(group, "signed_rule", "a quadrature rule with negative weights (sgq, ...): "
+             "repair uses the positive part of its approximation, keep the indefinite rule "
+             "as it is (needed with --noise-variance-column or --objective fitc); "
+             "docs/positive-part.md", choices=["repair", "keep"])
+    add_flag(group, "knots", "where the Nystrom knots start (docs/nystrom.md, section 2)",
+             choices=["pivoted_cholesky", "random", "grid", "kmeans"])
+    add_flag(group, "learn_knots", "with --objective vfe: L-BFGS-B iterations over the knots "
+             "and the hyperparameters together (SGPR's inducing inputs; 0: keep the knots)",
+             type=int_at_least(0))
+    add_flag(group, "dtype", DTYPE_RULE, choices=["auto", "float64", "float32"])
+    add_flag(group, "n_jobs", "threads sharing each pass's chunks, one BLAS thread each (-1: "
+             "every core; none: one thread, BLAS's own threading); global models with "
+             "--solver cholesky (docs/engine.md, \"Threads over chunks\")", type=thread_count)
+
+
+def _add_local_flags(group) -> None:
+    add_flag(group, "local", "a local (centred) model around the approximation "
+             "(docs/local-models.md): test-points centres every test point on itself (the "
+             "model file keeps the training data; each prediction costs a pass over it), "
+             "clusters keeps one posterior per farthest-point centre and routes each test "
+             "point to the nearest; learning maximizes the mean of the cluster centres' log "
+             "marginal likelihoods; neighbors trains one GP per centre on its nearest "
+             "training points (any approximation, or exact) and blends the nearest centres' "
+             "predictions, learning on the sum of the local log marginal likelihoods",
+             choices=sorted(local.LOCAL_KINDS))
+    add_flag(group, "local_threshold", "clustering threshold, in length scales: every "
+             "training input lies within T of a centre", type=positive_float, metavar="T")
+    add_flag(group, "local_lazy", "keep only the centres test points need, conditioned at "
+             "prediction (the model file keeps the training data)", action="store_true")
+    add_flag(group, "local_reoptimize", "one feature map per centre, built on the training "
+             "rows routed to it (the model file keeps the training data and rebuilds the "
+             "maps)", action="store_true")
+    add_flag(group, "local_neighbors", "training points per neighbourhood",
+             type=int_at_least(1), metavar="K")
+    add_flag(group, "local_learning_centers", "neighbourhoods drawn at random to learn the "
+             "hyperparameters on", type=int_at_least(1), metavar="J")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,93 +171,68 @@ def build_parser() -> argparse.ArgumentParser:
         prog="scalegp", description="Gaussian process regression at scale.")
     parser.add_argument("--version", action="version", version=f"scalegp {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--quiet", action="store_true", help="no progress output")
-    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    common.add_argument("--seed", type=int, default=0, help="random seed")
+    common.add_argument("--quiet", action="store_true",
+                        help="no progress output (default: off: bars on a terminal, and the "
+                             "log on stderr)")
+    common.add_argument("--debug", action="store_true",
+                        help="show tracebacks on errors (default: off: one line per error)")
+    common.add_argument("--seed", type=int, default=DEFAULT_DIFFERENCES["random_state"][0],
+                        help="random seed (default: %(default)s; the estimators' random_state "
+                             "is None: " + DEFAULT_DIFFERENCES["random_state"][1] + ")")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    fit = sub.add_parser("fit", parents=[common], help="fit a model to a table")
-    fit.add_argument("data", help="CSV, .npy, .npz or Parquet file")
-    fit.add_argument("--target", required=True, help="target column: name or 0-based index")
-    fit.add_argument("--approximation", default="rff",
-                     help="see `scalegp list`; or exact (case-insensitive)")
-    fit.add_argument("--n-components", type=_int_at_least(1), default=256)
-    fit.add_argument("--dtype", default="auto", choices=["auto", "float64", "float32"],
-                     help=DTYPE_RULE)
-    fit.add_argument("--solver", default="cholesky", choices=["cholesky", "qr"],
-                     help="normal equations, or the QR variant that never forms Phi^T Phi "
-                          "(fixed-basis maps such as glf, float64)")
-    fit.add_argument("--signed-rule", default="repair", choices=["repair", "keep"],
-                     help="a quadrature rule with negative weights (sgq, ...): repair uses the "
-                          "positive part of its approximation, keep the indefinite rule as it "
-                          "is (needed with --noise-variance-column or --objective fitc); "
-                          "docs/positive-part.md")
-    fit.add_argument("--n-jobs", type=_thread_count, default=None,
-                     help="threads sharing each pass's chunks, one BLAS thread each (-1: every "
-                          "core; default: one thread, BLAS's own threading); global models "
-                          "with --solver cholesky (docs/engine.md, \"Threads over chunks\")")
-    fit.add_argument("--objective", default="dtc", choices=["dtc", "fitc", "vfe"],
-                     help="what learning maximizes (docs/nystrom.md): the DTC / subset-of-"
-                          "regressors likelihood, the FITC-style corrected one, or Titsias' "
-                          "VFE bound (nystrom only); predictions of fitc and vfe models, and "
-                          "of nystrom and random-projection under any objective, add the "
-                          "diagonal correction to the variance (predict --diag-correction)")
-    fit.add_argument("--local", choices=sorted(local.LOCAL_KINDS),
-                     help="a local (centred) model around the approximation "
-                          "(docs/local-models.md): test-points centres every test point on "
-                          "itself (the model file keeps the training data; each prediction "
-                          "costs a pass over it), clusters keeps one posterior per "
-                          "farthest-point centre and routes each test point to the nearest; "
-                          "learning maximizes the mean of the cluster centres' log marginal "
-                          "likelihoods; neighbors trains one GP per centre on its nearest "
-                          "training points (any approximation, or exact) and blends the "
-                          "nearest centres' predictions, learning on the sum of the local log "
-                          "marginal likelihoods")
-    fit.add_argument("--local-threshold", type=_positive_float, default=2.0, metavar="T",
-                     help="clustering threshold of --local, in length scales: every training "
-                          "input lies within T of a centre (default 2)")
-    fit.add_argument("--local-neighbors", type=_int_at_least(1), default=300, metavar="K",
-                     help="with --local neighbors: training points per neighbourhood "
-                          "(default 300)")
-    fit.add_argument("--local-learning-centres", type=_int_at_least(1), default=32,
-                     metavar="J", help="with --local neighbors: neighbourhoods drawn at random "
-                                       "to learn the hyperparameters on (default 32)")
-    fit.add_argument("--local-lazy", action="store_true",
-                     help="with --local clusters: keep only the centres test points need, "
-                          "conditioned at prediction (the model file keeps the training data)")
-    fit.add_argument("--local-reoptimize", action="store_true",
-                     help="with --local clusters: one feature map per centre, built on the "
-                          "training rows routed to it (the model file keeps the training data "
-                          "and rebuilds the maps)")
-    fit.add_argument("--noise-variance-column", metavar="COLUMN",
-                     help="a column of known per-row noise variances (measurement errors, >= 0, "
-                          "in target units squared), added to the learned noise variance; not "
-                          "an input (name or 0-based index)")
-    fit.add_argument("--drop-missing", action="store_true",
-                     help="drop rows with missing values instead of failing")
-    fit.add_argument("--out", required=True, metavar="MODEL.npz",
-                     help="model file to write (.npz; required: scalegp writes no file you "
-                          "did not name); checked before the fit. " + OUT_RULES)
-    fit.add_argument("--dask-scheduler", metavar="ADDRESS",
-                     help="fit on a Dask cluster (e.g. tcp://HOST:8786; needs pip install "
-                          "'scalegp[dask]'): the workers read DATA (CSV, .npy or Parquet) "
-                          "at the same path, so it must be readable there, and every pass "
-                          "runs on them; global low-rank models with a map built from the "
-                          "bounding box only (docs/distributed.md)")
-    fit.add_argument("--dask-block-rows", type=_int_at_least(1), default=1_000_000,
-                     metavar="ROWS", help="with --dask-scheduler: rows per block (task) read "
-                                          "by a worker (default 1000000; a CSV block is "
-                                          "about this many rows, by bytes)")
-    fit.add_argument("--dask-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
-                     help="with --dask-scheduler: how long to wait for the scheduler "
-                          "(default 10)")
-    _add_gibbs_options(fit)
-    _add_model_options(fit)
+    fit = sub.add_parser("fit", parents=[common], help="fit a model to a table",
+                         epilog=differences_epilog(),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = fit.add_argument_group("data")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("--target", required=True, help="target column: name or 0-based index")
+    data.add_argument("--noise-variance-column", metavar="COLUMN",
+                      help="a column of known per-row noise variances (measurement errors, "
+                           ">= 0, in target units squared), added to the learned noise "
+                           "variance; not an input (name or 0-based index) (default: none)")
+    data.add_argument("--drop-missing", action="store_true",
+                      help="drop rows with missing values instead of failing (default: off)")
+    _add_header_option(data)
+    model = fit.add_argument_group("model")
+    model.add_argument("--approximation",
+                       default=parameter_default(LowRankGPRegressor, "approximation"),
+                       help="the feature map (see `scalegp list`), or exact (case-insensitive) "
+                            "(default: %(default)s)")
+    _add_approximation_flags(model, full=True)
+    _add_local_flags(fit.add_argument_group("local models (--local)"))
+    add_kernel_flags(fit.add_argument_group("kernel"))
+    add_learning_flags(fit.add_argument_group("learning"))
+    sampler = fit.add_argument_group("sampler (--sampler gibbs)")
+    sampler.add_argument("--sampler", choices=["optimize", "gibbs"], default="optimize",
+                         help="optimize: learn the hyperparameters by maximum likelihood; "
+                              "gibbs: sample them (tau, theta2, theta1 on a grid) by the Gibbs "
+                              "sampler of Banerjee, Dunson & Tokdar (docs/gibbs.md) (default: "
+                              "%(default)s)")
+    add_gibbs_flags(sampler)
+    dask = fit.add_argument_group("distributed (--dask-scheduler)")
+    dask.add_argument("--dask-scheduler", metavar="ADDRESS",
+                      help="fit on a Dask cluster (e.g. tcp://HOST:8786; needs pip install "
+                           "'scalegp[dask]'): the workers read DATA (CSV, .npy or Parquet) at "
+                           "the same path, so it must be readable there, and every pass runs "
+                           "on them; global low-rank models with a map built from the "
+                           "bounding box only (docs/distributed.md) (default: none, fit here)")
+    dask.add_argument("--dask-block-rows", type=int_at_least(1), default=1_000_000,
+                      metavar="ROWS", help="with --dask-scheduler: rows per block (task) read "
+                                           "by a worker; a CSV block is about this many rows, "
+                                           "by bytes (default: %(default)s)")
+    dask.add_argument("--dask-timeout", type=positive_float, default=10.0, metavar="SECONDS",
+                      help="with --dask-scheduler: how long to wait for the scheduler "
+                           "(default: %(default)s)")
+    output = fit.add_argument_group("output")
+    output.add_argument("--out", required=True, metavar="MODEL.npz",
+                        help="model file to write (.npz; required: scalegp writes no file you "
+                             "did not name); checked before the fit. " + OUT_RULES)
     fit.set_defaults(handler=command_fit)
 
     predict = sub.add_parser("predict", parents=[common], help="predict with a saved model",
                              description=COLUMN_RULE)
-    predict.add_argument("model")
+    predict.add_argument("model", help="a model file written by `scalegp fit` (.npz)")
     predict.add_argument("data", help="CSV, .npy, .npz or Parquet file of inputs, or - for "
                          "CSV on standard input")
     predict.add_argument("--out", default="-", metavar="FILE.csv",
@@ -313,9 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "the model or the data. Without --out, or with --out -, the CSV "
                               "goes to standard output (nothing else does: messages go to "
                               "stderr; after an error, exit code not 0, the rows written so "
-                              "far may be incomplete). " + OUT_RULES)
+                              "far may be incomplete). " + OUT_RULES + " (default: -)")
     predict.add_argument("--include-noise", action="store_true",
-                         help="std of a new noisy observation instead of the latent function")
+                         help="std of a new noisy observation instead of the latent function "
+                              "(default: off)")
     predict.add_argument("--diag-correction", action=argparse.BooleanOptionalAction,
                          default=None,
                          help="global low-rank models (predict's diag_correction): add the "
@@ -328,22 +256,32 @@ def build_parser() -> argparse.ArgumentParser:
     predict.set_defaults(handler=command_predict)
 
     evaluate = sub.add_parser("evaluate", parents=[common],
-                              help="compare approximations against the exact GP on a subsample")
-    evaluate.add_argument("data")
-    evaluate.add_argument("--target", required=True)
-    evaluate.add_argument("--approximations", default="rff",
-                          help="comma-separated names, e.g. rff,glf")
-    evaluate.add_argument("--n-components", type=_int_at_least(1), default=256)
-    evaluate.add_argument("--subsample", type=_int_at_least(2), default=2000,
-                          help="rows drawn for the comparison (at least 2: one to train, one "
-                               "to test)")
-    evaluate.add_argument("--test-fraction", type=_open_fraction, default=0.2,
-                          help="share of the subsample held out, strictly between 0 and 1 "
-                               "(at least one row each for training and testing)")
-    evaluate.add_argument("--learn", action="store_true",
-                          help="each approximation learns its own hyperparameters")
-    evaluate.add_argument("--drop-missing", action="store_true")
-    _add_model_options(evaluate)
+                              help="compare approximations against the exact GP on a subsample",
+                              epilog=differences_epilog(),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = evaluate.add_argument_group("data")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("--target", required=True, help="target column: name or 0-based index")
+    data.add_argument("--drop-missing", action="store_true",
+                      help="drop rows with missing values instead of failing (default: off)")
+    _add_header_option(data)
+    data.add_argument("--subsample", type=int_at_least(2), default=2000,
+                      help="rows drawn for the comparison, at least 2: one to train, one to "
+                           "test (default: %(default)s)")
+    data.add_argument("--test-fraction", type=_open_fraction, default=0.2,
+                      help="share of the subsample held out, strictly between 0 and 1, at "
+                           "least one row each for training and testing (default: "
+                           "%(default)s)")
+    model = evaluate.add_argument_group("model")
+    model.add_argument("--approximations",
+                       default=parameter_default(LowRankGPRegressor, "approximation"),
+                       help="comma-separated names, e.g. rff,glf (default: %(default)s)")
+    _add_approximation_flags(model, full=False)
+    model.add_argument("--learn", action="store_true",
+                       help="each approximation learns its own hyperparameters (default: "
+                            "off: they use the exact GP's)")
+    add_kernel_flags(evaluate.add_argument_group("kernel"))
+    add_learning_flags(evaluate.add_argument_group("learning"))
     evaluate.set_defaults(handler=command_evaluate)
 
     listing = sub.add_parser("list", parents=[common], help="list approximations and kernels")
@@ -359,12 +297,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="training points drawn from the 82,800-point map without its "
                            "5,000 test points (default: all 77,800 for neighbors, 20,000 "
                            "for global)")
-    demo.add_argument("--n-components", type=_int_at_least(1), default=2048,
-                      help="feature budget of a low-rank model")
+    demo.add_argument("--n-components", type=int_at_least(1), default=2048,
+                      help="feature budget of a low-rank model (default: %(default)s)")
     demo.add_argument("--approximation", default=None,
                       help="the map (default: exact local GPs for neighbors, glf for global)")
-    demo.add_argument("--local-neighbors", type=_int_at_least(1), default=300, metavar="K",
-                      help="training points per neighbourhood of --model neighbors")
+    demo.add_argument("--local-neighbors", type=int_at_least(1), default=300, metavar="K",
+                      help="training points per neighbourhood of --model neighbors (default: "
+                           "%(default)s)")
     demo.add_argument("--out", metavar="FILE.png",
                       help=f"figure to write (.png; default {demo_module.DEFAULT_OUT}, "
                            "created only if nothing is there: a file you did not name is "
@@ -379,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  f"default {experiments.DEFAULT_OUTPUT_DIR}, where no existing "
                                  "file is replaced: name the folder to replace its files); "
                                  "each file in it follows the rules of --out: " + OUT_RULES)
-    experiment.add_argument("--quick", action="store_true", help="reduced sizes")
+    experiment.add_argument("--quick", action="store_true",
+                            help="reduced sizes (default: off: the paper's sizes)")
     experiment.set_defaults(handler=command_experiment)
     return parser
 

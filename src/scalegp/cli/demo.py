@@ -42,6 +42,7 @@ from ..errors import BoundaryWarning
 from ..inference.optimize import BOUNDARY_TOLERANCE
 from ..metrics import nlpd, rmse
 from ..plot import new_figure
+from ..estimators.configuration import Neighbors, make_approximation
 
 #: The figure written when no path is named: created, never replacing anything there.
 DEFAULT_OUT = "scalegp-demo.png"
@@ -142,8 +143,8 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
     y_km = relief.y / 1000.0
     start_kernel = _start_kernel(kernel, relief.X.shape[1])
 
-    local_options = ({"local": "neighbors", "local_neighbors": n_neighbors,
-                      "local_learning_centres": LEARNING_CENTRES} if local else {})
+    local_options = ({"local": Neighbors(n_neighbors=n_neighbors,
+                                         learning_centers=LEARNING_CENTRES)} if local else {})
     log(f"fitting a neighbourhood-local model ({approximation}) to {len(train)} training "
         "points (about a minute on two cores)..." if local else
         f"fitting {approximation} to {len(train)} training points...")
@@ -207,12 +208,12 @@ def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_optio
     from ..estimators.lowrank import LowRankGPRegressor
 
     glf = approximation.lower() == "glf"
+    config = (make_approximation("exact") if approximation == "exact" else
+              make_approximation(approximation, n_components=n_components,
+                                 options={"n_nodes": "auto"} if glf else None))
     model = LowRankGPRegressor(
-        approximation=approximation,
-        n_components=None if approximation == "exact" else n_components, kernel=kernel,
-        noise_variance=NOISE_VARIANCE_START, normalize_X=True, normalize_y=True,
-        approximation_options={"n_nodes": "auto"} if glf else None, random_state=seed,
-        **local_options)
+        approximation=config, kernel=kernel, noise_variance=NOISE_VARIANCE_START,
+        normalize_X=True, normalize_y=True, random_state=seed, **local_options)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -236,7 +237,7 @@ def _fit_exact(X, y, model, seed):
     from ..estimators.exact import ExactGPRegressor
 
     exact = ExactGPRegressor(kernel=model.kernel_, noise_variance=model.noise_variance_,
-                             normalize_y=True, random_state=seed)
+                             normalize_y=True, normalize_X=False, random_state=seed)
     start = time.perf_counter()
     exact.fit(X, y)
     return exact, time.perf_counter() - start
@@ -322,7 +323,7 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
             f"method: neighbourhood-local {local_gps} with the {kernel_name} kernel, one length "
             f"scale per input, default bounds: {model.local_model_.describe()}; predictions "
             f"blended over the nearest centres; the shared hyperparameters maximize the sum "
-            f"of the log marginal likelihoods of {model.local_learning_centres} random "
+            f"of the log marginal likelihoods of {model.local.learning_centers} random "
             "neighbourhoods (docs/local-models.md)")
     else:
         choice = (f"the nodes by n_nodes='auto' within the budget n_components = {budget}, "

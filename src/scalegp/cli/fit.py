@@ -4,19 +4,20 @@ file or on a Dask cluster, and saved as a model file.
 
 from __future__ import annotations
 
-import math
 import time
 
-import numpy as np
-
 from .. import features, kernels
-from .._limits import MAX_THETA1_ATOMS
 from .._memory import peak_resident_bytes
 from .._output import MODEL_SUFFIXES, check_output_path
 from ..data.sources import PassReporter, open_source, to_arrays
 from ..estimators.base import fits_data_sources
+from ..estimators.configuration import make_approximation, make_local, resolve
+from ..estimators.exact import ExactGPRegressor
+from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.lowrank import LowRankGPRegressor
 from ..parallel import resolve_n_jobs
-from .common import CommandError, _describe_header, _log, _parse_options, _progress
+from . import options
+from .common import CommandError, _describe_header, _log, _progress
 
 
 #: --dtype auto picks float32 when the fit's Gram work N m^2 is at least this (a float64 fit
@@ -48,67 +49,19 @@ def _training_source(args, progress, dtype=None):
     return source
 
 
-def _start(given, default: float, bounds, flag: str, bounds_flag: str):
-    """The starting value(s) of one hyperparameter: ``given`` (each checked inside the
-    bounds), else ``default`` when inside them, else their geometric mean."""
-    lower, upper = bounds
-    if not 0 < lower < upper:
-        return default if given is None else given     # the kernel reports the bounds
-    if given is None:
-        return default if lower <= default <= upper else math.sqrt(lower * upper)
-    outside = [value for value in np.atleast_1d(given) if not lower <= value <= upper]
-    if outside:
-        raise CommandError(
-            f"{flag} {outside[0]:g} lies outside {bounds_flag} [{lower:g}, {upper:g}]; give a "
-            f"start inside the bounds, or omit {flag} (the default start is then inside them)"
-        )
-    return given
-
-
-def _length_scale_start(args, n_dims: int):
-    given = args.length_scale
-    if given is not None and len(given) > 1 and not args.ard:
-        raise CommandError(f"--length-scale got {len(given)} values: give one, or one per "
-                           f"input ({n_dims}) with --ard")
-    if given is not None and len(given) not in (1, n_dims):
-        raise CommandError(f"--length-scale got {len(given)} values for {n_dims} input(s): "
-                           "give one, or one per input with --ard")
-    given = None if given is None else np.asarray(given, dtype=float)
-    start = _start(given, 1.0, args.length_scale_bounds, "--length-scale",
-                   "--length-scale-bounds")
-    start = np.broadcast_to(start, (n_dims,)).copy() if args.ard else float(np.ravel(start)[0])
-    return start
-
-
-def _noise_variance_start(args) -> float:
-    return _start(args.noise_variance, 0.1, args.noise_variance_bounds, "--noise-variance",
-                  "--noise-variance-bounds")
-
-
-def _kernel_from_args(args, n_dims: int):
-    variance = _start(args.variance, 1.0, args.variance_bounds, "--variance",
-                      "--variance-bounds")
-    return kernels.get(args.kernel, length_scale=_length_scale_start(args, n_dims),
-                       variance=variance,
-                       length_scale_bounds=tuple(args.length_scale_bounds),
-                       variance_bounds=tuple(args.variance_bounds))
-
-
-def _approximation_name(text: str) -> str:
-    """The registered name of an approximation (case-insensitive), or "exact"."""
-    return "exact" if text.lower() == "exact" else features.get(text).name
-
-
-def _dtype(args, n_samples: int) -> str:
+def _dtype(args, n_samples: int, n_components: int | None) -> str:
     """``--dtype``, with "auto" resolved by :data:`DTYPE_RULE` (and said in the log)."""
-    if args.dtype != "auto":
+    if args.dtype not in (None, "auto"):
         return args.dtype
-    lowest = (_noise_variance_start(args) if args.no_optimize
-              else args.noise_variance_bounds[0])
-    work = float(n_samples) * args.n_components**2
+    bounds = options.noise_variance_bounds(args)
+    lowest = options.noise_variance_start(args) if args.no_optimize else bounds[0]
+    if options.approximation_name(args.approximation) == "exact":
+        return "float64"                  # exact local GPs: no features to compute in float32
+    if n_components is None:
+        n_components = features.get(args.approximation).default_n_components or 256
+    work = float(n_samples) * n_components**2
     single = (work >= FLOAT32_MIN_WORK and lowest >= FLOAT32_MIN_NOISE_VARIANCE
-              and getattr(args, "solver", "cholesky") == "cholesky"
-              and getattr(args, "local", None) is None)
+              and args.solver in (None, "cholesky") and args.local is None)
     _log(args, f"--dtype auto: {'float32' if single else 'float64'} (N m^2 = {work:.2g}, "
                f"float32 from {FLOAT32_MIN_WORK:.0g}; smallest noise variance {lowest:.2g}, "
                f"float32 from {FLOAT32_MIN_NOISE_VARIANCE:g}; docs/float32.md)")
@@ -116,65 +69,31 @@ def _dtype(args, n_samples: int) -> str:
 
 
 def _make_estimator(args, n_dims: int, n_samples: int):
-    from ..estimators.exact import ExactGPRegressor
-    from ..estimators.lowrank import LowRankGPRegressor
-    kernel = _kernel_from_args(args, n_dims)
-    common = dict(kernel=kernel, noise_variance=_noise_variance_start(args),
-                  noise_variance_bounds=tuple(args.noise_variance_bounds),
-                  optimize=not args.no_optimize,
-                  n_restarts=args.n_restarts, normalize_y=not args.no_normalize_y,
-                  normalize_X=not args.no_standardize, random_state=args.seed)
-    approximation = _approximation_name(args.approximation)
-    kind = getattr(args, "local", None)
-    if approximation == "exact" and kind != "neighbors":
-        if kind is not None:
-            raise CommandError(f"--approximation exact takes --local neighbors (an exact GP "
-                               f"per neighbourhood), not --local {kind}")
-        return ExactGPRegressor(**common)
-    for flag in ("local_lazy", "local_reoptimize"):
-        if kind != "clusters" and getattr(args, flag, False):
-            raise CommandError(f"--{flag.replace('_', '-')} needs --local clusters")
-    return LowRankGPRegressor(approximation=approximation, n_components=args.n_components,
-                              approximation_options=_parse_options(args.option),
-                              dtype=_dtype(args, n_samples), solver=getattr(args, "solver", "cholesky"),
-                              objective=getattr(args, "objective", "dtc"), local=kind,
-                              signed_rule=getattr(args, "signed_rule", "repair"),
-                              local_threshold=getattr(args, "local_threshold", 2.0),
-                              local_lazy=getattr(args, "local_lazy", False),
-                              local_reoptimize=getattr(args, "local_reoptimize", False),
-                              local_neighbors=getattr(args, "local_neighbors", 300),
-                              local_learning_centres=getattr(args, "local_learning_centres", 32),
-                              n_jobs=getattr(args, "n_jobs", None), **common)
-
-
-def _gibbs_estimator(args, n_dims: int):
-    """``--sampler gibbs``: a GibbsGPRegressor (docs/gibbs.md, "The estimator")."""
-    from ..estimators.gibbs import GibbsGPRegressor
-    approximation = _approximation_name(args.approximation)
-    for given, flag in ((approximation == "exact", "--approximation exact"),
-                        (args.local is not None, "--local"), (args.ard, "--ard"),
-                        (args.noise_variance_column is not None, "--noise-variance-column")):
-        if given:
-            raise CommandError(f"--sampler gibbs does not take {flag} (one length scale "
-                               "theta1, homoscedastic noise, a global low-rank map)")
-    grid = None
-    if args.theta1_grid is not None:
-        start, stop, count = args.theta1_grid
-        if not (count >= 1 and count == int(count)):
-            raise CommandError(f"--theta1-grid COUNT must be a positive integer, got {count!r}")
-        if count > MAX_THETA1_ATOMS:                     # before linspace allocates it
-            raise CommandError(f"--theta1-grid COUNT={count:.0f} is above its limit of "
-                               f"{MAX_THETA1_ATOMS:,} atoms (one feature map and one m x m "
-                               "factor per atom)")
-        grid = np.linspace(start, stop, int(count))
-    return GibbsGPRegressor(
-        approximation=approximation, n_components=args.n_components,
-        kernel=kernels.get(args.kernel), theta1_grid=grid, tau_prior=tuple(args.tau_prior),
-        theta2_prior=tuple(args.theta2_prior), n_iter=args.n_iter, burn_in=args.burn_in,
-        thin=args.thin, collapsed=args.collapsed, diag_correction=args.diag_correction,
-        approximation_options=_parse_options(args.option),
-        normalize_y=not args.no_normalize_y, normalize_X=not args.no_standardize,
-        random_state=args.seed)
+    """The estimator the flags declare (:mod:`scalegp.cli.options`): its class, its
+    configuration objects and their options, the kernel; a flag that the chosen
+    configuration would ignore is refused."""
+    estimator, params, approximation_options, local_options = options.model_arguments(args)
+    name = options.approximation_name(args.approximation)
+    kernel = options.kernel_from_args(args, n_dims)
+    if estimator is GibbsGPRegressor:
+        for given, flag in ((name == "exact", "--approximation exact"),
+                            (args.ard, "--ard"),
+                            (args.noise_variance_column is not None,
+                             "--noise-variance-column")):
+            if given:
+                raise CommandError(f"--sampler gibbs does not take {flag} (one length scale "
+                                   "theta1, homoscedastic noise, a global low-rank map)")
+        return GibbsGPRegressor(approximation=make_approximation(name, **approximation_options),
+                                kernel=kernels.get(args.kernel), **params)
+    params.update(kernel=kernel, noise_variance=options.noise_variance_start(args),
+                  noise_variance_bounds=options.noise_variance_bounds(args))
+    if estimator is ExactGPRegressor:
+        return ExactGPRegressor(**params)
+    if params.get("dtype") == "auto":
+        params["dtype"] = _dtype(args, n_samples, approximation_options.get("n_components"))
+    params["local"] = make_local(params.get("local"), **local_options)
+    return LowRankGPRegressor(approximation=make_approximation(name, **approximation_options),
+                              **params)
 
 
 def _describe_gibbs(estimator) -> str:
@@ -196,7 +115,7 @@ def _memory_report(estimator) -> str:
     itemsize = estimator.dtype_.itemsize
     threads = resolve_n_jobs(getattr(estimator, "n_jobs", None))
     extra, chunks = threaded_pass_buffers(threads)
-    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[estimator.solver] + extra,
+    estimate = required_bytes(m, n_matrices=ENGINE_MATRICES[resolve(estimator.approximation, estimator.local).solver] + extra,
                               n_chunks=chunks, itemsize=itemsize)
     peak = peak_resident_bytes()
     measured = "" if peak is None else f"; peak resident memory {peak / 2**20:.0f} MiB"
@@ -216,8 +135,7 @@ def command_fit(args) -> None:
     gibbs = args.sampler == "gibbs"
     with _progress(args) as progress:
         source = _training_source(args, progress)
-        estimator = (_gibbs_estimator(args, source.n_dims) if gibbs
-                     else _make_estimator(args, source.n_dims, source.n_samples))
+        estimator = _make_estimator(args, source.n_dims, source.n_samples)
         streamed = not gibbs and fits_data_sources(estimator)
         start = time.perf_counter()
         if streamed:
@@ -247,7 +165,7 @@ def command_fit(args) -> None:
     if report:
         _log(args, "approximation: " + ", ".join(f"{key} {value:.4g}" if isinstance(
             value, float) else f"{key} {value}" for key, value in report.items()))
-    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+    _log(args, f"fitted {options.approximation_name(args.approximation)} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
@@ -263,7 +181,7 @@ def _refuse_on_dask(args) -> None:
     hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
     held = [flag for given, flag in (
         (args.sampler == "gibbs", "--sampler gibbs"),
-        (_approximation_name(args.approximation) == "exact", "--approximation exact"),
+        (options.approximation_name(args.approximation) == "exact", "--approximation exact"),
         (args.local is not None, f"--local {args.local}")) if given]
     if held:
         raise CommandError(f"--dask-scheduler does not take {held[0]}: that model holds its "
@@ -353,7 +271,7 @@ def _fit_on_dask(args) -> None:
         estimator.input_columns_ = list(file_source.input_columns)
     estimator.target_column_ = file_source.target_column
     save(estimator, args.out)
-    _log(args, f"fitted {_approximation_name(args.approximation)} on {source.n_samples} rows x "
+    _log(args, f"fitted {options.approximation_name(args.approximation)} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in {elapsed:.2f} s on the Dask scheduler "
                f"{args.dask_scheduler} ({source.n_blocks} block(s)); log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "

@@ -17,8 +17,10 @@ from ..data.sources import checked_blocks, gather_rows
 from ..data.tables import write_csv_blocks, write_csv_rows
 from ..engine.noise import power_of_two_scale
 from ..errors import NonFiniteResultError
+from ..estimators.configuration import make_approximation
+from . import options
 from .common import CommandError, _describe_header, _log, _parse_options, _progress
-from .fit import _approximation_name, _kernel_from_args, _noise_variance_start, _training_source
+from .fit import _training_source
 
 
 def command_predict(args) -> None:
@@ -138,15 +140,20 @@ def command_evaluate(args) -> None:
     # the subsample, in the order drawn: its first n_test rows are the test set
     n_test = min(n - 1, max(1, int(round(args.test_fraction * n))))
     test, train = np.arange(n_test), np.arange(n_test, n)
-    names = [_approximation_name(name) for name in args.approximations.split(",")]
-    kernel = _kernel_from_args(args, X.shape[1])
-    noise_variance = _noise_variance_start(args)
+    names = [options.approximation_name(name) for name in args.approximations.split(",")]
+    if args.option and len(names) > 1:
+        raise CommandError(f"--option sets an option of one map's build; --approximations "
+                           f"lists {len(names)} ({', '.join(names)}): compare one at a time")
+    map_options = _parse_options(args.option) or None
+    kernel = options.kernel_from_args(args, X.shape[1])
+    noise_variance = options.noise_variance_start(args)
+    noise_bounds = options.noise_variance_bounds(args)
+    normalize_y, normalize_X = not args.no_normalize_y, not args.no_standardize
     start = time.perf_counter()
-    noise_bounds = tuple(args.noise_variance_bounds)
     exact = ExactGPRegressor(kernel=kernel, noise_variance=noise_variance,
                              noise_variance_bounds=noise_bounds,
-                             optimize=not args.no_optimize, normalize_y=True,
-                             normalize_X=not args.no_standardize,
+                             optimize=not args.no_optimize, n_restarts=args.n_restarts or 0,
+                             normalize_y=normalize_y, normalize_X=normalize_X,
                              random_state=args.seed).fit(X[train], y[train])
     exact_time = time.perf_counter() - start
     exact_mean, exact_std = exact.predict(X[test], return_std=True, include_noise=True)
@@ -163,23 +170,24 @@ def command_evaluate(args) -> None:
         if name == "exact":
             raise CommandError("--approximations lists the low-rank maps compared against the "
                                "exact GP; 'exact' is always the first row")
-        options = _parse_options(args.option) if len(names) == 1 else {}
         start = time.perf_counter()
         approx = LowRankGPRegressor(
-            approximation=name, n_components=args.n_components,
+            approximation=make_approximation(name, n_components=args.n_components,
+                                             options=map_options),
             kernel=exact.kernel_ if not args.learn else kernel,
             noise_variance=exact.noise_variance_ if not args.learn else noise_variance,
-            noise_variance_bounds=noise_bounds, optimize=args.learn, normalize_y=True,
-            normalize_X=not args.no_standardize, approximation_options=options,
-            random_state=args.seed).fit(X[train], y[train])
+            noise_variance_bounds=noise_bounds, optimize=args.learn,
+            n_restarts=args.n_restarts or 0, normalize_y=normalize_y,
+            normalize_X=normalize_X, random_state=args.seed).fit(X[train], y[train])
         elapsed = time.perf_counter() - start
         mean, std = approx.predict(X[test], return_std=True, include_noise=True)
         kl = kl_divergence_factorized(mean / s, (std / s) ** 2, exact_mean / s,
                                       (exact_std / s) ** 2) / len(test)
         results.append((name, *scores(mean, std), kl, elapsed))
     mode = "own learned" if args.learn else "the exact GP's learned"
+    size = "the map's own" if args.n_components is None else args.n_components
     print(f"{len(train)} training / {len(test)} test rows; approximations at {mode} "
-          f"hyperparameters; n_components = {args.n_components}")
+          f"hyperparameters; n_components = {size}")
     print("| method | RMSE | NLPD | KL to exact (per test point) | fit time (s) |")
     print("|---|---|---|---|---|")
     for name, error, loss, kl, seconds in results:

@@ -21,7 +21,7 @@ class ExactGPRegressor(_GPRegressor):
 
     def __init__(self, kernel="gaussian", noise_variance=1e-2,
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
-                 normalize_y=False, normalize_X=False, random_state=None):
+                 normalize_y=True, normalize_X=True, random_state=None):
         self.kernel = kernel
         self.noise_variance = noise_variance
         self.noise_variance_bounds = noise_variance_bounds

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
@@ -29,6 +28,7 @@ from ..errors import ConvergenceWarning
 from ..inference.gibbs import check_predictive_draws, sample_posterior
 from ..inference.gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, check_theta1_grid,
                                      length_scale_of, unit_kernel)
+from . import configuration
 from .training_data import InMemoryData
 from .transformers import (KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin,
                            _build_feature_map)
@@ -54,11 +54,15 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    approximation : str, default="rff"
+    approximation : str, Features or Nystrom, default="rff"
         The feature map (any unsigned registered map; data-dependent maps are built on the
-        training inputs).
-    n_components : int or None, default=None
-        m (None: the map's default).
+        training inputs): a name (its defaults), or ``Features(name, n_components=...,
+        options=...)`` / ``Nystrom(n_components=..., knots=...)``
+        (:mod:`scalegp.estimators.configuration`; nested ``approximation__n_components``
+        works). ``n_components`` None: the map's default; ``options``: keyword arguments of
+        the map's ``build``. The sampler conditions on the DTC model with the Cholesky
+        solver: a configuration with another ``objective``, ``solver``, ``signed_rule`` or
+        ``learn_knots`` is refused.
     kernel : str or Kernel, default="gaussian"
         The kernel family, isotropic; its length scale and variance are not used (they are
         sampled). Nested ``kernel__<name>`` parameters work as in LowRankGPRegressor.
@@ -74,19 +78,17 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         Draw theta1 with the latent field integrated out (better mixing; not the paper's).
     diag_correction : bool, default=False
         The FITC-style diagonal (the modified predictive process): cost O(n m^2) per sweep.
-    approximation_options : dict, optional
-        Keyword arguments of the map's ``build``.
     map_per_atom : bool, default=False
         Build one map per theta1 atom, at that atom's unit kernel (the paper's
         precomputation for its random projection; :class:`scalegp.inference.gibbs.AtomMaps`), instead
-        of one map for the whole grid. With ``approximation="random-projection"`` and
-        ``approximation_options={"epsilon": ...}`` each atom then gets the rank its target
+        of one map for the whole grid. With ``approximation=Features("random-projection",
+        options={"epsilon": ...})`` each atom then gets the rank its target
         error needs (``samples_.average_rank``); ``n_components`` caps it. Costs one build
         per atom (for random projection Theta(n^2) kernel evaluations each); such a model
         cannot be saved yet (NotImplementedError).
     normalize_y : bool, default=True
         Sample with (y - mean) / std; the priors are then on that scale.
-    normalize_X : bool, default=False
+    normalize_X : bool, default=True
         Standardize the input columns (the grid is then in standardized units).
     feature_cache_bytes : int, default=2**30
         With ``diag_correction``: keep the n x m features of every grid point up to this.
@@ -114,8 +116,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "approximation": [str],
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "approximation": [str, configuration.Features, configuration.Nystrom],
         "kernel": KERNEL_CONSTRAINT,
         "theta1_grid": ["array-like", None],
         "tau_prior": ["array-like", GammaPrior],
@@ -125,7 +126,6 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "thin": [Interval(Integral, 1, None, closed="left")],
         "collapsed": ["boolean"],
         "diag_correction": ["boolean"],
-        "approximation_options": [Mapping, None],
         "map_per_atom": ["boolean"],
         "normalize_y": ["boolean"],
         "normalize_X": ["boolean"],
@@ -134,14 +134,13 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
-    def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
+    def __init__(self, approximation="rff", kernel="gaussian",
                  theta1_grid=None, tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter=2000,
                  burn_in=500, thin=1, collapsed=False, diag_correction=False,
-                 approximation_options=None, map_per_atom=False, normalize_y=True,
-                 normalize_X=False,
+                 map_per_atom=False, normalize_y=True,
+                 normalize_X=True,
                  feature_cache_bytes=FEATURE_CACHE_BYTES, verbose=False, random_state=None):
         self.approximation = approximation
-        self.n_components = n_components
         self.kernel = kernel
         self.theta1_grid = theta1_grid
         self.tau_prior = tau_prior
@@ -151,7 +150,6 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self.thin = thin
         self.collapsed = collapsed
         self.diag_correction = diag_correction
-        self.approximation_options = approximation_options
         self.map_per_atom = map_per_atom
         self.normalize_y = normalize_y
         self.normalize_X = normalize_X
@@ -194,8 +192,9 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         data = InMemoryData(X, y, kernel, self.normalize_X, self.normalize_y, None, None)
         X, y_fit = data.X, data.y
 
-        if self.n_components is not None:   # before the map is built (the sampler's check)
-            check_memory(self.n_components, n_matrices=grid.size + 6,
+        spec = configuration.resolve_for_sampler(self.approximation)
+        if spec.n_components is not None:   # before the map is built (the sampler's check)
+            check_memory(spec.n_components, n_matrices=grid.size + 6,
                          what=f"the Gibbs factors of {grid.size} grid points")
         build_rng, chain_rng = as_generator(self.random_state).spawn(2)
         noise_lower = 1.0 / stats.gamma(tau_prior.shape,
@@ -206,12 +205,12 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         report = _stage_reporter(progress if bars is None else bars)
         try:
             if self.map_per_atom:
-                feature_map = AtomMaps(tuple(self._atom_maps(X, kernel, grid, build_rng,
+                feature_map = AtomMaps(tuple(self._atom_maps(spec, X, kernel, grid, build_rng,
                                                              context, report)))
             else:
                 feature_map = _build_feature_map(
-                    self.approximation, X, build_kernel(kernel, grid, theta2_prior),
-                    self.n_components, self.approximation_options, build_rng, context)
+                    spec.approximation, X, build_kernel(kernel, grid, theta2_prior),
+                    spec.n_components, spec.options, build_rng, context)
             samples = sample_posterior(
                 feature_map, kernel, X, y_fit, theta1_grid=grid, tau_prior=tau_prior,
                 theta2_prior=theta2_prior, n_iter=self.n_iter, burn_in=self.burn_in,
@@ -231,13 +230,12 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 ConvergenceWarning, stacklevel=2)
         return self
 
-    def _atom_maps(self, X, kernel, grid, rng, context, progress):
+    def _atom_maps(self, spec, X, kernel, grid, rng, context, progress):
         """One map per atom, built at its unit kernel (``map_per_atom``), each from its own
         stream of ``rng``; ``progress(done, t, "maps")`` after each."""
         for h, (theta1, atom_rng) in enumerate(zip(grid, rng.spawn(grid.size))):
-            yield _build_feature_map(self.approximation, X, unit_kernel(kernel, theta1),
-                                     self.n_components, self.approximation_options, atom_rng,
-                                     context)
+            yield _build_feature_map(spec.approximation, X, unit_kernel(kernel, theta1),
+                                     spec.n_components, spec.options, atom_rng, context)
             if progress is not None:
                 progress(h + 1, grid.size, "maps")
 

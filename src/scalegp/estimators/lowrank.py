@@ -9,19 +9,18 @@ posterior, and checks what the approximation can resolve.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from .. import features, local as local_models, rowwise
 from .._validation import check_dtype
 from ..data.base import DataSource
 from ..engine.noise import default_diag_correction, floored_rows
-from ..engine.objectives import OBJECTIVES, SOLVERS, low_rank_objective
+from ..engine.objectives import low_rank_objective
 from ..errors import NumericalWarning
 from ..local import resolution
+from . import configuration
 from .base import PROBE_ROWS, TEST_POINT_PROBE_ROWS, _GPRegressor
 from .lowrank_fit import LowRankFit, _LocalState
 
@@ -37,19 +36,58 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
 
     Parameters
     ----------
-    approximation : str, default="rff"
-        The feature map, one of :func:`scalegp.features.names`; or ``"exact"`` with
-        ``local="neighbors"``: an exact GP per neighbourhood.
-    n_components : int or None, default=None
-        m, the number of features. None: the map's default, 256 for every map except
-        Gauss-Legendre features with ``n_nodes="auto"``, which grow until the likelihood
-        and predictions settle, up to a budget derived from the problem
-        (:func:`scalegp.inference.glf_selection.auto_budget`: s <= n / sqrt(3), beyond
-        which the fit is no cheaper than the exact GP, and 1 GiB of s x s matrices); the
-        map's ``selection`` says what was chosen. An int is a hard cap for ``"auto"``.
-        ``fit`` refuses, before any work, an m whose engine
-        (m x m float64 matrices and chunks of features, :mod:`scalegp._memory`) needs more
-        memory than is available (:class:`~scalegp.errors.InsufficientMemoryError`).
+    approximation : str, Features, Nystrom or Exact, default="rff"
+        The feature map and its options (:mod:`scalegp.estimators.configuration`): a name
+        of :func:`scalegp.features.names` (its defaults), ``Features(name, n_components,
+        objective, solver, signed_rule, options)``, ``Nystrom(n_components, knots,
+        objective, learn_knots)``; or ``"exact"`` / ``Exact()`` with ``local="neighbors"``:
+        an exact GP per neighbourhood. Nested names work in ``set_params`` and
+        ``GridSearchCV`` (``approximation__n_components``). What the options do:
+
+        - ``n_components``: m, the number of features. None: the map's default, 256 for
+          every map except Gauss-Legendre features with ``n_nodes="auto"``, which grow
+          until the likelihood and predictions settle, up to a budget derived from the
+          problem (:func:`scalegp.inference.glf_selection.auto_budget`: s <= n / sqrt(3),
+          beyond which the fit is no cheaper than the exact GP, and 1 GiB of s x s
+          matrices); the map's ``selection`` says what was chosen. An int is a hard cap for
+          ``"auto"``. ``fit`` refuses, before any work, an m whose engine (m x m float64
+          matrices and chunks of features, :mod:`scalegp._memory`) needs more memory than
+          is available (:class:`~scalegp.errors.InsufficientMemoryError`).
+        - ``options``: extra keyword arguments of the map's ``build``. Options a map lists
+          in its ``fit_context`` are filled from ``fit`` unless given: for ``"glf"`` the
+          (normalized) targets ``y`` and the starting ``noise_variance`` (used by
+          ``n_nodes="auto"``), ``noise_variance_lower``, the lower end of
+          ``noise_variance_bounds`` (the truncation of Proposition 7), and the search of
+          ``n_nodes="auto"``, ``node_search``
+          (:func:`scalegp.inference.glf_selection.search_node_counts`).
+        - ``knots`` (Nystrom): "pivoted_cholesky" (default; chosen at the starting
+          hyperparameters), "random", "grid", "kmeans" or an array of shape (m, n_dims)
+          (docs/nystrom.md, section 2).
+        - ``signed_rule`` (quadrature rules with negative weights: ``ssr``, ``sgq``, ``dfs``,
+          ``sfs``, ``gq``), whose approximation Psi S Psi^T is indefinite: "repair"
+          conditions on its positive part, the nearest positive semidefinite kernel of that
+          rank on the training inputs (:mod:`scalegp.engine.positive_part`; a warning says
+          how much negative mass was dropped); "keep" conditions on the signed
+          approximation itself and refuses it (NotPositiveDefiniteError) where
+          Psi S Psi^T + s2 I is not positive definite. Refused for other maps.
+        - ``solver``: "cholesky" solves the normal equations (every map); "qr" is the
+          variant of the GLF paper's Appendix A.2, which never forms Phi^T Phi (whose
+          condition number is Phi's squared): fixed-basis maps (Gauss-Legendre features),
+          homoscedastic noise and float64 only (:mod:`scalegp.engine.objectives`).
+        - ``objective``: what learning maximizes and the model conditions on
+          (docs/nystrom.md, section 3): "dtc" the likelihood of K = Q + s2 I with
+          Q = Psi S Psi^T (subset of regressors / DTC); "fitc" that of
+          Q + diag(max(k(x, x) - q(x, x), 0)) + s2 I, the FITC-style (modified predictive
+          process) diagonal, for every map; "vfe" (Nystrom only, homoscedastic noise) the
+          variational bound of Titsias, the DTC likelihood minus tr(K - Q) / (2 s2),
+          conditioned as DTC. Global models only (local models refuse "fitc" and "vfe").
+        - ``learn_knots`` (Nystrom, ``objective="vfe"``): after the hyperparameters are
+          learned at the knots of the rule, maximize the VFE bound over the hyperparameters
+          and the knots together (SGPR's inducing inputs;
+          :mod:`scalegp.inference.knot_learning`, docs/nystrom.md, "Learned knots"), with
+          at most this many L-BFGS-B iterations; each costs about one evaluation of the
+          bound plus O(n m d). The fitted map's selection is then "learned". Smooth kernels
+          only (gaussian, matern32, matern52, cauchy).
     kernel : str or Kernel, default="gaussian"
         A :class:`scalegp.kernels.Kernel` or a name accepted by :func:`scalegp.kernels.get`.
         Nested parameters ``kernel__<name>`` (``set_params``, ``GridSearchCV``) replace it by
@@ -63,95 +101,52 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
     n_restarts : int, default=0
         Extra optimizer starts drawn uniformly in the box (within a factor 1e7 of the start
         for a parameter whose box is wider: :mod:`scalegp.inference.optimize`).
-    approximation_options : dict, optional
-        Extra keyword arguments of the map's ``build``. Options a map lists in its
-        ``fit_context`` are filled from ``fit`` unless given here: for ``"glf"`` the
-        (normalized) targets ``y`` and the starting ``noise_variance`` (used by
-        ``n_nodes="auto"``), ``noise_variance_lower``, the lower end of
-        ``noise_variance_bounds`` (the truncation of Proposition 7), and the search of
-        ``n_nodes="auto"``, ``node_search``
-        (:func:`scalegp.inference.glf_selection.search_node_counts`). For ``"nystrom"``, ``knots``:
-        "pivoted_cholesky" (default; chosen at the starting hyperparameters), "random",
-        "grid", "kmeans" or an array of shape (m, n_dims) (docs/nystrom.md, section 2).
-    normalize_y : bool, default=False
+    normalize_y : bool, default=True
         Fit to (y - mean) / std and map predictions back (standard deviations times std).
         The mean and std are computed on y / 2^e with max|y| < 2^e, so any finite y works.
-    normalize_X : bool, default=False
+    normalize_X : bool, default=True
         Standardize each input column, x -> (x - mean) / std (std 0 counts as 1), with the
         mean and std of the training inputs, in ``fit`` and in every later prediction. The
         learned ``kernel_`` (its length scales and bounds) is then in standardized units.
         For a kernel of x + z (``reciprocal_semigroup``, inputs >= 0) only the scale is
         applied (mean 0), which keeps the inputs non-negative.
-    signed_rule : {"repair", "keep"}, default="repair"
-        For quadrature rules with negative weights (``ssr``, ``sgq``, ``dfs``, ``sfs``), whose
-        approximation Psi S Psi^T is indefinite: "repair" conditions on its positive part, the
-        nearest positive semidefinite kernel of that rank on the training inputs
-        (:mod:`scalegp.engine.positive_part`; a warning says how much negative mass was dropped);
-        "keep" conditions on the signed approximation itself and refuses it
-        (NotPositiveDefiniteError) where Psi S Psi^T + s2 I is not positive definite. No effect
-        on maps without negative weights.
-    solver : {"cholesky", "qr"}, default="cholesky"
-        How the engine solves its m x m system: the normal equations (every map), or the QR
-        variant of the GLF paper's Appendix A.2, which never forms Phi^T Phi (whose condition
-        number is Phi's squared): fixed-basis maps (Gauss-Legendre features), homoscedastic
-        noise and float64 only (:mod:`scalegp.engine.objectives`).
-    objective : {"dtc", "fitc", "vfe"}, default="dtc"
-        What learning maximizes and the model conditions on (docs/nystrom.md, section 3):
-        "dtc" the likelihood of K = Q + s2 I with Q = Psi S Psi^T (subset of regressors /
-        DTC); "fitc" that of Q + diag(max(k(x, x) - q(x, x), 0)) + s2 I, the FITC-style
-        (modified predictive process) diagonal, for every map; "vfe" the variational bound
-        of Titsias, the DTC likelihood minus tr(K - Q) / (2 s2), conditioned as DTC, for
-        maps with ``bounded_by_kernel`` (``"nystrom"``) and homoscedastic noise only
-        (ValueError otherwise: for a Fourier map tr(K - Q) can be negative). Global models
-        only (local models refuse "fitc" and "vfe").
-    learn_knots : int, default=0
-        With ``approximation="nystrom"`` and ``objective="vfe"``: after the hyperparameters
-        are learned at the knots of the rule, maximize the VFE bound over the hyperparameters
-        and the knots together (SGPR's inducing inputs; :mod:`scalegp.inference.knot_learning`,
-        docs/nystrom.md, "Learned knots"), with at most this many L-BFGS-B iterations; each
-        costs about one evaluation of the bound plus O(n m d). The fitted map's selection
-        is then "learned". 0: the knots stay where the rule put them. Smooth kernels only
-        (gaussian, matern32, matern52, cauchy).
     dtype : {"float64", "float32"}, default="float64"
         Precision of the features and of the Gram accumulation (fit and predict); the
         m x m algebra is always float64.
-    local : {None, "test-points", "clusters", "neighbors"}, default=None
-        A local (centred) model around the map (:mod:`scalegp.local.centered`; docs/local-models.md):
-        one posterior per centre c, conditioned on x - c with one shared map built on the
-        mean-centred inputs, each test point predicted from its centre. "test-points": every
-        test point is its own centre (Eq. 6-7; the model keeps the training data, and so does
-        its model file; O(N m^2 + m^3) per test point). "clusters": farthest-point centres
-        (Algorithm 1) with covering radius ``local_threshold``, each test point routed to the
-        nearest. None: the global model (unchanged). Learning (``optimize``) maximizes the
-        mean over the cluster centres at ``local_threshold`` of their log marginal
-        likelihoods, for both kinds. "neighbors" (beyond the paper; :mod:`scalegp.local.neighborhoods`,
-        docs/local-models.md, "Neighbourhood-local models"): one GP per centre of an adaptive
-        cover, trained only on the centre's ``local_neighbors`` nearest training points
-        (exact, or any map built once on the shifted neighbourhoods), predictions blended
-        over the nearest centres with continuous weights; learning maximizes the composite
-        likelihood sum_c log p(y_{N_c}) on ``local_learning_centres`` neighbourhoods, and
-        ``log_marginal_likelihood_value_`` is that sum over all of them. Unsigned maps,
-        homoscedastic noise and ``solver="cholesky"`` only.
-    local_threshold : float, default=2.0
-        The clustering threshold theta, in length scales (distances in x / l): every
-        training input lies within theta of a centre. Centres are chosen at the starting
-        length scale for learning, and again at the final one for the fitted model.
-    local_lazy : bool, default=False
-        With ``local="clusters"``: fit computes the centres only, and each predict conditions
-        (in one pass) the centres its test points need, caching them; the model keeps the
-        training data, and its log marginal likelihood is NaN.
-    local_neighbors : int, default=300
-        With ``local="neighbors"``: k, the training points of each neighbourhood. The cover
-        is chosen at the starting length scales; a fitted model keeps one k x k factor (exact)
-        or m x m system per centre (``local_memory_bytes_``).
-    local_learning_centres : int or None, default=32
-        With ``local="neighbors"``: the neighbourhoods, drawn at random, whose composite
-        likelihood is maximized (None: all of them; each step then costs every local GP).
-    local_reoptimize : bool, default=False
-        With ``local="clusters"``: one map per centre, built (``approximation_options``
-        applied) on the training inputs routed to it, shifted by it, each from its own
-        stream; its model file stores the rows and the streams' seed and rebuilds the maps
-        (docs/local-models.md, "Algorithm 1"). Float32 fits are not saved.
+    local : None, str, TestPoints, Clusters or Neighbors, default=None
+        A local (centred) model around the map (:mod:`scalegp.local.centered`;
+        docs/local-models.md): one posterior per centre c, conditioned on x - c with one
+        shared map built on the mean-centred inputs, each test point predicted from its
+        centre. A name ("test-points", "clusters", "neighbors") is the kind with its
+        defaults; nested names work (``local__n_neighbors``).
+
+        - ``TestPoints(threshold)``: every test point is its own centre (Eq. 6-7; the model
+          keeps the training data, and so does its model file; O(N m^2 + m^3) per test
+          point).
+        - ``Clusters(threshold, lazy, reoptimize)``: farthest-point centres (Algorithm 1)
+          with covering radius ``threshold`` (in length scales: distances in x / l; chosen
+          at the starting length scale for learning and again at the final one), each test
+          point routed to the nearest. ``lazy``: fit computes the centres only, and each
+          predict conditions (in one pass) the centres its test points need, caching them;
+          the model keeps the training data, and its log marginal likelihood is NaN.
+          ``reoptimize``: one map per centre, built on the training inputs routed to it,
+          shifted by it, each from its own stream; its model file stores the rows and the
+          streams' seed and rebuilds the maps (docs/local-models.md, "Algorithm 1"); float32
+          fits are not saved. For both centred kinds, learning (``optimize``) maximizes the
+          mean over the cluster centres at ``threshold`` of their log marginal likelihoods.
+        - ``Neighbors(n_neighbors, learning_centers)`` (beyond the paper;
+          :mod:`scalegp.local.neighborhoods`, docs/local-models.md, "Neighbourhood-local
+          models"): one GP per centre of an adaptive cover, trained only on the centre's
+          ``n_neighbors`` nearest training points (exact, or any map built once on the
+          shifted neighbourhoods), predictions blended over the nearest centres with
+          continuous weights; learning maximizes the composite likelihood
+          sum_c log p(y_{N_c}) on ``learning_centers`` neighbourhoods drawn at random (None:
+          all), and ``log_marginal_likelihood_value_`` is that sum over all of them. The
+          cover is chosen at the starting length scales; a fitted model keeps one k x k
+          factor (exact) or m x m system per centre (``local_memory_bytes_``).
+
+        Local models need unsigned maps, homoscedastic noise, the "cholesky" solver and
+        the "dtc" objective.
     random_state : None, int, numpy.random.Generator, default=None
         Seed of the map's randomness and of the optimizer restarts (independent streams).
     n_jobs : int or None, default=None
@@ -206,66 +201,43 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
 
     _parameter_constraints: dict = {
         **_GPRegressor._parameter_constraints,
-        "approximation": [str],
-        "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "approximation_options": [Mapping, None],
+        "approximation": [str, configuration.Features, configuration.Nystrom,
+                          configuration.Exact],
         "dtype": [str, type, np.dtype],
-        "signed_rule": [StrOptions({"repair", "keep"})],
-        "solver": [StrOptions(set(SOLVERS))],
-        "objective": [StrOptions(set(OBJECTIVES))],
-        "local": [str, None],
-        "local_threshold": [Interval(Real, 0, None, closed="neither")],
-        "local_lazy": ["boolean"],
-        "local_reoptimize": ["boolean"],
-        "local_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "local_learning_centres": [Interval(Integral, 1, None, closed="left"), None],
-        "learn_knots": [Interval(Integral, 0, None, closed="left")],
+        "local": [str, configuration.TestPoints, configuration.Clusters,
+                  configuration.Neighbors, None],
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, approximation="rff", n_components=None, kernel="gaussian",
-                 noise_variance=1e-2, noise_variance_bounds=(1e-6, 1e5), optimize=True,
-                 n_restarts=0, approximation_options=None, normalize_y=False, normalize_X=False,
-                 dtype="float64", signed_rule="repair", solver="cholesky", local=None,
-                 local_threshold=2.0, local_lazy=False, local_reoptimize=False,
-                 local_neighbors=300, local_learning_centres=32, random_state=None,
-                 objective="dtc", learn_knots=0, n_jobs=None):
+    def __init__(self, approximation="rff", kernel="gaussian", noise_variance=1e-2,
+                 noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
+                 normalize_y=True, normalize_X=True, dtype="float64", local=None,
+                 random_state=None, n_jobs=None):
         self.approximation = approximation
-        self.n_components = n_components
         self.kernel = kernel
         self.noise_variance = noise_variance
         self.noise_variance_bounds = noise_variance_bounds
         self.optimize = optimize
         self.n_restarts = n_restarts
-        self.approximation_options = approximation_options
         self.normalize_y = normalize_y
         self.normalize_X = normalize_X
         self.dtype = dtype
-        self.signed_rule = signed_rule
-        self.solver = solver
         self.local = local
-        self.local_threshold = local_threshold
-        self.local_lazy = local_lazy
-        self.local_reoptimize = local_reoptimize
-        self.local_neighbors = local_neighbors
-        self.local_learning_centres = local_learning_centres
         self.random_state = random_state
-        self.objective = objective
-        self.learn_knots = learn_knots
         self.n_jobs = n_jobs
 
     def _check_streaming(self) -> None:
-        if self.local is not None:
+        if self._spec.local is not None:
             raise ValueError(
-                f"local={self.local!r} needs the training rows in memory (it routes them to "
+                f"local={self._spec.local!r} needs the training rows in memory (it routes them to "
                 "centres and searches neighbourhoods), so it fits arrays, not a streaming "
                 "data source: read the rows into arrays, or use local=None")
-        map_class = features.get(self.approximation)
+        map_class = features.get(self._spec.approximation)
         if not map_class.builds_from_bounding_box:
             streaming = [name for name in features.names()
                          if features.get(name).builds_from_bounding_box]
             raise ValueError(
-                f"approximation {self.approximation!r} builds its map from the training rows "
+                f"approximation {self._spec.approximation!r} builds its map from the training rows "
                 "themselves, so it fits arrays, not a streaming data source; the maps built "
                 f"from the data's bounding box stream: {', '.join(streaming)}")
 
@@ -283,10 +255,10 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
                                          sample_noise_variance)
         # the QR objective has no threaded pass (n_jobs > 1 is refused with it in _prepare)
         threads = {"n_jobs": self._n_jobs} if self._n_jobs > 1 else {}
-        return low_rank_objective(feature_map, hyperparameters, X, y, solver=self.solver,
-                                  objective=self.objective, dtype=self._dtype,
+        return low_rank_objective(feature_map, hyperparameters, X, y, solver=self._spec.solver,
+                                  objective=self._spec.objective, dtype=self._dtype,
                                   progress=progress,
-                                  signed_rule=self.signed_rule,
+                                  signed_rule=self._spec.signed_rule,
                                   sample_noise_variance=sample_noise_variance, **threads)
 
     def _set_fitted(self, posterior, *, dtype=None, **kwargs):
@@ -299,7 +271,7 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
         self.approximation_diagnostics_ = ({} if is_local else
                                            posterior.feature_map.diagnostics(posterior.kernel))
         training = kwargs.get("training_data")
-        if self.objective == "fitc" and not is_local and training is not None:
+        if self._spec.objective == "fitc" and not is_local and training is not None:
             X = training[0]         # standardized arrays, or the standardized source streamed
             if not isinstance(X, DataSource):
                 X = X.astype(self._dtype, copy=False)
@@ -317,7 +289,7 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
 
     def _probe_rows(self) -> int:
         # test-point centring conditions one GP per probe row, each a pass over the data
-        return TEST_POINT_PROBE_ROWS if self.local == "test-points" else PROBE_ROWS
+        return TEST_POINT_PROBE_ROWS if self._spec.local == "test-points" else PROBE_ROWS
 
     def _has_likelihood(self, posterior) -> bool:
         return not (isinstance(posterior, local_models.LocalModel)
@@ -366,5 +338,5 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
         if self.local_model_ is not None:
             return super()._prediction_options(diag_correction)
         if diag_correction is None:
-            diag_correction = default_diag_correction(self.feature_map_, self.objective)
+            diag_correction = default_diag_correction(self.feature_map_, self._spec.objective)
         return {"diag_correction": bool(diag_correction)}

@@ -18,37 +18,23 @@ from ..data.base import ArraySource
 from ..engine.hyperparameters import Hyperparameters
 from ..inference import knot_learning
 from ..local import neighborhoods as neighborhood_models
+from . import configuration
 from .transformers import _build_feature_map
 
 
 class LowRankFit:
     """What ``fit`` prepares before the engine runs: the map, local state and checks."""
 
+    @property
+    def _spec(self) -> configuration.Resolved:
+        """The approximation and local model as one validated record
+        (:func:`scalegp.estimators.configuration.resolve`)."""
+        return configuration.resolve(self.approximation, self.local)
+
     def _check_local(self):
-        """The local kind (None for a global model), after the local parameters agree."""
-        if self.approximation == "exact" and self.local != "neighbors":
-            raise ValueError(
-                "approximation='exact' (an exact GP per neighbourhood) needs local='neighbors', "
-                f"got local={self.local!r}; for one exact GP use scalegp.ExactGPRegressor")
-        if self.local is None:
-            for name in ("local_lazy", "local_reoptimize"):
-                if getattr(self, name):
-                    raise ValueError(f"{name}=True needs local='clusters', got local=None")
-            return None
-        if self.local not in local_models.LOCAL_KINDS:
-            raise ValueError(f"local must be one of {sorted(local_models.LOCAL_KINDS)} or None, "
-                             f"got {self.local!r}")
-        for name in ("local_lazy", "local_reoptimize"):
-            if getattr(self, name) and self.local != "clusters":
-                raise ValueError(f"{name}=True applies to local='clusters', got "
-                                 f"local={self.local!r}")
-        if self.solver != "cholesky":
-            raise NotImplementedError(f"local models use solver='cholesky', got "
-                                      f"solver={self.solver!r}")
-        if self.objective != "dtc":
-            raise NotImplementedError(f"local models use objective='dtc', got "
-                                      f"objective={self.objective!r}")
-        return local_models.LOCAL_KINDS[self.local]
+        """The local kind (None for a global model)."""
+        kind = self._spec.local
+        return None if kind is None else local_models.LOCAL_KINDS[kind]
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)
@@ -59,19 +45,19 @@ class LowRankFit:
         # map built (its m, and the positive part of a signed rule) before any pass over X;
         # a threaded pass holds more m x m matrices and chunks (parallel.threaded_pass_buffers).
         extra, chunks = parallel.threaded_pass_buffers(self._n_jobs)
-        if self.n_components is not None:       # a derived budget respects its own cap
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES[self.solver] + extra,
+        if self._spec.n_components is not None:       # a derived budget respects its own cap
+            check_memory(self._spec.n_components, n_matrices=ENGINE_MATRICES[self._spec.solver] + extra,
                          n_chunks=chunks, itemsize=self._dtype.itemsize,
-                         what=f"the fit (solver {self.solver!r}, {self._n_jobs} thread(s))",
+                         what=f"the fit (solver {self._spec.solver!r}, {self._n_jobs} thread(s))",
                          advice=self._memory_advice())
-        if self.learn_knots:
+        if self._spec.learn_knots:
             self._check_learn_knots(X, kernel)
-        feature_map = _build_feature_map(self.approximation, X, kernel, self.n_components,
-                                         self.approximation_options, rng, fit_context)
+        feature_map = _build_feature_map(self._spec.approximation, X, kernel, self._spec.n_components,
+                                         self._spec.options, rng, fit_context)
         if feature_map.signs is None:
-            path = self.solver
+            path = self._spec.solver
         else:
-            path = "positive_part" if self.signed_rule == "repair" else "eigen"
+            path = "positive_part" if self._spec.signed_rule == "repair" else "eigen"
         check_memory(feature_map.n_components, n_matrices=ENGINE_MATRICES[path] + extra,
                      n_chunks=chunks, itemsize=self._dtype.itemsize,
                      what=f"the fit ({path!r} path, {self._n_jobs} thread(s))",
@@ -88,8 +74,8 @@ class LowRankFit:
         n_jobs = parallel.resolve_n_jobs(self.n_jobs)
         if n_jobs > 1:
             unthreaded = [what for what, bad in (
-                (f"local={self.local!r}", self.local is not None),
-                (f"solver={self.solver!r}", self.solver != "cholesky")) if bad]
+                (f"local={self._spec.local!r}", self._spec.local is not None),
+                (f"solver={self._spec.solver!r}", self._spec.solver != "cholesky")) if bad]
             if unthreaded:
                 raise NotImplementedError(
                     f"n_jobs={self.n_jobs} (threads over chunks) is implemented for global "
@@ -98,23 +84,23 @@ class LowRankFit:
 
     def _check_learn_knots(self, X, kernel) -> None:
         """Refuse ``learn_knots`` before any work where it does not apply."""
-        check_count(self.learn_knots, "learn_knots", MAX_KNOT_ITERATIONS,
+        check_count(self._spec.learn_knots, "learn_knots", MAX_KNOT_ITERATIONS,
                     "each iteration is a likelihood-and-gradient pass")
         problems = [what for what, bad in (
-            (f"approximation='nystrom' (got {self.approximation!r})",
-             self.approximation != "nystrom"),
-            (f"objective='vfe' (got {self.objective!r})", self.objective != "vfe"),
+            (f"approximation='nystrom' (got {self._spec.approximation!r})",
+             self._spec.approximation != "nystrom"),
+            (f"objective='vfe' (got {self._spec.objective!r})", self._spec.objective != "vfe"),
             ("optimize=True", not self.optimize)) if bad]
         if problems:
-            raise ValueError(f"learn_knots={self.learn_knots} moves Nystrom knots by the "
+            raise ValueError(f"learn_knots={self._spec.learn_knots} moves Nystrom knots by the "
                              f"gradient of the VFE bound; it needs {', '.join(problems)}")
         kernel.input_gradient_contraction(X[:1], X[:1], np.zeros((1, 1)))   # smooth kernels
 
     def _learn_state(self, state, hyperparameters, result, data):
-        if not self.learn_knots:
+        if not self._spec.learn_knots:
             return None
         feature_map, hyperparameters, joint, _ = knot_learning.learn_knots(
-            state, hyperparameters, data.X, data.y, max_iter=int(self.learn_knots),
+            state, hyperparameters, data.X, data.y, max_iter=int(self._spec.learn_knots),
             dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs)
         result = replace(
             joint, theta=joint.theta[:hyperparameters.n_params],
@@ -125,14 +111,14 @@ class LowRankFit:
         """The shared map, built on the mean-centred inputs (decision 8), and how to build
         one per centre (``local_reoptimize``); for ``local="neighbors"`` the cover and the
         map of the shifted neighbourhoods (:meth:`_prepare_neighborhoods`)."""
-        if self.local == "neighbors":
+        if self._spec.local == "neighbors":
             return self._prepare_neighborhoods(X, kernel, rng, fit_context)
-        if self.n_components is not None:
-            check_memory(self.n_components, n_matrices=ENGINE_MATRICES["cholesky"],
+        if self._spec.n_components is not None:
+            check_memory(self._spec.n_components, n_matrices=ENGINE_MATRICES["cholesky"],
                          itemsize=self._dtype.itemsize, what="a local model")
         map_rng, centre_rng = rng.spawn(2)
-        feature_map = _build_feature_map(self.approximation, X - X.mean(axis=0), kernel,
-                                         self.n_components, self.approximation_options,
+        feature_map = _build_feature_map(self._spec.approximation, X - X.mean(axis=0), kernel,
+                                         self._spec.n_components, self._spec.options,
                                          map_rng, fit_context)
         self._check_unsigned(feature_map)
         self._local_state = _LocalState(feature_map, self._centre_map_builder(
@@ -146,8 +132,8 @@ class LowRankFit:
             context = dict(fit_context)
             if "y" in context:
                 context["y"] = np.asarray(context["y"])[rows]
-            return _build_feature_map(self.approximation, X[rows] - centre, kernel,
-                                      self.n_components, self.approximation_options, stream,
+            return _build_feature_map(self._spec.approximation, X[rows] - centre, kernel,
+                                      self._spec.n_components, self._spec.options, stream,
                                       context)
         return build_map
 
@@ -167,7 +153,7 @@ class LowRankFit:
     def _check_unsigned(self, feature_map) -> None:
         if feature_map.signs is not None:
             raise NotImplementedError(
-                f"local models need an unsigned map; {self.approximation!r} has negative "
+                f"local models need an unsigned map; {self._spec.approximation!r} has negative "
                 "quadrature weights here (use another approximation, or local=None)")
 
     def _prepare_neighborhoods(self, X, kernel, rng, fit_context):
@@ -178,17 +164,17 @@ class LowRankFit:
             raise ValueError(f"local='neighbors' measures distances in length scales; the "
                              f"kernel {kernel!r} has none")
         map_rng, centre_rng = rng.spawn(2)
-        cover = neighborhood_models.cover(X, self.local_neighbors, scale=kernel.length_scale)
+        cover = neighborhood_models.cover(X, self._spec.local_neighbors, scale=kernel.length_scale)
         feature_map = None
-        if self.approximation != "exact":
+        if self._spec.approximation != "exact":
             shifted = np.vstack([X[rows] - centre
                                  for rows, centre in zip(cover.members, cover.centres)])
             context = dict(fit_context)
             if "y" in context:
                 context["y"] = np.concatenate([np.asarray(context["y"])[rows]
                                                for rows in cover.members])
-            feature_map = _build_feature_map(self.approximation, shifted, kernel,
-                                             self.n_components, self.approximation_options,
+            feature_map = _build_feature_map(self._spec.approximation, shifted, kernel,
+                                             self._spec.n_components, self._spec.options,
                                              map_rng, context)
             self._check_unsigned(feature_map)
         neighborhood_models.check_memory(cover, feature_map, itemsize=self._dtype.itemsize)
@@ -201,12 +187,12 @@ class LowRankFit:
                                       "sample_noise_variance")
         context = local_models.LocalContext(
             state.feature_map, ArraySource(X, y, dtype=self._dtype),
-            threshold=float(self.local_threshold), lazy=bool(self.local_lazy),
-            reoptimize=bool(self.local_reoptimize), build_map=state.build_map, rng=state.rng,
+            threshold=float(self._spec.local_threshold), lazy=bool(self._spec.local_lazy),
+            reoptimize=bool(self._spec.local_reoptimize), build_map=state.build_map, rng=state.rng,
             map_seed=state.map_seed,
             dtype=self._dtype, progress=progress, neighborhoods=state.neighborhoods,
-            learning_centres=self.local_learning_centres)
-        return local_models.LOCAL_KINDS[self.local].learning_objective(context, hyperparameters)
+            learning_centres=self._spec.local_learning_centers)
+        return local_models.LOCAL_KINDS[self._spec.local].learning_objective(context, hyperparameters)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
@@ -22,6 +22,7 @@ from .. import features, kernels
 from .._memory import FEATURE_CHUNKS, check_memory
 from .._validation import as_generator, check_matrix
 from ..inference import glf_selection
+from . import configuration
 
 __all__ = ["FeatureMapTransformer"]
 
@@ -38,34 +39,53 @@ BUILD_CONTEXT = {"node_search": glf_selection.search_node_counts}
 
 
 class KernelParamsMixin:
-    """``set_params`` that accepts scikit-learn's nested ``kernel__<name>`` parameters.
+    """``set_params`` that accepts scikit-learn's nested ``kernel__<name>``,
+    ``approximation__<name>`` and ``local__<name>`` parameters.
 
     Kernels are immutable, so ``set_params(kernel__length_scale=2.0)`` replaces ``kernel`` by
     ``kernels.get(kernel).with_params(length_scale=2.0)`` (a kernel name is resolved first),
-    after the other parameters (``kernel=...`` included) are set. This is what
-    ``GridSearchCV``, ``RandomizedSearchCV`` and ``Pipeline`` call.
+    after the other parameters (``kernel=...`` included) are set. Likewise
+    ``approximation__n_components=64`` replaces the approximation by a copy of its
+    configuration object with that option changed (a name is first replaced by its object
+    with the defaults: :mod:`scalegp.estimators.configuration`), and so does ``local__*``.
+    This is what ``GridSearchCV``, ``RandomizedSearchCV`` and ``Pipeline`` call.
     """
 
     def set_params(self, **params):
-        """Set parameters; ``kernel__<name>`` keys give a copy of the kernel with them changed.
+        """Set parameters; ``kernel__<name>``, ``approximation__<name>`` and
+        ``local__<name>`` keys give a copy of that part with them changed.
 
         Parameters
         ----------
         **params : dict
-            Estimator parameters, and ``kernel__<name>`` for any argument of the kernel's
+            Estimator parameters; ``kernel__<name>`` for any argument of the kernel's
             constructor (``length_scale``, ``variance``, ``length_scale_bounds``,
-            ``variance_bounds``, ``nu`` for Matern).
+            ``variance_bounds``, ``nu`` for Matern); ``approximation__<name>`` and
+            ``local__<name>`` for any option of those configuration objects.
 
         Returns
         -------
         self
         """
-        prefix = "kernel__"
-        kernel_changes = {key[len(prefix):]: params.pop(key) for key in list(params)
-                          if key.startswith(prefix)}
+        nested = {}
+        for part in ("kernel", "approximation", "local"):
+            prefix = part + "__"
+            changes = {key[len(prefix):]: params.pop(key) for key in list(params)
+                       if key.startswith(prefix)}
+            if changes:
+                nested[part] = changes
         super().set_params(**params)
-        if kernel_changes:
-            self.kernel = kernels.get(self.kernel).with_params(**kernel_changes)
+        for part, changes in nested.items():
+            if part == "kernel":
+                self.kernel = kernels.get(self.kernel).with_params(**changes)
+                continue
+            current = getattr(self, part)
+            config = (configuration.as_approximation(current) if part == "approximation"
+                      else configuration.as_local(current))
+            if config is None:
+                raise ValueError(f"cannot set {part}__{next(iter(changes))}: {part} is None; "
+                                 f"set {part} first (e.g. {part}='neighbors')")
+            setattr(self, part, clone(config).set_params(**changes))
         return self
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from ..estimators.gibbs import GibbsGPRegressor
 from . import register, verdicts, write_text
 from .quadrature import load_uci, standardize
+from ..estimators.configuration import make_approximation
 
 #: (label, approximation, m or the largest rank, build options, one map per atom).
 MAPS = (
@@ -117,11 +118,10 @@ def one_run(setting: dict, map_row, data, seed: int = 0) -> dict:
     X_train, y_train, X_test, y_test = data
     n_grid = setting["n_grid"]
     model = GibbsGPRegressor(
-        approximation=approximation, n_components=X_train.shape[0] if m is None else m,
-        approximation_options=options, map_per_atom=per_atom,
+        map_per_atom=per_atom,
         theta1_grid=np.linspace(0.5 / n_grid, 0.5, n_grid), tau_prior=setting["tau_prior"],
         theta2_prior=setting["theta2_prior"], n_iter=setting["n_iter"],
-        burn_in=setting["burn_in"], collapsed=True, random_state=seed)
+        burn_in=setting["burn_in"], collapsed=True, random_state=seed, approximation=make_approximation(approximation, n_components=X_train.shape[0] if m is None else m, options=options), normalize_X=False)
     start = time.process_time()
     model.fit(X_train, y_train)
     mean = model.predict(X_test)

@@ -40,6 +40,7 @@ import numpy as np
 from ..estimators.gibbs import GibbsGPRegressor
 from ..plot import new_figure
 from . import register, verdicts, write_figure, write_text
+from ..estimators.configuration import make_approximation
 
 #: Maps compared: (label, approximation, m or the largest rank, build options, one map per
 #: atom). Maps built per atom run on ``settings()["rp_atoms"]`` atoms, the others on the
@@ -102,10 +103,9 @@ def one_run(label, spec, approximation_row, setting, seed, replicate=0):
     order = rng.permutation(x.size)
     fit, held = order[:setting["n_fit"]], order[setting["n_fit"]:]
     model = GibbsGPRegressor(
-        approximation=approximation, n_components=m, approximation_options=options,
         map_per_atom=per_atom, theta1_grid=np.linspace(2 / n_grid, 2, n_grid),
         n_iter=setting["n_iter"], burn_in=setting["burn_in"], collapsed=True,
-        normalize_y=False, random_state=seed + 1000 * replicate, **PRIORS)
+        normalize_y=False, random_state=seed + 1000 * replicate, **PRIORS, approximation=make_approximation(approximation, n_components=m, options=options), normalize_X=False)
     start = time.process_time()
     model.fit(x[fit, None], y[fit])
     mean = model.predict(x[held, None])

@@ -23,6 +23,7 @@ from ..estimators.lowrank import LowRankGPRegressor
 from ..kernels import Gaussian
 from ..plot import new_figure
 from . import register, verdicts, write_figure, write_text
+from ..estimators.configuration import Clusters
 
 CONSTANTS_NOTE = ("Paper setting, constants ours: the paper's figures keep no numbers, so the "
                   "inputs, length scale, noise and grids below are ours.")
@@ -91,7 +92,7 @@ def run_sinc(output_dir: Path, quick: bool) -> list[Path]:
     grid = np.linspace(-8, 8, 161 if quick else 801)[:, None]
     inside = np.abs(grid[:, 0]) <= 3
     kernel, noise = Gaussian(length_scale=0.3), 0.01
-    exact = ExactGPRegressor(kernel=kernel, noise_variance=noise, optimize=False).fit(X, y)
+    exact = ExactGPRegressor(kernel=kernel, noise_variance=noise, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     mean_ref, std_ref = exact.predict(grid, return_std=True)
     var_ref = std_ref**2 + noise
     methods = {"RFF": dict(approximation="rff"),
@@ -105,8 +106,8 @@ def run_sinc(output_dir: Path, quick: bool) -> list[Path]:
              "| method | D | summed KL in [-3, 3] | summed KL outside | mean std outside |",
              "|---|---|---|---|---|"]
     for ax, (name, options) in zip(axes, methods.items()):
-        model = LowRankGPRegressor(n_components=10, kernel=kernel, noise_variance=noise,
-                                   optimize=False, random_state=0, **options).fit(X, y)
+        model = LowRankGPRegressor(kernel=kernel, noise_variance=noise,
+                                   optimize=False, random_state=0, **options, normalize_X=False, normalize_y=False).set_params(approximation__n_components=10).fit(X, y)
         mean, std = model.predict(grid, return_std=True)
         var = std**2 + noise
         kl_in = summed_kl(mean[inside], var[inside], mean_ref[inside], var_ref[inside])
@@ -182,13 +183,13 @@ def _map_kl(X, y, grid, length_scale: float, seed: int):
     import time
     h = MAP_HYPERPARAMETERS
     kernel, noise = Gaussian(length_scale=length_scale, variance=h["variance"]), h["noise"]
-    exact = ExactGPRegressor(kernel=kernel, noise_variance=noise, optimize=False).fit(X, y)
+    exact = ExactGPRegressor(kernel=kernel, noise_variance=noise, optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     mean_ref, var_ref = _noisy_predictive(exact, grid, noise)
     results = {"exact GP": (mean_ref, None, float("nan"))}
     for name, options in MAP_METHODS.items():
         start = time.process_time()
-        model = LowRankGPRegressor(n_components=MAP_D, kernel=kernel, noise_variance=noise,
-                                   optimize=False, random_state=seed, **options).fit(X, y)
+        model = LowRankGPRegressor(kernel=kernel, noise_variance=noise,
+                                   optimize=False, random_state=seed, **options, normalize_X=False, normalize_y=False).set_params(approximation__n_components=MAP_D).fit(X, y)
         mean, var = _noisy_predictive(model, grid, noise)
         kl = 0.5 * (np.log(var_ref / var) + (var + (mean - mean_ref) ** 2) / var_ref - 1)
         results[name] = (mean, kl, time.process_time() - start)
@@ -397,7 +398,7 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
     for name, X, y, X_test, y_test, note in _cluster_studies(quick):
         start = time.process_time()
         exact = ExactGPRegressor(kernel=_start_kernel(name), noise_variance=0.1,
-                                 optimize=True, random_state=0).fit(X, y)
+                                 optimize=True, random_state=0, normalize_X=False, normalize_y=False).fit(X, y)
         exact_seconds = time.process_time() - start
         kernel, noise = exact.kernel_, float(exact.noise_variance_)
         mean_ref, var_ref = _noisy_predictive(exact, X_test, noise)
@@ -416,9 +417,9 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
             runs = []
             for seed in seeds:
                 start = time.process_time()
-                model = LowRankGPRegressor(n_components=D, kernel=kernel, noise_variance=noise,
+                model = LowRankGPRegressor(kernel=kernel, noise_variance=noise,
                                            optimize=False, random_state=seed,
-                                           **options).fit(X, y)
+                                           **options, normalize_X=False, normalize_y=False).set_params(approximation__n_components=D).fit(X, y)
                 mean, var = _noisy_predictive(model, X_test, noise)
                 runs.append((summed_kl(mean, var, mean_ref, var_ref),
                              float(np.sqrt(np.mean((mean - y_test) ** 2))),
@@ -435,16 +436,14 @@ def run_clusters(output_dir: Path, quick: bool) -> list[Path]:
                                | evaluate(D, options))
             for theta in thetas:
                 kl_rows.append(dict(dataset=name, D=D, method="local Maclaurin", theta=theta)
-                               | evaluate(D, dict(approximation="maclaurin", local="clusters",
-                                                  local_threshold=theta)))
+                               | evaluate(D, dict(approximation="maclaurin", local=Clusters(threshold=theta))))
         if name not in RMSE_THETA:
             continue
         for D in rmse_budgets:
             for method, options in (("RFF", dict(approximation="rff")),
                                     ("SORF", dict(approximation="sorf")),
                                     ("local Maclaurin", dict(
-                                        approximation="maclaurin", local="clusters",
-                                        local_threshold=RMSE_THETA[name]))):
+                                        approximation="maclaurin", local=Clusters(threshold=RMSE_THETA[name])))):
                 theta = RMSE_THETA[name] if method == "local Maclaurin" else None
                 rmse_rows.append(dict(dataset=name, D=D, method=method, theta=theta)
                                  | evaluate(D, options) | dict(exact_rmse=exact_rmse))

@@ -293,7 +293,7 @@ def fit_hyperparameters(X, y, X_test, y_test, subsample: int, rng):
         return Gaussian(length_scale=median_distance(X, rng)), 0.1, None
     rows = rng.choice(X.shape[0], size=min(subsample, X.shape[0]), replace=False)
     exact = ExactGPRegressor(kernel=Gaussian(length_scale=np.ones(X.shape[1])),
-                             noise_variance=0.1, optimize=True).fit(X[rows], y[rows])
+                             noise_variance=0.1, optimize=True, normalize_X=False, normalize_y=False).fit(X[rows], y[rows])
     mean, std = exact.predict(X_test, return_std=True, include_noise=True)
     scores = metrics.rmse(y_test, mean), metrics.nlpd(y_test, mean, std**2)
     return exact.kernel_, exact.noise_variance_, scores

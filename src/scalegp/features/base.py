@@ -68,6 +68,9 @@ class FeatureMap(abc.ABC):
     #: projection): then the VFE trace term tr(K - Q) >= 0 and the VFE objective is a lower
     #: bound of the exact log marginal likelihood (docs/nystrom.md); other maps refuse it.
     bounded_by_kernel: ClassVar[bool] = False
+    #: True for quadrature rules whose weights can be negative (an indefinite Psi S Psi^T):
+    #: the estimators' ``signed_rule`` applies to these maps only.
+    may_have_negative_weights: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -76,6 +76,8 @@ class DeterministicFullySymmetricFeatures(FourierFeatureMap, name="dfs"):
     fits ``n_components``. Gaussian kernel only: the paper builds the rules for N(0, I).
     """
 
+    may_have_negative_weights = True
+
     description = "deterministic fully symmetric quadrature (D-FS), degree 3 or 5"
     reference = "Liu, Huang, Chen & Suykens, TPAMI 2021, Eqs. 3-9"
 
@@ -144,6 +146,8 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
     semidefinite: for small D or widely spread inputs K~ + s2 I can be indefinite, and the engine
     then raises NotPositiveDefiniteError. Gaussian kernel only.
     """
+
+    may_have_negative_weights = True
 
     description = "stochastic fully symmetric quadrature (S-FS): RFF with a D-FS control variate"
     reference = "Liu, Huang, Chen & Suykens, TPAMI 2021, Eqs. 10-16, Theorem 2"

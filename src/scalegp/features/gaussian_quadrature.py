@@ -112,6 +112,8 @@ class GaussianQuadratureFeatures(FourierFeatureMap, name="gq"):
     Gaussian kernel only (``supports``).
     """
 
+    may_have_negative_weights = True
+
     description = "Gauss-Hermite quadrature: dense product grid or its subsampled version"
     reference = "Dao, De Sa & Re, NeurIPS 2017"
 

@@ -62,6 +62,8 @@ class SparseGridFeatures(FourierFeatureMap, name="sgq"):
     Dao et al.'s is not recovered. Gaussian kernel only (``supports``).
     """
 
+    may_have_negative_weights = True
+
     description = "Smolyak sparse-grid Gauss-Hermite quadrature (signed weights)"
     reference = "Dao, De Sa & Re, NeurIPS 2017; Liu et al., TPAMI 2021, Eq. 21"
 

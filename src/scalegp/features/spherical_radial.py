@@ -107,6 +107,8 @@ class SphericalRadialFeatures(FourierFeatureMap, name="ssr"):
     t_k. The nodes are then rho_k t_k * Q_k v_j.
     """
 
+    may_have_negative_weights = True
+
     description = "stochastic spherical-radial rules: rotated simplex, chi(d+2) radii"
     reference = "Munkhoeva, Kapushev, Burnaev & Oseledets, NeurIPS 2018; Genz & Monahan 1998"
 

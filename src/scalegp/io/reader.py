@@ -14,7 +14,7 @@ import numpy as np
 from .. import engine, kernels
 from ..engine import exact, systems
 from ..errors import InvalidModelFileError
-from ..estimators import restore
+from ..estimators import configuration, restore
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
@@ -156,9 +156,19 @@ class _Reader(CheckedFile):
         """The estimator with the stored parameters, validated by its own constraints."""
         params = dict(self.metadata["params"])
         names = cls().get_params(deep=False)
+        legacy = any(name in configuration.FLAT_PARAMETERS for name in params)
         for name, value in PARAMS_ADDED.items():
-            if name in names:
+            if name in names or (legacy and name in configuration.FLAT_PARAMETERS
+                                 and cls.__name__ == "LowRankGPRegressor"):
                 params.setdefault(name, value)
+        try:
+            params = configuration.from_flat_parameters(params)
+            for name in ("approximation", "local"):
+                if name in params:
+                    params[name] = configuration.from_json(params[name])
+        except (ValueError, TypeError) as error:
+            raise self.error(f"has metadata 'params' that {cls.__name__} refuses: "
+                             f"{error}") from None
         for name in names:
             self.require(params, name, "params.")
         for name in params:
@@ -189,7 +199,16 @@ class _Reader(CheckedFile):
         if family is not type(kernel):
             raise self.error(f"has metadata 'params.kernel' of class {family.__name__}, but "
                              f"its fitted kernel ('kernel.class') is {type(kernel).__name__}")
-        for name in ("approximation", "dtype"):
+        if "approximation" in params:
+            try:
+                spec = configuration.resolve(params["approximation"], params.get("local"))
+            except (ValueError, TypeError, NotImplementedError) as error:
+                raise self.error(f"has metadata 'params' that do not agree: {error}") from None
+            if spec.approximation != self.metadata["approximation"]:
+                raise self.error(f"has metadata 'params.approximation' = "
+                                 f"{_short(params['approximation'])}, but the fitted model's "
+                                 f"'approximation' is {self.metadata['approximation']!r}")
+        for name in ("dtype",):
             if name in params and params[name] != self.metadata[name]:
                 raise self.error(f"has metadata 'params.{name}' = {_short(params[name])}, "
                                  f"but the fitted model's {name!r} is "
@@ -197,13 +216,15 @@ class _Reader(CheckedFile):
         if "local" in params:
             entry = self.metadata.get("local")
             kind = None if entry is None else entry["kind"]
-            if params["local"] != kind:
+            local = configuration.as_local(params["local"])
+            if (None if local is None else local.kind) != kind:
                 raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
                                  f"the fitted model's local kind ('local.kind') is {kind!r}")
-            for name, key in (("local_lazy", "lazy"), ("local_reoptimize", "reoptimized")):
-                if entry is not None and params.get(name) != entry.get(key, False):
-                    raise self.error(f"has metadata 'params.{name}' = "
-                                     f"{_short(params.get(name))}, but the fitted model's "
+            for name, key in (("lazy", "lazy"), ("reoptimize", "reoptimized")):
+                value = getattr(local, name, False)
+                if entry is not None and value != entry.get(key, False):
+                    raise self.error(f"has metadata 'params.local.{name}' = "
+                                     f"{_short(value)}, but the fitted model's "
                                      f"'local.{key}' is {json.dumps(entry.get(key, False))}")
 
     def feature_map(self):

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import kernels
 from .._output import MODEL_SUFFIXES, write_atomically
 from .._version import __version__
+from ..estimators import configuration
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
@@ -176,6 +177,8 @@ def _encode_params(model) -> dict:
             value = np.dtype(value).name
         elif name == "random_state" and not isinstance(value, (numbers.Integral, type(None))):
             value = None
+        elif name in ("approximation", "local"):
+            value = configuration.to_json(value)
         elif isinstance(value, gibbs.GammaPrior):
             value = [value.shape, value.rate]
         elif isinstance(value, np.ndarray):

@@ -123,8 +123,8 @@ def check_local_memory(n_centres: int, n_components: int, what: str) -> int:
         raise InsufficientMemoryError(
             f"{what} needs about {format_bytes(needed)} for {n_centres} centres of "
             f"{n_components} x {n_components} systems, but only {format_bytes(available)} is "
-            "available; raise local_threshold (fewer centres), lower n_components, or use "
-            "local_lazy=True (only the centres test points need)")
+            "available; raise the threshold (Clusters(threshold=...): fewer centres), lower "
+            "n_components, or use Clusters(lazy=True) (only the centres test points need)")
     return needed
 
 

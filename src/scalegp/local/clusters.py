@@ -178,7 +178,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     def model_file_arrays(self):
         if self.reoptimized and self.source.X.dtype != np.float64:
             raise NotImplementedError(
-                "a local model fitted with local_reoptimize=True rebuilds its per-centre maps "
+                "a local model fitted with Clusters(reoptimize=True) rebuilds its per-centre maps "
                 "from the stored float64 training rows, which differ from these float32 ones; "
                 "fit it in float64 to save it")
         training = _training_arrays(self.source) if self.lazy or self.reoptimized else {}

@@ -541,4 +541,4 @@ def check_memory(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *
             f"the neighbourhood-local model needs about {needed / 2**30:.2f} GiB for its "
             f"{neighborhoods.n_centres} local systems ({describe_cover(neighborhoods)}), but "
             f"only {available / 2**30:.2f} GiB is available; choose fewer neighbours "
-            "(local_neighbors) or a low-rank local map")
+            "(Neighbors(n_neighbors=...)) or a low-rank local map")

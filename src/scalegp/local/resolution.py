@@ -174,8 +174,8 @@ def _warn_unresolved(feature_map, kernel, noise_variance: float, ratios: np.ndar
             f"(limit {LOCAL_TAIL_LIMIT:g} x s2; "
             f"s = {variance:.4g}, s2 = {noise_variance:.4g}); predictions there can be many "
             "standard deviations from the exact GP's: raise the degree (the 1-D explicit map "
-            "has p = n_components - 1; sketches: approximation_options max_degree and "
-            "n_components), or use another approximation"), stacklevel=4)
+            "has p = n_components - 1; sketches: the options max_degree and n_components "
+            "of Features('maclaurin', ...)), or use another approximation"), stacklevel=4)
     return bad
 
 

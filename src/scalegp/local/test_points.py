@@ -61,7 +61,7 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
     def fit(cls, context, kernel, noise_variance):
         if context.reoptimize:
             raise NotImplementedError(
-                "local_reoptimize applies to local='clusters' (a map per test point would "
+                "reoptimize applies to cluster-centred models (a map per test point would "
                 "be rebuilt at every prediction)")
         return cls(context.feature_map, kernel, noise_variance, math.nan,
                    context.source.n_samples, source=context.source,
