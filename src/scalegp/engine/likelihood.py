@@ -320,6 +320,8 @@ class Posterior:
     log_marginal_likelihood: float
     n_samples: int
 
+    #: The value of the posterior's section that names its system's kind.
+    SYSTEM_KIND = "factorization"
     #: The posterior's section of a model file (:mod:`scalegp.stored`): the metadata
     #: ``system`` and the arrays of its system's kind (``factorization``), plus the signs of a
     #: signed map. The feature map, the kernel, s2 and the likelihood are sections of their own.
@@ -328,7 +330,7 @@ class Posterior:
               "factorization": Value("str", choices=tuple(SYSTEMS)),
               "signed": Value("bool"),
               "signs": Array(("m",), ("sign",), when=("signed", True)),
-              **selected("factorization", SYSTEMS)}
+              **selected(SYSTEM_KIND, SYSTEMS)}
 
     @property
     def noise_variance(self) -> float:

@@ -10,6 +10,11 @@ predicts from.
 from __future__ import annotations
 
 
+#: Estimator parameter -> the local model's section value (a flag, false where a kind has
+#: none) that a model file must agree with (:mod:`scalegp.local.centered`).
+LOCAL_SECTION_PARAMS = {"local_lazy": "lazy", "local_reoptimize": "reoptimized"}
+
+
 def set_fitted(estimator, posterior, **state) -> None:
     """Give ``estimator`` the fitted state of a stored ``posterior`` (or Gibbs samples) and the
     stored normalization and optimization state, as ``fit`` would have."""

@@ -20,6 +20,7 @@ from .safety import (MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, MAX_METADATA_BYTES, _A
                      _json_depth, _short)
 from .schema import (_DTYPE_KINDS, _KINDS, ARRAY_FIELDS, DEFAULT_MAP_ARRAY, DEFAULT_MAP_VALUE,
                      ESTIMATORS, FORMAT_NAME, GIBBS, LOCAL_FACTORIZATION, LOCAL_PREFIX, LOW_RANK,
+                     SYSTEM_SELECTOR,
                      MAP_PREFIX, METADATA_ENTRIES, METADATA_KEY, SCHEMA_VERSION, SYMBOL_LIMITS,
                      _ArrayField, _Entry, _value_entry, array_field)
 
@@ -178,7 +179,7 @@ class CheckedFile:
         """The local kind's class (:data:`scalegp.local.centered.LOCAL_KINDS`) of a local model, its
         metadata checked against the kind's declared values (``STORED``); None for a global
         one."""
-        factorization = self.metadata["system"]["factorization"]
+        factorization = self.metadata["system"][SYSTEM_SELECTOR]
         if factorization != LOCAL_FACTORIZATION:
             if "local" in self.metadata:
                 raise self.error(f"has metadata 'local', which only a model with metadata "

@@ -56,9 +56,9 @@ def load(path):
 
     Notes
     -----
-    Every value is checked against the declarations ``METADATA_ENTRIES``, ``MAP_SCALARS``
-    and ``ARRAY_FIELDS`` of this module (one line per field), then the rebuilt model
-    predicts at one input as a last consistency check.
+    Every value is checked against its declaration (the estimator's entries of
+    :mod:`scalegp.io.schema`, each component's ``STORED``), then the rebuilt model predicts at
+    one input as a last consistency check.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -203,7 +203,7 @@ class _Reader(CheckedFile):
             if params["local"] != kind:
                 raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
                                  f"the fitted model's local kind ('local.kind') is {kind!r}")
-            for name, key in (("local_lazy", "lazy"), ("local_reoptimize", "reoptimized")):
+            for name, key in restore.LOCAL_SECTION_PARAMS.items():
                 if entry is not None and params.get(name) != entry.get(key, False):
                     raise self.error(f"has metadata 'params.{name}' = "
                                      f"{_short(params.get(name))}, but the fitted model's "
@@ -297,14 +297,11 @@ class _Reader(CheckedFile):
     def local_posterior(self, feature_map, kernel, likelihood: dict):
         """The local model, rebuilt by its kind from its validated section."""
         entry = self.metadata["local"]
-        if self.metadata["system"]["signed"]:
-            raise self.error("has metadata 'system.signed' = true, but a local model has no "
-                             "signs")
         state = self.section("local", LOCAL_PREFIX, self.local_kind)
         try:
-            return self.local_kind.from_state(
-                state, feature_map=feature_map, kernel=kernel,
-                n_samples=self.metadata["system"]["n_samples"], dtype=self.metadata["dtype"],
+            return self.local_kind.from_sections(
+                state, self.metadata["system"], feature_map=feature_map, kernel=kernel,
+                dtype=self.metadata["dtype"],
                 map_builder=lambda X, y: restore.centre_map_builder(
                     self.unfitted_estimator(ESTIMATORS[self.kind], kernel), X, y),
                 **likelihood)

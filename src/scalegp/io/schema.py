@@ -1,6 +1,8 @@
-"""The schema of a model file: one declaration per metadata entry and per array (JSON kind or
-dtype, shape in terms of n_features_in, the map's m and the other arrays, and the values'
-domain), the format's name and version, and the conditions the values must meet.
+"""The schema of a model file: the format's name and version, one declaration per metadata
+entry and per array of the estimator itself (JSON kind or dtype, shape in terms of
+n_features_in, the map's m and the other arrays, and the values' domain), and the sections
+of its components, whose entries and arrays are the components' own declarations
+(:mod:`scalegp.stored`; docs/model-files.md, "Sections by declaration").
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
+from ..local import LocalModel
 from ..stored import (AT_LEAST_ONE, CONDITIONS, FINITE, NONNEGATIVE, POSITIVE, Array, Condition,
                       Value, alternatives, declarations)
 
@@ -45,10 +48,15 @@ ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor
 LOW_RANK, EXACT, GIBBS = "LowRankGPRegressor", "ExactGPRegressor", "GibbsGPRegressor"
 
 
-#: ``system.factorization`` of a low-rank model whose posterior is a local model
-#: (:mod:`scalegp.local.centered`), whose systems are its kind's arrays; any other value is
-#: the kind of the :class:`~scalegp.engine.Posterior`'s system.
-LOCAL_FACTORIZATION = "local"
+#: The posterior summary's kind (metadata ``system``, :data:`SYSTEM_SELECTOR`) of a low-rank
+#: model whose posterior is a local model (:mod:`scalegp.local.centered`), whose systems are
+#: its kind's arrays; any other value is the kind of the :class:`~scalegp.engine.Posterior`'s
+#: system.
+LOCAL_FACTORIZATION = LocalModel.FACTORIZATION
+
+
+#: The value of the ``system`` section that selects its arrays (:func:`scalegp.stored.selected`).
+SYSTEM_SELECTOR = Posterior.SYSTEM_KIND
 
 
 #: Estimator parameters added after schema version 1 was first written, with the value that
@@ -163,7 +171,7 @@ METADATA_ENTRIES = (
     _Entry("optimization.message", "str", estimators=(LOW_RANK, EXACT)),
     _Entry("system", "object", estimators=(LOW_RANK, EXACT)),
     *_section_entries("system", Posterior, (LOW_RANK,),
-                      {"factorization": (LOCAL_FACTORIZATION,)}),
+                      {SYSTEM_SELECTOR: (LOCAL_FACTORIZATION,)}),
     *_section_entries("system", exact.ExactPosterior, (EXACT,)),
     _Entry("dtype", "str", estimators=(LOW_RANK,), choices=("float64", "float32")),
     _Entry("approximation", "str", estimators=(LOW_RANK, GIBBS)),

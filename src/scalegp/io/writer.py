@@ -18,7 +18,7 @@ from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
 from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
-                     LOCAL_FACTORIZATION, LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
+                     LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
 
 
 # ============================================================================ save
@@ -72,8 +72,7 @@ def _encode(model) -> tuple[dict, dict]:
     if isinstance(model, LowRankGPRegressor) and model.local_model_ is not None:
         _write_section(posterior.to_state(), "local", LOCAL_PREFIX, arrays, metadata)
         metadata["local"] = {"kind": posterior.kind, **metadata["local"]}
-        metadata["system"] = {"jitter": 0.0, "n_samples": int(posterior.n_samples),
-                              "factorization": LOCAL_FACTORIZATION, "signed": False}
+        metadata["system"] = posterior.system_state()
     else:
         _write_section(posterior.to_state(), "system", "", arrays, metadata)
     if isinstance(model, LowRankGPRegressor):

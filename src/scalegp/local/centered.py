@@ -400,6 +400,9 @@ class LocalModel(abc.ABC):
     STORED: ClassVar[dict] = {}
     #: name -> value of metadata that files written before the name existed lack.
     MODEL_FILE_DEFAULTS: ClassVar[dict] = {}
+    #: The posterior summary's kind in a local model's file (metadata
+    #: ``system.factorization``): its systems are the kind's own arrays.
+    FACTORIZATION: ClassVar[str] = "local"
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -484,6 +487,22 @@ class LocalModel(abc.ABC):
     @abc.abstractmethod
     def stored_arrays(cls, metadata: dict) -> set[str]:
         """The names of the arrays a file of this kind with this metadata holds."""
+
+    def system_state(self) -> dict:
+        """The posterior summary of a local model's file (metadata ``system``, the section of
+        :class:`scalegp.engine.Posterior` in a global model's): kind :attr:`FACTORIZATION`,
+        n, no jitter and no signs."""
+        return {"jitter": 0.0, "n_samples": int(self.n_samples),
+                "factorization": self.FACTORIZATION, "signed": False}
+
+    @classmethod
+    def from_sections(cls, state: dict, system: dict, **context) -> "LocalModel":
+        """The model from its section (``state``) and its file's posterior summary (``system``,
+        :meth:`system_state`); ``context`` as :meth:`from_state`."""
+        if system["signed"]:
+            raise ValueError("its metadata 'system.signed' is true, but a local model has no "
+                             "signs")
+        return cls.from_state(state, n_samples=system["n_samples"], **context)
 
     @classmethod
     def has_likelihood(cls, metadata: dict) -> bool:
