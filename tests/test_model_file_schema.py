@@ -411,3 +411,17 @@ def test_every_package_kernel_parameter_is_declared():
     from scalegp import kernels
     for name in sorted(kernels.KERNEL_NAMES):
         assert set(kernels.get(name).get_params()) <= set(schema.KERNEL_PARAMS), name
+
+
+def test_a_gibbs_model_without_a_map_is_refused(files, tmp_path):
+    """Was: an unexpected AttributeError (caught by the loader's safety net)."""
+    metadata, arrays = files["gibbs"]
+    arrays = {key: a for key, a in arrays.items() if not key.startswith(schema.MAP_PREFIX)}
+    metadata = edited(metadata, approximation="exact", feature_map={},
+                      params__approximation="exact",
+                      arrays={key: {"shape": list(a.shape), "dtype": a.dtype.str}
+                              for key, a in arrays.items()})
+    with pytest.raises(InvalidModelFileError, match=r"uses the approximation 'exact', but a "
+                                                    r"Gibbs model samples the weights of a "
+                                                    r"feature map"):
+        load(tmp_path, metadata, arrays)

@@ -40,6 +40,9 @@ class CheckedFile:
                 and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
             raise self.error("uses the approximation 'exact', which only a neighbourhood-local "
                              "model (metadata 'local.kind' = \"neighbors\") has")
+        if self.kind == GIBBS and self.map_class is None:
+            raise self.error("uses the approximation 'exact', but a Gibbs model samples the "
+                             "weights of a feature map")
         self._check_likelihood()
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
