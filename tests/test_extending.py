@@ -3,13 +3,18 @@ package, registered under a name for the duration of the test, runs through the 
 (the dense-GP contract, heteroscedastic noise, learning, the estimator, model files) without
 touching any module of the package."""
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import scalegp as sg
-from scalegp import features, kernels
+from scalegp import features, kernels, local
+from scalegp.engine import Posterior, exact, systems
+from scalegp.inference.gibbs import GibbsSamples
+from scalegp.stored import ARRAY_KINDS, JSON_KINDS, Array, Value, declarations
 from scalegp._validation import as_generator, check_matrix
 from scalegp.features.base import FeatureMap, _REGISTRY, feature_dtype
 from scalegp.engine.noise import FITC
@@ -98,6 +103,141 @@ def test_a_map_in_one_file_learns_saves_and_loads(shifted_cosines, regression_da
     sg.save(model, tmp_path / "m.npz")
     loaded = sg.load(tmp_path / "m.npz")
     np.testing.assert_array_equal(loaded.predict(X[:5]), model.predict(X[:5]))
+
+
+# ----------------------------------------------- a map that declares its model-file section
+DECLARED = "test-weighted-cosines"
+
+
+def _define_declared_map(base):
+    """psi_l(x) = a_l sqrt(2 s / m) cos(omega_l^T x / l + b_l): the shifted cosines with an
+    amplitude a_l > 0 per column, a new array that no module of the package knows. The map
+    declares its section (``STORED``, :mod:`scalegp.stored`): the shapes ("f" the
+    frequencies, "d" the inputs), the amplitudes' domain and a JSON field's choices."""
+
+    @dataclass(frozen=True, eq=False)
+    class WeightedCosines(base, name=DECLARED):
+        amplitudes: np.ndarray
+        origin: str = "drawn"
+
+        description = "test map: amplitude-weighted shifted cosines"
+        STORED = {"omega": Array(("f", "d")), "shifts": Array(("f",)),
+                  "amplitudes": Array(("f",), ("positive",)),
+                  "origin": Value("str", choices=("drawn", "given"))}
+
+        @classmethod
+        def build(cls, X, kernel, n_components, rng=None, **options):
+            rng = as_generator(rng)
+            plain = base.build(X, kernel, n_components, rng)
+            return cls(n_dims=plain.n_dims, omega=plain.omega, shifts=plain.shifts,
+                       amplitudes=rng.uniform(0.5, 1.5, size=n_components))
+
+        def features(self, X, kernel):
+            Psi = super().features(X, kernel)
+            return Psi * self.amplitudes.astype(Psi.dtype)
+
+        def features_grad(self, X, kernel):
+            grad = super().features_grad(X, kernel)
+            return grad * self.amplitudes.astype(grad.dtype)
+
+    return WeightedCosines
+
+
+@pytest.fixture
+def weighted_cosines(shifted_cosines):
+    cls = _define_declared_map(shifted_cosines)
+    yield cls
+    _REGISTRY.pop(DECLARED)
+
+
+def _saved_file(path):
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {key: archive[key] for key in archive.files if key != "metadata"}
+        metadata = json.loads(archive["metadata"].tobytes().decode("utf-8"))
+    return metadata, arrays
+
+
+def _write_file(path, metadata, arrays):
+    metadata = dict(metadata, arrays={key: {"shape": list(a.shape), "dtype": a.dtype.str}
+                                      for key, a in arrays.items()})
+    text = np.frombuffer(json.dumps(metadata).encode("utf-8"), dtype=np.uint8)
+    np.savez(path, metadata=text, **arrays)
+    return path
+
+
+def test_a_map_with_its_own_array_saves_and_loads_without_touching_io(
+        weighted_cosines, regression_data, tmp_path):
+    """The map's new array and JSON field travel through the model file by its declaration
+    alone: bit-identical predictions after loading, and the declaration is what the loader
+    enforces (the amplitudes' shape in the map's symbols, their domain, the field's
+    choices), with errors naming the field."""
+    X, y = regression_data
+    check_map_protocol(weighted_cosines.build(X, sg.Gaussian(), 30, np.random.default_rng(0)),
+                       sg.Gaussian(), X,
+                       lambda: weighted_cosines.build(X, sg.Gaussian(), 30,
+                                                      np.random.default_rng(0)))
+    model = sg.LowRankGPRegressor(approximation=DECLARED, n_components=40,
+                                  kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
+                                  noise_variance=0.1, optimize=False,
+                                  random_state=0).fit(X, y)
+    path = tmp_path / "m.npz"
+    sg.save(model, path)
+    metadata, arrays = _saved_file(path)
+    assert arrays["feature_map.amplitudes"].shape == (40,)
+    assert metadata["feature_map"]["origin"] == "drawn"
+    loaded = sg.load(path)
+    assert type(loaded.feature_map_) is weighted_cosines
+    np.testing.assert_array_equal(loaded.feature_map_.amplitudes, model.feature_map_.amplitudes)
+    X_test = X[:7] + 0.1
+    for got, want in zip(loaded.predict(X_test, return_std=True),
+                         model.predict(X_test, return_std=True)):
+        np.testing.assert_array_equal(got, want)
+
+    negative = arrays["feature_map.amplitudes"].copy()
+    negative[3] = -0.5
+    short = arrays["feature_map.amplitudes"][:-1]
+    for name, changed_metadata, changed_arrays, match in (
+            ("negative amplitude", metadata, {"feature_map.amplitudes": negative},
+             r"has array 'feature_map\.amplitudes' whose values must be finite and > 0; "
+             r"entry 3 is -0\.5"),
+            ("one amplitude short", metadata, {"feature_map.amplitudes": short},
+             r"has array 'feature_map\.amplitudes' of shape \(39,\), expected \(40,\)"),
+            ("unknown origin", dict(metadata, feature_map=dict(metadata["feature_map"],
+                                                                origin="guessed")), {},
+             r"'feature_map\.origin' = 'guessed', expected one of \['drawn', 'given'\]"),
+            ("amplitudes as JSON", dict(metadata, feature_map=dict(metadata["feature_map"],
+                                                                    amplitudes=1.0)),
+             {"feature_map.amplitudes": None},
+             r"'feature_map\.amplitudes' = 1\.0, expected the array "
+             r"'feature_map\.amplitudes'")):
+        tampered = {key: value for key, value in {**arrays, **changed_arrays}.items()
+                    if value is not None}
+        with pytest.raises(sg.InvalidModelFileError, match=match):
+            sg.load(_write_file(tmp_path / "tampered.npz", changed_metadata, tampered))
+
+
+def _stored_components():
+    """Every component class of the package that declares a model-file section."""
+    return [*features.registry().values(), *systems.SYSTEMS.values(), Posterior,
+            exact.ExactPosterior, GibbsSamples, *local.LOCAL_KINDS.values()]
+
+
+def test_io_names_no_field_of_a_component():
+    """io holds the archive's safety and the schema mechanism: the names of the arrays and
+    values of every component (omega, n_nodes, probes, theta1_index, cholesky_factor ...)
+    appear only in the components' own declarations, never quoted in scalegp/io."""
+    io_source = "\n".join(path.read_text() for path in
+                          (Path(sg.__file__).parent / "io").glob("*.py"))
+    vocabulary = set(JSON_KINDS) | set(ARRAY_KINDS)       # e.g. "scale", a JSON kind
+    named = {}
+    for component in _stored_components():
+        for name, declaration in declarations(component).items():
+            if name not in vocabulary:
+                for quote in ("'", '"'):
+                    if f"{quote}{name}{quote}" in io_source:
+                        named.setdefault(name, component.__name__)
+    assert len(_stored_components()) >= len(features.names()) + 8
+    assert named == {}
 
 
 # ----------------------------------------------------------------- a kernel in one class

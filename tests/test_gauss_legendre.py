@@ -306,11 +306,11 @@ def test_state_rebuilds_the_map_and_report_names_q_Q_and_theory(data_2d):
     X, _ = data_2d
     kernel = boxed(sg.Matern(nu=2.5, length_scale=0.5))
     fmap = build(X, kernel, n_components=60)
-    again = type(fmap)(**fmap.state())
+    again = type(fmap).from_state(fmap.to_state())
     np.testing.assert_array_equal(again.features(X, kernel), fmap.features(X, kernel))
     assert again.report() == fmap.report()
     for field in ("truncation_bound", "theoretical_n_nodes", "epsilon", "selection"):
-        assert field in fmap.state()
+        assert field in fmap.to_state()
     report = fmap.report()
     assert f"q = [{fmap.n_nodes[0]}, {fmap.n_nodes[1]}]" in report
     assert "Proposition 7: R = " in report and "Theorems 11-12: q = " in report

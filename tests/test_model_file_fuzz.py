@@ -723,8 +723,9 @@ def test_unlisted_member_is_refused_unread(saved, tmp_path):
 def test_signs_disagreeing_with_the_feature_map_are_refused(saved, tmp_path):
     entry = saved["signed"]
     signs = -entry.arrays["signs"]
-    with pytest.raises(InvalidModelFileError, match=r"has array 'signs' that differs from its "
-                                                    r"feature map's signs"):
+    with pytest.raises(InvalidModelFileError, match=r"has a Posterior .* could not be rebuilt: "
+                                                    r"array 'signs' differs from its feature "
+                                                    r"map's signs"):
         sg.load(write(tmp_path / "m.npz", model_file(entry, *with_array(entry, "signs",
                                                                          signs))))
 

@@ -2,11 +2,11 @@
 
 One model of each kind is fitted and saved (every feature map, signed and repaired systems,
 the exact GP, every local mode, the Gibbs sampler); the fields its file holds (every metadata
-entry and every array) are enumerated, and each must have a declaration in the schema of
-:mod:`scalegp.io`: a metadata entry, a kernel or feature-map scalar, an array field with its
-conditions, a local kind's declaration, or an estimator parameter with its constraint. The
-generic rules for maps and kernels outside the package (finite numbers, JSON scalars) do not
-count. Then the named corruptions of the issue, one per field type.
+entry and every array) are enumerated, and each must have a declaration: a metadata entry of the schema of
+:mod:`scalegp.io`, a kernel parameter, a declaration of the component whose section holds it
+(a feature map's, a system's, a posterior's, the Gibbs samples', a local kind's ``STORED``,
+:mod:`scalegp.stored`), or an estimator parameter with its constraint. The generic rules for
+maps and kernels outside the package (finite numbers, JSON scalars) do not count. Then the named corruptions of the issue, one per field type.
 """
 
 import json
@@ -26,6 +26,7 @@ from scalegp import features
 from scalegp.io import schema
 from scalegp import local
 from scalegp.errors import InvalidModelFileError
+from scalegp.stored import Array, Value, declarations
 
 from .test_model_file_fuzz import model_file, with_array, write
 from scalegp.estimators.configuration import Clusters, Neighbors, make_approximation
@@ -129,14 +130,17 @@ def metadata_declaration(metadata, path):
         return schema.KERNEL_PARAMS.get(rest[1]) if len(rest) == 2 else None
     if head == "feature_map":
         name = rest[0]
-        if name in schema.MAP_SCALARS:
-            return schema.MAP_SCALARS[name]
+        declared = declarations(features.get(metadata["approximation"])).get(name)
+        if isinstance(declared, Value):
+            return declared
         # a declared array field stored as null (absent, e.g. a real sketch's imaginary part)
-        declared = schema.MAP_PREFIX + name in schema._DECLARED_MAP_ARRAYS
-        return "null array" if declared and metadata["feature_map"][name] is None else None
+        return ("null array" if isinstance(declared, Array)
+                and metadata["feature_map"][name] is None else None)
     if head == "local" and len(rest) == 1:
         kind = local.LOCAL_KINDS[metadata["local"]["kind"]]
-        return "kind" if rest[0] == "kind" else kind.MODEL_FILE_METADATA.get(rest[0])
+        declared = declarations(kind).get(rest[0])
+        return "kind" if rest[0] == "kind" else (declared if isinstance(declared, Value)
+                                                 else None)
     dotted = ".".join(path)
     entries = [entry for entry in schema.METADATA_ENTRIES
                if entry.path == dotted and estimator in entry.estimators and not entry.open]
@@ -147,11 +151,14 @@ def array_declaration(metadata, key):
     """The schema's declaration of one array (its conditions), or None."""
     if key.startswith(schema.LOCAL_PREFIX):
         kind = local.LOCAL_KINDS[metadata["local"]["kind"]]
-        declared = kind.MODEL_FILE_ARRAYS.get(key[len(schema.LOCAL_PREFIX):])
-        return declared and declared[1]
+        declared = declarations(kind).get(key[len(schema.LOCAL_PREFIX):])
+        return isinstance(declared, Array) and declared.conditions
+    if key.startswith(schema.MAP_PREFIX):
+        declared = declarations(features.get(metadata["approximation"])).get(
+            key[len(schema.MAP_PREFIX):])
+        return isinstance(declared, Array) and declared.conditions
     fields = [field for field in schema.ARRAY_FIELDS if field.name == key
-              and (key.startswith(schema.MAP_PREFIX)
-                   or metadata["estimator"] in field.estimators)]
+              and metadata["estimator"] in field.estimators]
     return fields[0].conditions if fields else None
 
 
@@ -400,3 +407,17 @@ def test_every_package_kernel_parameter_is_declared():
     from scalegp import kernels
     for name in sorted(kernels.KERNEL_NAMES):
         assert set(kernels.get(name).get_params()) <= set(schema.KERNEL_PARAMS), name
+
+
+def test_a_gibbs_model_without_a_map_is_refused(files, tmp_path):
+    """Was: an unexpected AttributeError (caught by the loader's safety net)."""
+    metadata, arrays = files["gibbs"]
+    arrays = {key: a for key, a in arrays.items() if not key.startswith(schema.MAP_PREFIX)}
+    metadata = edited(metadata, approximation="exact", feature_map={},
+                      params__approximation="exact",
+                      arrays={key: {"shape": list(a.shape), "dtype": a.dtype.str}
+                              for key, a in arrays.items()})
+    with pytest.raises(InvalidModelFileError, match=r"uses the approximation 'exact', but a "
+                                                    r"Gibbs model samples the weights of a "
+                                                    r"feature map"):
+        load(tmp_path, metadata, arrays)

@@ -122,7 +122,7 @@ def test_repaired_fixed_basis_gradient_from_statistics_matches_finite_difference
     kernel = sg.Gaussian(length_scale=[0.8, 1.1], length_scale_bounds=(0.5, 2.0),
                          variance_bounds=(0.1, 10.0))
     glf = features.get("glf").build(X, kernel, 36, np.random.default_rng(0))
-    fmap = SignedGLF(**glf.state())
+    fmap = SignedGLF.from_state(glf.to_state())
     likelihood = MarginalLikelihood(fmap, kernel, X, y, signed_rule="repair")
     assert likelihood.basis_statistics is not None
     theta = np.append(kernel.theta, np.log(NOISE))

@@ -126,8 +126,8 @@ def test_glf_asks_the_kernel_for_its_decay_laws():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         maps = [glf.build(X, k, 64, None) for k in (new, gaussian)]
-    for field, value in maps[1].state().items():
-        np.testing.assert_array_equal(maps[0].state()[field], value, err_msg=field)
+    for field, value in maps[1].to_state().items():
+        np.testing.assert_array_equal(maps[0].to_state()[field], value, err_msg=field)
     np.testing.assert_array_equal(maps[0].valid_log_bounds(new),
                                   maps[1].valid_log_bounds(gaussian))
     without = _UnrelatedGaussianWithoutDecayClass(length_scale=0.6)

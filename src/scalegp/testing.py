@@ -187,7 +187,7 @@ def check_features_grad(feature_map, kernel, X, step: float = 1e-6):
 
 def check_map_protocol(feature_map, kernel, X, rebuild):
     """Shape, dtype (float32 in, float32 out), signs in {-1, +1}, determinism of
-    ``rebuild()`` (the same build call again), completeness of ``state()``, input checks."""
+    ``rebuild()`` (the same build call again), completeness of ``to_state()``, input checks."""
     Psi = feature_map.features(X, kernel)
     assert Psi.shape == (X.shape[0], feature_map.n_components) and Psi.dtype == np.float64
     assert feature_map.signs is None or set(np.unique(feature_map.signs)) <= {-1.0, 1.0}
@@ -195,7 +195,7 @@ def check_map_protocol(feature_map, kernel, X, rebuild):
     assert Psi32.dtype == np.float32
     np.testing.assert_allclose(Psi32, Psi, atol=1e-4 * max(1.0, np.abs(Psi).max()))
     np.testing.assert_array_equal(rebuild().features(X, kernel), Psi)    # same seed, same map
-    rebuilt = type(feature_map)(**feature_map.state())
+    rebuilt = type(feature_map).from_state(feature_map.to_state())
     np.testing.assert_array_equal(rebuilt.features(X, kernel), Psi)      # state is complete
     narrow = X[:, :1] if X.shape[1] > 1 else np.hstack([X, X])
     for bad, message in ((narrow, f"X must have {X.shape[1]} column"),

@@ -19,6 +19,7 @@ import numpy as np
 from .. import linalg, rowwise
 from .._validation import check_matrix, check_positive_scalar, check_vector
 from ..kernels import Kernel
+from ..stored import Array, Value
 from .hyperparameters import Hyperparameters
 
 #: Largest training set the dense reference accepts: an n x n float64 Gram of 10,000 rows is
@@ -88,6 +89,28 @@ class ExactPosterior:
     alpha: np.ndarray
     log_marginal_likelihood: float
     jitter: float
+
+    #: The posterior's section of a model file (:mod:`scalegp.stored`): the metadata
+    #: ``system`` and the arrays X_train (n x d), L (n x n, lower triangular, positive
+    #: diagonal) and alpha = (K + s2 I)^{-1} y; the kernel, s2 and the likelihood are
+    #: sections of their own.
+    STORED = {"jitter": Value("number", "nonnegative"),
+              "X_train": Array(("n", "d")),
+              "cholesky_factor": Array(("n", "n"), ("finite", "cholesky")),
+              "alpha": Array(("n",))}
+
+    def to_state(self) -> dict:
+        """The section, as ``STORED`` declares it."""
+        return {"jitter": float(self.jitter), "X_train": self.X_train,
+                "cholesky_factor": self.cholesky_factor, "alpha": self.alpha}
+
+    @classmethod
+    def from_state(cls, state: dict, *, kernel: Kernel, noise_variance: float,
+                   log_marginal_likelihood: float) -> "ExactPosterior":
+        """The posterior from its validated section (shapes agree: the schema's symbols)."""
+        return cls(kernel=kernel, noise_variance=noise_variance, X_train=state["X_train"],
+                   cholesky_factor=state["cholesky_factor"], alpha=state["alpha"],
+                   log_marginal_likelihood=log_marginal_likelihood, jitter=state["jitter"])
 
     @classmethod
     def fit(cls, kernel: Kernel, noise_variance, X, y,

@@ -41,12 +41,13 @@ from ..data.base import DistributedSource, as_source
 from ..errors import ApproximationWarning
 from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
 from ..kernels import Kernel
+from ..stored import Array, Value, declarations, selected
 from .hyperparameters import Hyperparameters
 from .noise import HOMOSCEDASTIC, NoiseModel, missing_prior_variance
 from .positive_part import positive_part_gradient
 from .statistics import (BasisStatistics, KeptFeatures, Statistics, accumulate_gradient,
                          accumulate_statistics, feature_cache_budget, features_by_chunk)
-from .systems import EigenSystem, FactorizedSystem
+from .systems import SYSTEMS, EigenSystem, FactorizedSystem
 
 
 #: How the engine treats a signed approximation Psi S Psi^T (quadrature rules with negative
@@ -319,9 +320,53 @@ class Posterior:
     log_marginal_likelihood: float
     n_samples: int
 
+    #: The value of the posterior's section that names its system's kind.
+    SYSTEM_KIND = "factorization"
+    #: The posterior's section of a model file (:mod:`scalegp.stored`): the metadata
+    #: ``system`` and the arrays of its system's kind (``factorization``), plus the signs of a
+    #: signed map. The feature map, the kernel, s2 and the likelihood are sections of their own.
+    STORED = {"jitter": Value("number", "nonnegative"),
+              "n_samples": Value("int", "at_least_one"),
+              "factorization": Value("str", choices=tuple(SYSTEMS)),
+              "signed": Value("bool"),
+              "signs": Array(("m",), ("sign",), when=("signed", True)),
+              **selected(SYSTEM_KIND, SYSTEMS)}
+
     @property
     def noise_variance(self) -> float:
         return self.system.noise_variance
+
+    def to_state(self) -> dict:
+        """The section: the system's jitter, kind and arrays, n, and the map's signs."""
+        signs = self.feature_map.signs
+        state = {"jitter": float(self.system.jitter), "n_samples": int(self.n_samples),
+                 "factorization": self.system.name, "signed": signs is not None,
+                 **self.system.to_state()}
+        if signs is not None:
+            state["signs"] = np.asarray(signs, dtype=np.float64)
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict, *, feature_map: FeatureMap, kernel: Kernel,
+                   noise_variance: float, log_marginal_likelihood: float) -> "Posterior":
+        """The posterior from its validated section; ValueError when the signs disagree
+        with the map's, or the system's arrays with each other."""
+        kind = SYSTEMS[state["factorization"]]
+        if state["signed"] != (feature_map.signs is not None):
+            raise ValueError(f"it says signed = {state['signed']}, but its feature map "
+                             f"{'has no' if not state['signed'] else 'has'} signs")
+        if kind.signed != state["signed"]:
+            raise ValueError(f"its factorization {kind.name!r} is not that of a "
+                             f"{'signed' if state['signed'] else 'unsigned'} system")
+        signs = state.get("signs")
+        if signs is not None and not np.array_equal(signs, feature_map.signs):
+            raise ValueError("array 'signs' differs from its feature map's signs")
+        system = kind.from_state({name: state[name] for name in declarations(kind)},
+                                 noise_variance=noise_variance, jitter=state["jitter"],
+                                 signs=feature_map.signs)
+        return cls(feature_map=feature_map, kernel=kernel, system=system,
+                   log_marginal_likelihood=log_marginal_likelihood,
+                   n_samples=state["n_samples"])
 
     @classmethod
     def fit(cls, feature_map: FeatureMap, kernel: Kernel, noise_variance, X, y=None, *,

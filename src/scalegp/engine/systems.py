@@ -2,8 +2,10 @@
 
 Three kinds share one interface (docs/engine.md, "Posterior"): :class:`CholeskySystem` (S = I),
 :class:`EigenSystem` (signed features, kept as they are) and :class:`RepairedSystem` (the
-positive part of a signed approximation, docs/positive-part.md). Each writes and reads its own
-model-file arrays, so the model-file code needs no branch on the kind.
+positive part of a signed approximation, docs/positive-part.md). Each declares, writes and
+reads its own model-file arrays (``STORED``, :meth:`FactorizedSystem.to_state`,
+:meth:`FactorizedSystem.from_state`; :mod:`scalegp.stored`), so the model-file code needs no
+branch on the kind.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ import numpy as np
 
 from .. import linalg
 from ..errors import NotPositiveDefiniteError
+from ..stored import Array
 from .positive_part import PositivePart
 
 __all__ = ["FactorizedSystem", "CholeskySystem", "EigenSystem", "RepairedSystem", "SYSTEMS",
            "POSITIVE_PART_PREFIX"]
+
+
+#: Model-file prefix of a repaired system's arrays.
+POSITIVE_PART_PREFIX = "positive_part."
 
 
 class FactorizedSystem(abc.ABC):
@@ -34,12 +41,16 @@ class FactorizedSystem(abc.ABC):
     * :class:`RepairedSystem`: the Cholesky system of the positive part of a signed
       approximation, written in the repaired features Psi+ = Psi T (:meth:`project`).
 
-    Each kind knows its arrays for a model file (:meth:`arrays`, :meth:`from_arrays`), so the
-    model file code needs no branch on the kind.
+    Each kind declares its arrays for a model file (``STORED``: the system has dimension m,
+    r <= m for the repaired one) and writes and reads them
+    (:meth:`to_state`, :meth:`from_state`), so the model file code needs no branch on the kind.
     """
 
     #: The ``system.factorization`` entry of a model file.
     name: ClassVar[str]
+    #: Whether the kind is the factorization of a signed map's system.
+    signed: ClassVar[bool] = False
+    STORED = {"beta": Array(("m",))}
 
     def __init__(self, noise_variance: float, beta: np.ndarray, jitter: float = 0.0):
         self.noise_variance = float(noise_variance)
@@ -121,21 +132,27 @@ class FactorizedSystem(abc.ABC):
         raise NotImplementedError(
             f"the {self.name} system has no weight-space posterior (M^{{-1}} is indefinite)")
 
+    def to_state(self) -> dict[str, np.ndarray]:
+        """The system's arrays for a model file, as ``STORED`` declares them."""
+        return {"beta": self.beta, **self._factor_arrays()}
+
     @abc.abstractmethod
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The factorization's arrays for a model file (besides ``beta``)."""
+    def _factor_arrays(self) -> dict[str, np.ndarray]:
+        """The factorization's arrays (besides ``beta``)."""
 
     @classmethod
     @abc.abstractmethod
-    def from_arrays(cls, arrays: dict, noise_variance: float, jitter: float,
-                    signs: np.ndarray | None) -> "FactorizedSystem":
-        """The system from validated model-file arrays (``beta`` and those of :meth:`arrays`)."""
+    def from_state(cls, state: dict, *, noise_variance: float, jitter: float,
+                   signs: np.ndarray | None) -> "FactorizedSystem":
+        """The system from its validated model-file arrays (those of :meth:`to_state`);
+        ValueError where they disagree with each other or with the signs."""
 
 
 class CholeskySystem(FactorizedSystem):
     """M = L L^T (S = I); latent variance s2 |L^{-1} psi|^2."""
 
     name = "cholesky"
+    STORED = {"cholesky_factor": Array(("m", "m"), ("finite", "cholesky"))}
 
     def __init__(self, noise_variance, beta, jitter, cholesky_factor: np.ndarray):
         super().__init__(noise_variance, beta, jitter)
@@ -171,18 +188,21 @@ class CholeskySystem(FactorizedSystem):
         return self.beta[:, None] + math.sqrt(self.noise_variance) * linalg.solve_lower(
             self.cholesky_factor, Z, transpose=True)
 
-    def arrays(self):
+    def _factor_arrays(self):
         return {"cholesky_factor": self.cholesky_factor}
 
     @classmethod
-    def from_arrays(cls, arrays, noise_variance, jitter, signs):
-        return cls(noise_variance, arrays["beta"], jitter, arrays["cholesky_factor"])
+    def from_state(cls, state, *, noise_variance, jitter, signs):
+        return cls(noise_variance, state["beta"], jitter, state["cholesky_factor"])
 
 
 class EigenSystem(FactorizedSystem):
     """M = V diag(lambda) V^T, symmetric indefinite (signed features)."""
 
     name = "eigen"
+    signed = True
+    STORED = {"eigenvalues": Array(("m",), ("finite", "nonsingular")),
+              "eigenvectors": Array(("m", "m"))}
 
     def __init__(self, noise_variance, beta, jitter, signs: np.ndarray,
                  indefinite: linalg.SymmetricFactorization):
@@ -225,15 +245,22 @@ class EigenSystem(FactorizedSystem):
     def quadratic_diagonal(self, Psi):
         return self.indefinite.quadratic_diagonal(Psi)
 
-    def arrays(self):
+    def _factor_arrays(self):
         return {"eigenvalues": self.indefinite.eigenvalues,
                 "eigenvectors": self.indefinite.eigenvectors}
 
     @classmethod
-    def from_arrays(cls, arrays, noise_variance, jitter, signs):
-        return cls(noise_variance, arrays["beta"], jitter, signs,
-                   linalg.SymmetricFactorization(arrays["eigenvalues"],
-                                                 arrays["eigenvectors"]))
+    def from_state(cls, state, *, noise_variance, jitter, signs):
+        """ValueError unless M has as many negative eigenvalues as S has -1 entries (the
+        inertia of a positive definite covariance, class docstring)."""
+        eigenvalues = state["eigenvalues"]
+        n_negative, expected = int(np.sum(eigenvalues < 0)), int(np.sum(signs < 0))
+        if n_negative != expected:
+            raise ValueError(f"array 'eigenvalues' has {n_negative} negative values, but "
+                             f"{expected} are expected from its signs: the stored system is "
+                             "not that of a positive definite covariance")
+        return cls(noise_variance, state["beta"], jitter, signs,
+                   linalg.SymmetricFactorization(eigenvalues, state["eigenvectors"]))
 
 
 class RepairedSystem(CholeskySystem):
@@ -241,6 +268,12 @@ class RepairedSystem(CholeskySystem):
     the factor live in the r-dimensional repaired space (docs/positive-part.md)."""
 
     name = "repaired"
+    signed = True
+    # beta and L in the r repaired features ("r"); T (m x r) and the ascending spectrum of the
+    # signed Gram matrix (at most m eigenvalues, exactly r of them positive)
+    STORED = {"beta": Array(("r",)), "cholesky_factor": Array(("r", "r"), ("finite", "cholesky")),
+              POSITIVE_PART_PREFIX + "transform": Array(("m", "r")),
+              POSITIVE_PART_PREFIX + "eigenvalues": Array(("spectrum",))}
 
     def __init__(self, noise_variance, beta, jitter, cholesky_factor, part: PositivePart):
         super().__init__(noise_variance, beta, jitter, cholesky_factor)
@@ -253,19 +286,31 @@ class RepairedSystem(CholeskySystem):
     def project(self, Psi):
         return self._positive_part.project(Psi)
 
-    def arrays(self):
+    def _factor_arrays(self):
         return {"cholesky_factor": self.cholesky_factor,
                 POSITIVE_PART_PREFIX + "transform": self._positive_part.transform,
                 POSITIVE_PART_PREFIX + "eigenvalues": self._positive_part.eigenvalues}
 
     @classmethod
-    def from_arrays(cls, arrays, noise_variance, jitter, signs):
-        part = PositivePart(arrays[POSITIVE_PART_PREFIX + "transform"],
-                            arrays[POSITIVE_PART_PREFIX + "eigenvalues"])
-        return cls(noise_variance, arrays["beta"], jitter, arrays["cholesky_factor"], part)
+    def from_state(cls, state, *, noise_variance, jitter, signs):
+        """ValueError unless the spectrum is ascending (as the eigen-decomposition writes it)
+        and holds exactly r positive eigenvalues among at most m, r <= m."""
+        transform = state[POSITIVE_PART_PREFIX + "transform"]
+        spectrum = state[POSITIVE_PART_PREFIX + "eigenvalues"]
+        (m, k), size = transform.shape, spectrum.size
+        if k > m or size > m:
+            raise ValueError(f"the repaired system has {k} features and a spectrum of {size} "
+                             f"eigenvalues, but its feature map has only {m}")
+        if np.any(np.diff(spectrum) < 0):
+            raise ValueError(f"array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} is not in "
+                             "ascending order (as the eigen-decomposition writes it)")
+        if int(np.sum(spectrum > 0)) != k:
+            raise ValueError(f"array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} has "
+                             f"{int(np.sum(spectrum > 0))} positive values, but the repaired "
+                             f"system has {k} features (one per positive eigenvalue)")
+        part = PositivePart(transform, spectrum)
+        return cls(noise_variance, state["beta"], jitter, state["cholesky_factor"], part)
 
 
-#: Model-file prefix of a repaired system's arrays.
-POSITIVE_PART_PREFIX = "positive_part."
 #: The kinds of :class:`FactorizedSystem` by their model-file name.
 SYSTEMS = {cls.name: cls for cls in (CholeskySystem, EigenSystem, RepairedSystem)}

@@ -10,6 +10,12 @@ predicts from.
 from __future__ import annotations
 
 
+#: Option of the ``local`` configuration object -> the local model's section value (a flag,
+#: false where a kind has none) that a model file must agree with
+#: (:mod:`scalegp.local.centered`, :mod:`scalegp.estimators.configuration`).
+LOCAL_SECTION_PARAMS = {"lazy": "lazy", "reoptimize": "reoptimized"}
+
+
 def set_fitted(estimator, posterior, **state) -> None:
     """Give ``estimator`` the fitted state of a stored ``posterior`` (or Gibbs samples) and the
     stored normalization and optimization state, as ``fit`` would have."""

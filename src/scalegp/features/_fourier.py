@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import Kernel
+from ..stored import Array
 from .base import FeatureGradient, FeatureMap, MapAtTheta, feature_dtype
 
 
@@ -58,6 +59,12 @@ class FourierFeatureMap(FeatureMap):
     offset: np.ndarray
     frequency_signs: np.ndarray | None = None
     phase_shifts: np.ndarray | None = None
+
+    STORED = {"omega": Array(("f", "d")),
+              "frequency_weights": Array(("f",), ("nonnegative",)),
+              "offset": Array(("d",)),
+              "frequency_signs": Array(("f",), ("sign",)),
+              "phase_shifts": Array(("single",))}
 
     # every build reads X through data_centre (the bounding box) and n_dims only; a subclass
     # that reads the rows themselves must set this False

@@ -20,6 +20,7 @@ import numpy as np
 
 from .._validation import check_matrix
 from ..kernels import Kernel
+from ..stored import Value
 
 _REGISTRY: dict[str, type["FeatureMap"]] = {}
 
@@ -45,6 +46,10 @@ class FeatureMap(abc.ABC):
     """
 
     n_dims: int
+
+    #: The model-file section of the map: a declaration per dataclass field
+    #: (:mod:`scalegp.stored`; a subclass adds its own fields' declarations).
+    STORED = {"n_dims": Value("int", "at_least_one")}
 
     name: ClassVar[str] = ""
     #: One line for ``scalegp list``.
@@ -158,9 +163,17 @@ class FeatureMap(abc.ABC):
         (``LowRankGPRegressor.approximation_diagnostics_``); none by default."""
         return {}
 
-    def state(self) -> dict:
-        """The dataclass fields (theta-independent state), for model files."""
+    # ----------------------------------------------------------------- model files
+    def to_state(self) -> dict:
+        """The dataclass fields (theta-independent state): the map's section of a model file,
+        each field declared in ``STORED`` (arrays as ``.npy`` members, the rest as JSON)."""
         return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "FeatureMap":
+        """The map from its validated section, by keyword: ``cls(**state)`` (ValueError or
+        TypeError where the fields disagree, from the map's own construction)."""
+        return cls(**state)
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,6 +38,7 @@ import numpy as np
 from .._validation import (as_generator, check_matrix, check_positive_int, check_positive_scalar,
                            check_vector)
 from ..kernels import Kernel
+from ..stored import Array, Value
 from ._tensor_grid import (Nodes, Weights, contract_axes, half_grid, half_grid_exponential_rows,
                            half_grid_flat_indices, kronecker)
 from .base import FixedBasisFeatureMap, feature_dtype
@@ -203,6 +204,15 @@ class GaussLegendreFeatures(_ResolutionChecks, FixedBasisFeatureMap, name="glf")
     theoretical_n_nodes: np.ndarray | None = None
     epsilon: float = DEFAULT_EPSILON
     selection: str = "given"
+
+    STORED = {"n_nodes": Array(("d",), ("at_least_one",), kind="int"),
+              "half_width": Array(("d",), ("positive",)),
+              "panels": Array(("d",), ("panel_count",), kind="int"),
+              "offset": Array(("d",)),
+              "truncation_bound": Array(("d",), ("reported",)),
+              "theoretical_n_nodes": Array(("d",), ("reported",)),
+              "epsilon": Value("number", "positive"),
+              "selection": Value("str")}
 
     description = ("Gauss-Legendre features: truncated tensor Gauss-Legendre rule, basis "
                    "independent of the hyperparameters (O(s^3) learning steps)")

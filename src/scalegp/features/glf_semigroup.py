@@ -13,6 +13,7 @@ import numpy as np
 
 from .._validation import check_matrix, check_positive_int, check_positive_scalar
 from ..kernels import Kernel
+from ..stored import Array, Value
 from ._tensor_grid import Nodes, Products, Weights, full_grid
 from .base import FixedBasisFeatureMap, feature_dtype
 from .gauss_legendre import DEFAULT_NOISE_VARIANCE_LOWER, MASS_TOLERANCE, _integer_vector
@@ -124,6 +125,12 @@ class SemigroupGaussLegendreFeatures(FixedBasisFeatureMap, name="glf-semigroup")
     truncation_bound: np.ndarray | None = None
     epsilon: float = DEFAULT_EPSILON
     selection: str = "given"
+
+    STORED = {"n_nodes": Array(("d",), ("at_least_one",), kind="int"),
+              "half_width": Array(("d",), ("positive",)),
+              "truncation_bound": Array(("d",), ("reported",)),
+              "epsilon": Value("number", "positive"),
+              "selection": Value("str")}
 
     description = ("Gauss-Legendre features of the reciprocal semigroup kernel (non-negative "
                    "inputs): Laplace-transform nodes on [0, Q]")

@@ -26,6 +26,7 @@ from scipy.special import gammainc, gammaln
 
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
+from ..stored import Array, Value
 from . import sketches
 from .base import FeatureMap, MapAtTheta, feature_dtype
 
@@ -170,6 +171,14 @@ class MaclaurinFeatures(FeatureMap, name="maclaurin"):
     projections: np.ndarray
     projections_imag: np.ndarray | None = None
     expected_error: float = math.nan
+
+    # D_n per degree; the sketch matrices side by side (sum_n n D_n columns, checked by the
+    # map; the imaginary part: complex sketches only)
+    STORED = {"sketch": Value("str", choices=("explicit", *sketches.SKETCHES)),
+              "allocation": Array(("degree",), ("at_least_one",), kind="int"),
+              "projections": Array(("d", "projection_columns")),
+              "projections_imag": Array(("d", "projection_columns")),
+              "expected_error": Value("number", "nan_or_nonnegative")}
 
     description = "Maclaurin features of the Gaussian kernel: explicit (1-D) or sketched"
     reference = "Wacker & Filippone 2022, Eqs. 3-5; Wacker, Kanagawa & Filippone 2022"

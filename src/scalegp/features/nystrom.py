@@ -33,6 +33,7 @@ import numpy as np
 from .. import linalg, parallel
 from .._validation import check_matrix
 from ..kernels import Kernel
+from ..stored import Array, Value
 from .base import DEFAULT_N_COMPONENTS, FeatureGradient, FeatureMap, MapAtTheta, feature_dtype
 
 #: Knot rules of :meth:`NystromFeatures.build`; a map built from a user's array records
@@ -58,6 +59,8 @@ class NystromFeatures(FeatureMap, name="nystrom"):
 
     knots: np.ndarray
     selection: str = GIVEN
+
+    STORED = {"knots": Array(("m", "d")), "selection": Value("str")}
 
     description = ("Nystrom / predictive-process features at knots (random, grid, pivoted "
                    "Cholesky, k-means or given): psi(x) = L_ZZ^-1 k(Z, x)")

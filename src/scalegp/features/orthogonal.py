@@ -24,6 +24,7 @@ from scipy.linalg import hadamard
 from .. import linalg
 from .._validation import as_generator, check_matrix
 from ..kernels import Kernel
+from ..stored import Array
 from ._fourier import FourierFeatureMap
 from .random_fourier import (data_centre, draw_phase_shifts, monte_carlo_frequencies,
                              monte_carlo_weights)
@@ -267,6 +268,9 @@ class StructuredOrthogonalFeatures(FourierFeatureMap, name="sorf"):
 
     sign_diagonals: np.ndarray
     row_scales: np.ndarray
+
+    STORED = {"sign_diagonals": Array((3, "blocks", "block_size"), ("sign",)),
+              "row_scales": Array(("f",))}
 
     description = "structured orthogonal features sqrt(p) H D1 H D2 H D3 (fast Walsh-Hadamard)"
     reference = "Yu, Suresh, Choromanski, Holtmann-Rice & Kumar, NIPS 2016, Section 4"

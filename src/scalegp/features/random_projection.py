@@ -27,6 +27,7 @@ import numpy as np
 from .. import linalg
 from .._validation import as_generator, check_matrix, check_positive_int
 from ..kernels import Kernel
+from ..stored import Array, Value
 from . import projections as sketching
 from .base import FeatureMap, MapAtTheta, feature_dtype
 
@@ -112,6 +113,16 @@ class RandomProjectionFeatures(FeatureMap, name="random-projection"):
     target_error: float | None = None
     certified_error: float | None = None
     certificate: str | None = None
+
+    # the points the projection is built on, and the sketch
+    STORED = {"inputs": Array(("points", "d")),
+              "probes": Array(("points", "sketch_columns")),
+              "rank": Value("int", "at_least_one"),
+              "oversampling": Value("int", "nonnegative"),
+              "reduction": Value("str", choices=REDUCTIONS),
+              "target_error": Value("number", "positive", nullable=True),
+              "certified_error": Value("number", "nonnegative", nullable=True),
+              "certificate": Value("str", nullable=True, choices=sketching.CERTIFICATES)}
 
     #: Q = K Phi^T (Phi K Phi^T)^{-1} Phi K (truncated or not) is a Nystrom approximation of
     #: K on the span of K Phi^T, so K - Q is positive semidefinite: the VFE bound holds.

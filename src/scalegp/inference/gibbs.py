@@ -49,6 +49,7 @@ from .._memory import check_bytes
 from .._validation import check_matrix, check_positive_int, check_vector
 from ..features.base import FeatureMap
 from ..kernels import Kernel
+from ..stored import Array, Value
 from .gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State, _atom_map,
                           _atom_ranks, _draw_index, check_theta1_grid, length_scale_of)
 from .gibbs_sweeps import RowsBackend, StatisticsBackend
@@ -155,6 +156,68 @@ class GibbsSamples:
     thin: int
     n_floored: int = 0
     _ess: dict | None = field(default=None, init=False, repr=False, compare=False)
+
+    #: The samples' section of a model file (:mod:`scalegp.stored`): the chain's settings
+    #: (metadata ``gibbs``) and the draws (arrays ``gibbs.<name>``); "t" is the grid's atoms,
+    #: "S" the retained draws. The feature map and the kernel are sections of their own.
+    STORED = {"diag_correction": Value("bool"), "collapsed": Value("bool"),
+              "cost_model": Value("str", choices=COST_MODELS),
+              "n_iter": Value("int", "at_least_one"), "burn_in": Value("int", "nonnegative"),
+              "thin": Value("int", "at_least_one"), "n_grid": Value("int", "at_least_one"),
+              "n_floored": Value("int", "nonnegative"),
+              "theta1_grid": Array(("t",), ("positive",)),
+              "tau": Array(("S",), ("positive",)), "theta2": Array(("S",), ("positive",)),
+              "theta1_index": Array(("S",), ("nonnegative",), kind="int"),
+              "weights": Array(("S", "m"))}
+
+    def to_state(self) -> dict:
+        """The section, as ``STORED`` declares it (one feature map: not :class:`AtomMaps`)."""
+        if isinstance(self.feature_map, AtomMaps):
+            raise NotImplementedError(
+                "saving a Gibbs model with one map per theta1 atom (map_per_atom=True) is not "
+                "implemented: the model file stores one feature map")
+        return {"diag_correction": bool(self.diag_correction),
+                "collapsed": bool(self.collapsed), "cost_model": str(self.cost_model),
+                "n_iter": int(self.n_iter), "burn_in": int(self.burn_in),
+                "thin": int(self.thin), "n_grid": int(self.theta1_grid.size),
+                "n_floored": int(self.n_floored), "theta1_grid": self.theta1_grid,
+                "tau": self.tau, "theta2": self.theta2, "theta1_index": self.theta1_index,
+                "weights": self.weights}
+
+    @classmethod
+    def from_state(cls, state: dict, *, feature_map: FeatureMap,
+                   kernel: Kernel) -> "GibbsSamples":
+        """The samples from their validated section; ValueError unless the map, the kernel,
+        the grid, the draws and the chain's settings agree: an unsigned map that supports
+        the isotropic kernel, S = |range(burn_in, n_iter, thin)| draws, the cost model of
+        ``diag_correction``, t distinct positive atoms with every index below t."""
+        if not type(feature_map).supports(kernel) or feature_map.signs is not None:
+            raise ValueError(f"its feature map ({feature_map.name!r}) cannot serve a Gibbs "
+                             f"model with the kernel {type(kernel).__name__!r} (it must "
+                             "support it and be unsigned)")
+        if kernel.anisotropic:
+            raise ValueError("its kernel is anisotropic, but a Gibbs model has one length "
+                             "scale")
+        n_iter, burn_in, thin = state["n_iter"], state["burn_in"], state["thin"]
+        n_draws, kept = state["tau"].size, len(range(burn_in, n_iter, thin))
+        if burn_in >= n_iter or n_draws != kept:
+            raise ValueError(f"it has {n_draws} draws, but n_iter = {n_iter}, burn_in = "
+                             f"{burn_in}, thin = {thin} keep {kept}")
+        if (state["cost_model"] == "statistics") == state["diag_correction"]:
+            raise ValueError(f"its cost model {state['cost_model']!r} is not that of a chain "
+                             f"with diag_correction = {state['diag_correction']}")
+        grid = check_theta1_grid(state["theta1_grid"])
+        if grid.size != state["n_grid"]:
+            raise ValueError(f"its grid has {grid.size} atoms, but n_grid = {state['n_grid']}")
+        index = state["theta1_index"].astype(np.int64)
+        if np.any(index >= grid.size):
+            raise ValueError(f"theta1_index has the entry {int(index.max())}, past the "
+                             f"{grid.size} atoms of its grid")
+        return cls(feature_map=feature_map, kernel=kernel, theta1_grid=grid, tau=state["tau"],
+                   theta2=state["theta2"], theta1_index=index, weights=state["weights"],
+                   diag_correction=state["diag_correction"], cost_model=state["cost_model"],
+                   collapsed=state["collapsed"], n_iter=n_iter, burn_in=burn_in, thin=thin,
+                   n_floored=state["n_floored"])
 
     @property
     def n_draws(self) -> int:

@@ -14,25 +14,25 @@ real size (all members together inflate to at most ``MAX_INFLATION`` times it, p
 each listed member's ``.npy`` header against the bytes the member holds, before any array is
 inflated; members the metadata does not list are refused unread. The
 metadata (bounded in length and nesting) and every array are then checked against one
-declaration per field (``METADATA_ENTRIES``, ``KERNEL_PARAMS``, ``MAP_SCALARS``,
-``ARRAY_FIELDS``: JSON kind or dtype, shape in terms of n_features_in, the map's m and the
-other arrays, and the values' domain); the kernel, the feature map and the estimator are
-rebuilt by their own validation, checked against each other, and the rebuilt model must
-predict a finite value. Every failure is an :class:`~scalegp.errors.InvalidModelFileError`
-naming the entry. A new field is one line in these tables; every field of the package's
-models has one (tests/test_model_file_schema.py enumerates them), and a field of a map from
-outside the package that they do not declare is a finite array or a JSON scalar.
+declaration per field (JSON kind or dtype, shape in terms of n_features_in, the map's m and
+the other arrays, and the values' domain): the estimator's own entries
+(``METADATA_ENTRIES``, ``KERNEL_PARAMS``, the input standardization) in
+:mod:`~scalegp.io.schema`, and the section of each component the file holds as the
+component declares it (docs/model-files.md, "Sections by declaration"). The components are
+then rebuilt by keyword from their checked sections (``from_state``) and their own
+validation, checked against each other, and the rebuilt model must predict a finite value.
+Every failure is an :class:`~scalegp.errors.InvalidModelFileError` naming the entry.
 
-A local model (:mod:`scalegp.local.centered`) has ``system.factorization = "local"``, its kind and
-the kind's scalars under the metadata ``local``, and its arrays as ``local.<name>``; the kind
-declares them (``MODEL_FILE_METADATA``, ``MODEL_FILE_ARRAYS``, ``stored_arrays``), and the
-loader checks them like its own tables (``LOCAL_CONDITIONS``), so a new kind needs no change
-here. Test-point and lazy cluster models store their (standardized) training rows.
-
-A :class:`~scalegp.estimators.gibbs.GibbsGPRegressor` stores its draws as ``gibbs.<name>``
-arrays (the theta1 grid, tau, theta2, the grid index and the weights of every retained
-draw) and the chain's settings under the metadata ``gibbs``; it has no noise variance,
-likelihood, optimization or factorized system (docs/gibbs.md, "The estimator").
+The sections: the feature map's (metadata ``feature_map``, arrays ``feature_map.<field>``,
+the class named by ``approximation``), the low-rank :class:`~scalegp.engine.Posterior`'s
+(metadata ``system``, its system's arrays unprefixed), the exact posterior's (``system``,
+``X_train``, ``cholesky_factor``, ``alpha``), the Gibbs samples' (``gibbs``, ``gibbs.<name>``;
+a Gibbs model has no noise variance, likelihood, optimization or factorized system,
+docs/gibbs.md, "The estimator") and a local model's (``system.factorization = "local"``,
+metadata ``local`` with its kind, arrays ``local.<name>``). This package knows none of their
+fields: a new map, system or local kind needs no change here (every field of the package's
+components is declared: tests/test_model_file_schema.py enumerates them; a field of a map
+from outside the package that it does not declare is a finite array or a JSON scalar).
 
 Writes go through :func:`scalegp._output.write_atomically`: a temporary file created
 exclusively in the target's folder, moved over the target by ``os.replace``, so a failed or

@@ -15,12 +15,14 @@ import numpy as np
 
 from .. import features, local
 from ..errors import InvalidModelFileError
+from ..stored import Array, Value, declarations
 from .safety import (MAX_JSON_DEPTH, MAX_JSON_INT_DIGITS, MAX_METADATA_BYTES, _Archive,
                      _json_depth, _short)
-from .schema import (_DECLARED_MAP_ARRAYS, _DTYPE_KINDS, _KINDS, ARRAY_FIELDS, DEFAULT_MAP_ARRAY,
-                     ESTIMATORS, FORMAT_NAME, GIBBS, LOCAL_CONDITIONS, LOCAL_PREFIX, LOW_RANK,
-                     MAP_PREFIX, MAP_SCALARS, METADATA_ENTRIES, METADATA_KEY, SCHEMA_VERSION,
-                     SYMBOL_LIMITS, _ArrayField, _Entry)
+from .schema import (_DTYPE_KINDS, _KINDS, ARRAY_FIELDS, DEFAULT_MAP_ARRAY, DEFAULT_MAP_VALUE,
+                     ESTIMATORS, FORMAT_NAME, GIBBS, LOCAL_FACTORIZATION, LOCAL_PREFIX, LOW_RANK,
+                     SYSTEM_SELECTOR,
+                     MAP_PREFIX, METADATA_ENTRIES, METADATA_KEY, SCHEMA_VERSION, SYMBOL_LIMITS,
+                     _ArrayField, _Entry, _value_entry, array_field)
 
 
 class CheckedFile:
@@ -38,6 +40,9 @@ class CheckedFile:
                 and not getattr(self.local_kind, "EXACT_LOCAL_GPS", False)):
             raise self.error("uses the approximation 'exact', which only a neighbourhood-local "
                              "model (metadata 'local.kind' = \"neighbors\") has")
+        if self.kind == GIBBS and self.map_class is None:
+            raise self.error("uses the approximation 'exact', but a Gibbs model samples the "
+                             "weights of a feature map")
         self._check_likelihood()
         self.listed = self._check_listing()
         self.symbols = {"d": self.metadata["n_features_in"]}
@@ -175,9 +180,10 @@ class CheckedFile:
 
     def _local_kind(self):
         """The local kind's class (:data:`scalegp.local.centered.LOCAL_KINDS`) of a local model, its
-        metadata checked against the kind's ``MODEL_FILE_METADATA``; None for a global one."""
-        factorization = self.metadata["system"]["factorization"]
-        if factorization != "local":
+        metadata checked against the kind's declared values (``STORED``); None for a global
+        one."""
+        factorization = self.metadata["system"][SYSTEM_SELECTOR]
+        if factorization != LOCAL_FACTORIZATION:
             if "local" in self.metadata:
                 raise self.error(f"has metadata 'local', which only a model with metadata "
                                  f"'system.factorization' = \"local\" has (it is "
@@ -195,12 +201,12 @@ class CheckedFile:
         cls = local.LOCAL_KINDS[kind]
         for name, value in cls.MODEL_FILE_DEFAULTS.items():   # files written before the name
             entry.setdefault(name, value)
+        values = {name: value for name, value in declarations(cls).items()
+                  if isinstance(value, Value)}
         self._check_entries_of(entry, "local", [("kind", "str")] + [
-            (name, json_kind) for name, (json_kind, _) in cls.MODEL_FILE_METADATA.items()])
-        for name, (json_kind, condition) in cls.MODEL_FILE_METADATA.items():
-            if condition is not None:
-                for check in LOCAL_CONDITIONS[condition]:
-                    self.check_value(_Entry(f"local.{name}", json_kind, check), entry[name])
+            (name, value.kind) for name, value in values.items()])
+        for name, value in values.items():
+            self.check_value(_value_entry(f"local.{name}", value, (LOW_RANK,)), entry[name])
         return cls
 
     def _check_likelihood(self) -> None:
@@ -219,23 +225,36 @@ class CheckedFile:
                              "no likelihood of its own")
 
     def _applicable_fields(self) -> dict:
-        """name -> _ArrayField of every array this file may hold."""
-        applicable = {field.name: field for field in ARRAY_FIELDS
-                      if self.kind in field.estimators and not field.name.startswith(MAP_PREFIX)}
+        """name -> _ArrayField of every array this file may hold: the estimator's, and those
+        its components declare (of a name declared several times, the alternative whose
+        ``when`` this file meets)."""
+        applicable = {}
+        for field in ARRAY_FIELDS:
+            if self.kind not in field.estimators:
+                continue
+            if field.name in applicable and not self._wanted(field):
+                continue
+            applicable[field.name] = field
         if self.local_kind is not None:
             stored = self.local_kind.stored_arrays(self.metadata["local"])
-            for name, (shape, conditions) in self.local_kind.MODEL_FILE_ARRAYS.items():
-                applicable[LOCAL_PREFIX + name] = _ArrayField(
-                    LOCAL_PREFIX + name, tuple(shape),
-                    tuple(c for name_ in conditions for c in LOCAL_CONDITIONS[name_]),
-                    present=name in stored)
+            for name, array in declarations(self.local_kind).items():
+                if isinstance(array, Array):
+                    applicable[LOCAL_PREFIX + name] = array_field(
+                        LOCAL_PREFIX + name, array, present=name in stored)
         if self.map_class is not None:
-            declared = {field.name: field for field in ARRAY_FIELDS}
+            declared = declarations(self.map_class)
             for field in fields(self.map_class):
-                name = MAP_PREFIX + field.name
-                if field.name not in MAP_SCALARS:
-                    applicable[name] = declared.get(name, DEFAULT_MAP_ARRAY)
+                declaration = declared.get(field.name)
+                if isinstance(declaration, Array):
+                    applicable[MAP_PREFIX + field.name] = array_field(MAP_PREFIX + field.name,
+                                                                      declaration)
+                elif declaration is None:
+                    applicable[MAP_PREFIX + field.name] = DEFAULT_MAP_ARRAY
         return applicable
+
+    def _wanted(self, field: _ArrayField) -> bool:
+        """Whether the file's metadata asks for the field (its ``when``)."""
+        return field.when is None or self.entry(field.when[0]) in field.when_values
 
     def _check_listing(self) -> dict:
         """key -> _ArrayField of each listed array, after the listing, the zip members and the
@@ -251,10 +270,7 @@ class CheckedFile:
         for key, field in applicable.items():
             if key.startswith(MAP_PREFIX) or field.optional:
                 continue
-            if field.present is not None:
-                wanted = field.present
-            else:
-                wanted = field.when is None or self.entry(field.when[0]) in field.when_values
+            wanted = field.present if field.present is not None else self._wanted(field)
             if wanted and key not in listing:
                 raise self.error(f"is missing the array {key!r}")
             if not wanted and key in listing and field.present is not None:
@@ -341,15 +357,16 @@ class CheckedFile:
             raise self.error(f"has the unknown metadata key {path + '.' + min(unknown)!r}")
 
     def map_scalar(self, field, value):
-        """A feature-map field stored as a JSON value."""
-        if field.name in MAP_SCALARS:
-            self.check_value(MAP_SCALARS[field.name], value)
-        elif MAP_PREFIX + field.name in _DECLARED_MAP_ARRAYS:
+        """A feature-map field stored as a JSON value: as the map declares it; a declared array
+        only as null where the field's default is None (absent); an undeclared field as a
+        JSON scalar."""
+        declaration = declarations(self.map_class).get(field.name, DEFAULT_MAP_VALUE)
+        if isinstance(declaration, Array):
             if value is not None or field.default is not None:
                 raise self.error(f"has metadata 'feature_map.{field.name}' = {_short(value)}, "
                                  f"expected the array {MAP_PREFIX + field.name!r}"
                                  f"{' (or null)' if field.default is None else ''}")
-        else:                                   # a map outside the package, undeclared
-            self.check_value(_Entry(f"feature_map.{field.name}", "scalar", nullable=True),
-                             value)
+        else:
+            self.check_value(_value_entry(f"feature_map.{field.name}", declaration,
+                                          (self.kind,)), value)
         return value

@@ -11,19 +11,17 @@ from dataclasses import fields
 
 import numpy as np
 
-from .. import engine, kernels
-from ..engine import exact, systems
+from .. import kernels
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
-from ..inference import gibbs
 from ..inference.optimize import OptimizationResult
+from ..stored import Array, Value, alternatives, declarations
 from .checks import CheckedFile
 from .safety import _Archive, _short
-from .schema import (ESTIMATORS, FACTORIZATIONS, GIBBS_PREFIX, INPUT_STANDARDIZATION,
-                     KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX, PARAMS_ADDED, POSITIVE_PART_PREFIX,
-                     _system_arrays)
+from .schema import (ESTIMATORS, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
+                     PARAMS_ADDED, SECTIONS)
 
 
 def load(path):
@@ -58,9 +56,9 @@ def load(path):
 
     Notes
     -----
-    Every value is checked against the declarations ``METADATA_ENTRIES``, ``MAP_SCALARS``
-    and ``ARRAY_FIELDS`` of this module (one line per field), then the rebuilt model
-    predicts at one input as a last consistency check.
+    Every value is checked against its declaration (the estimator's entries of
+    :mod:`scalegp.io.schema`, each component's ``STORED``), then the rebuilt model predicts at
+    one input as a last consistency check.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -121,15 +119,20 @@ class _Reader(CheckedFile):
             estimator.target_column_ = metadata["target_column"]
         standardization = self.input_standardization(estimator)
         if cls is GibbsGPRegressor:
-            restore.set_fitted(estimator, self.gibbs_samples(kernel),
+            feature_map = self.feature_map()
+            self.symbols["m"] = feature_map.n_components
+            restore.set_fitted(estimator, self.component(feature_map=feature_map, kernel=kernel),
                                y_train_mean=float(metadata["y_train_mean"]),
                                y_train_std=float(metadata["y_train_std"]), **standardization)
             self.check_predictions(estimator)
             return estimator
+        likelihood = {"noise_variance": float(metadata["noise_variance"]),
+                      "log_marginal_likelihood": float(metadata["log_marginal_likelihood"])}
         if cls is LowRankGPRegressor:
-            posterior, extra = self.low_rank_posterior(kernel), {"dtype": metadata["dtype"]}
+            posterior = self.low_rank_posterior(kernel, likelihood)
+            extra = {"dtype": metadata["dtype"]}
         else:
-            posterior, extra = self.exact_posterior(kernel), {}
+            posterior, extra = self.component(kernel=kernel, **likelihood), {}
         restore.set_fitted(estimator, posterior,
                            optimization_result=self.optimization_result(kernel),
                            y_train_mean=float(metadata["y_train_mean"]),
@@ -220,7 +223,7 @@ class _Reader(CheckedFile):
             if (None if local is None else local.kind) != kind:
                 raise self.error(f"has metadata 'params.local' = {_short(params['local'])}, but "
                                  f"the fitted model's local kind ('local.kind') is {kind!r}")
-            for name, key in (("lazy", "lazy"), ("reoptimize", "reoptimized")):
+            for name, key in restore.LOCAL_SECTION_PARAMS.items():
                 value = getattr(local, name, False)
                 if entry is not None and value != entry.get(key, False):
                     raise self.error(f"has metadata 'params.local.{name}' = "
@@ -253,7 +256,7 @@ class _Reader(CheckedFile):
             else:
                 raise self.error(f"is missing the feature-map field {field.name!r} of {name!r}")
         try:
-            feature_map = map_class(**state)
+            feature_map = map_class.from_state(state)
         except (ValueError, TypeError) as error:
             raise self.error(f"has a feature map ({name!r}) that could not be rebuilt: "
                              f"{error}") from None
@@ -266,144 +269,66 @@ class _Reader(CheckedFile):
                              f"{self.metadata['n_features_in']}")
         return feature_map
 
-    def low_rank_posterior(self, kernel) -> engine.Posterior:
-        system_entry = self.metadata["system"]
+    # ------------------------------------------------------------------ sections
+    def section(self, path: str, prefix: str, component) -> dict:
+        """The state of a component's section, every value checked against its declaration:
+        the declared JSON values of the metadata at ``path`` and the declared arrays
+        ``prefix + name`` the file holds (every listed shape is checked before any array
+        data is read)."""
+        for key in self.listed:
+            if not key.startswith(MAP_PREFIX):
+                self.check_shape(key)
+        entry = self.metadata[path]
+        state = {}
+        for name, declaration in declarations(component).items():
+            if isinstance(declaration, Value):
+                if name in entry:
+                    state[name] = entry[name]
+            elif any(isinstance(a, Array) for a in alternatives(declaration)) \
+                    and prefix + name in self.listed:
+                state[name] = self.array(prefix + name)
+        return state
+
+    def component(self, **context):
+        """The estimator's fixed section (:data:`~scalegp.io.schema.SECTIONS`) rebuilt by its
+        component's ``from_state`` with the sections it depends on (``context``)."""
+        for path, prefix, component, estimators in SECTIONS:
+            if self.kind in estimators:
+                break
+        state = self.section(path, prefix, component)
+        try:
+            return component.from_state(state, **context)
+        except ValueError as error:
+            raise self.error(f"has a {component.__name__} (metadata {path!r} and its arrays) "
+                             f"that could not be rebuilt: {error}") from None
+
+    def low_rank_posterior(self, kernel, likelihood: dict):
+        """The low-rank posterior: a local model, or the Posterior of the feature map."""
         feature_map = self.feature_map()
         if feature_map is None:
-            return self.local_posterior(None, kernel)
+            return self.local_posterior(None, kernel, likelihood)
         if not type(feature_map).supports(kernel):
             raise self.error(f"has a kernel ('kernel.class' = {type(kernel).__name__!r}) that "
                              f"the feature map {feature_map.name!r} does not support")
         self.symbols["m"] = feature_map.n_components
-        repaired = system_entry["factorization"] == "repaired"
-        if not repaired:
-            self.symbols["k"] = feature_map.n_components
-        signed = system_entry["signed"]
-        if signed != (feature_map.signs is not None):
-            raise self.error(f"has metadata 'system.signed' = {json.dumps(signed)}, but its "
-                             f"feature map {'has' if not signed else 'has no'} signs")
-        if FACTORIZATIONS[system_entry["factorization"]] != signed:
-            raise self.error(f"has metadata 'system.factorization' = "
-                             f"{system_entry['factorization']!r}, which is not that of a "
-                             f"{'signed' if signed else 'unsigned'} system ('system.signed')")
-        for key in self.listed:                 # every shape before any system data is read
-            if not key.startswith(MAP_PREFIX):
-                self.check_shape(key)
         if self.local_kind is not None:
-            return self.local_posterior(feature_map, kernel)
-        signs = self.optional_array("signs")
-        if signs is not None and not np.array_equal(signs, feature_map.signs):
-            raise self.error("has array 'signs' that differs from its feature map's signs")
-        kind = systems.SYSTEMS[system_entry["factorization"]]
-        arrays = {key: self.array(key) for key in _system_arrays(kind)}
-        self._check_system_arrays(kind, arrays, signs)
-        system = kind.from_arrays(arrays, float(self.metadata["noise_variance"]),
-                                  float(system_entry["jitter"]), signs)
-        return engine.Posterior(feature_map, kernel, system,
-                            float(self.metadata["log_marginal_likelihood"]),
-                            system_entry["n_samples"])
+            return self.local_posterior(feature_map, kernel, likelihood)
+        return self.component(feature_map=feature_map, kernel=kernel, **likelihood)
 
-    def local_posterior(self, feature_map, kernel):
-        """The local model, rebuilt by its kind from its validated arrays."""
-        for key in self.listed:                 # every shape before any array data is read
-            if not key.startswith(MAP_PREFIX):
-                self.check_shape(key)
+    def local_posterior(self, feature_map, kernel, likelihood: dict):
+        """The local model, rebuilt by its kind from its validated section."""
         entry = self.metadata["local"]
-        if feature_map is None and self.metadata["system"]["signed"]:
-            raise self.error("has metadata 'system.signed' = true, but exact local GPs have "
-                             "no signs")
-        arrays = {key[len(LOCAL_PREFIX):]: self.array(key) for key in self.listed
-                  if key.startswith(LOCAL_PREFIX)}
+        state = self.section("local", LOCAL_PREFIX, self.local_kind)
         try:
-            return self.local_kind.from_model_file(
-                feature_map, kernel, float(self.metadata["noise_variance"]),
-                float(self.metadata["log_marginal_likelihood"]),
-                self.metadata["system"]["n_samples"], entry, arrays, self.metadata["dtype"],
+            return self.local_kind.from_sections(
+                state, self.metadata["system"], feature_map=feature_map, kernel=kernel,
+                dtype=self.metadata["dtype"],
                 map_builder=lambda X, y: restore.centre_map_builder(
-                    self.unfitted_estimator(ESTIMATORS[self.kind], kernel), X, y))
+                    self.unfitted_estimator(ESTIMATORS[self.kind], kernel), X, y),
+                **likelihood)
         except ValueError as error:
             raise self.error(f"has a local model ({entry['kind']!r}) that could not be "
                              f"rebuilt: {error}") from None
-
-    def _check_system_arrays(self, kind, arrays: dict, signs) -> None:
-        """What the schema's per-array conditions cannot say: the inertia of an eigen system,
-        and the sizes and order of a repaired system's spectrum."""
-        if kind is systems.EigenSystem:
-            n_negative = int(np.sum(arrays["eigenvalues"] < 0))
-            expected = int(np.sum(signs < 0))
-            if n_negative != expected:
-                raise self.error(
-                    f"has array 'eigenvalues' with {n_negative} negative values, "
-                    f"but {expected} are expected from its signs: the stored system is not "
-                    "that of a positive definite covariance"
-                )
-        if kind is systems.RepairedSystem:
-            # k = r <= m repaired features, whose spectrum, ascending, holds exactly r positive
-            # eigenvalues among at most m
-            m, k, size = self.symbols["m"], self.symbols["k"], self.symbols["spectrum"]
-            if k > m or size > m:
-                raise self.error(f"has a repaired system of {k} features and a spectrum of "
-                                 f"{size} eigenvalues, but its feature map has only {m}")
-            spectrum = arrays[POSITIVE_PART_PREFIX + "eigenvalues"]
-            if np.any(np.diff(spectrum) < 0):
-                raise self.error(f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} that is "
-                                 "not in ascending order (as the eigen-decomposition writes it)")
-            if int(np.sum(spectrum > 0)) != k:
-                raise self.error(
-                    f"has array {POSITIVE_PART_PREFIX + 'eigenvalues'!r} with "
-                    f"{int(np.sum(spectrum > 0))} positive values, but its repaired system has "
-                    f"{k} features (one per positive eigenvalue)")
-
-    def gibbs_samples(self, kernel) -> gibbs.GibbsSamples:
-        """The draws of a Gibbs model, checked against the grid, the map and the chain."""
-        entry = self.metadata["gibbs"]
-        feature_map = self.feature_map()
-        if not type(feature_map).supports(kernel) or feature_map.signs is not None:
-            raise self.error(f"has a feature map ({feature_map.name!r}) that a Gibbs model "
-                             f"cannot use with the kernel {type(kernel).__name__!r} (it must "
-                             "support it and be unsigned)")
-        if kernel.anisotropic:
-            raise self.error("has an anisotropic kernel ('kernel.params.length_scale'), but a "
-                             "Gibbs model has one length scale")
-        self.symbols["m"] = feature_map.n_components
-        self.symbols["t"] = entry["n_grid"]
-        for key in self.listed:                 # every shape before any data is read
-            if not key.startswith(MAP_PREFIX):
-                self.check_shape(key)
-        n_draws = self.symbols["S"]
-        n_iter, burn_in, thin = entry["n_iter"], entry["burn_in"], entry["thin"]
-        if burn_in >= n_iter or n_draws != len(range(burn_in, n_iter, thin)):
-            raise self.error(f"has {n_draws} draws, but metadata 'gibbs' says n_iter = "
-                             f"{n_iter}, burn_in = {burn_in}, thin = {thin} (which keep "
-                             f"{len(range(burn_in, n_iter, thin))})")
-        diagonal = entry["diag_correction"]
-        if (entry["cost_model"] == "statistics") == diagonal:
-            raise self.error(f"has metadata 'gibbs.cost_model' = {entry['cost_model']!r}, "
-                             f"which is not that of a chain with diag_correction = "
-                             f"{json.dumps(diagonal)}")
-        try:
-            grid = gibbs.check_theta1_grid(self.array(GIBBS_PREFIX + "theta1_grid"))
-        except ValueError as error:
-            raise self.error(f"has array 'gibbs.theta1_grid' that is not a grid: "
-                             f"{error}") from None
-        index = self.array(GIBBS_PREFIX + "theta1_index").astype(np.int64)
-        if np.any(index >= grid.size):
-            raise self.error(f"has array 'gibbs.theta1_index' with entry {int(index.max())}, "
-                             f"past the {grid.size} atoms of its grid")
-        return gibbs.GibbsSamples(
-            feature_map, kernel, grid, self.array(GIBBS_PREFIX + "tau"),
-            self.array(GIBBS_PREFIX + "theta2"), index, self.array(GIBBS_PREFIX + "weights"),
-            diagonal, entry["cost_model"], entry["collapsed"], n_iter, burn_in, thin,
-            entry["n_floored"])
-
-    def exact_posterior(self, kernel) -> exact.ExactPosterior:
-        for key in self.listed:                 # every shape before any data is read
-            self.check_shape(key)
-        return exact.ExactPosterior(
-            kernel, float(self.metadata["noise_variance"]), self.array("X_train"),
-            self.array("cholesky_factor"), self.array("alpha"),
-            float(self.metadata["log_marginal_likelihood"]),
-            float(self.metadata["system"]["jitter"]))
 
     def input_standardization(self, estimator) -> dict:
         """X_train_mean / X_train_scale keyword arguments of ``set_fitted`` (none when the

@@ -1,24 +1,23 @@
-"""The schema of a model file: one declaration per metadata entry and per array (JSON kind or
-dtype, shape in terms of n_features_in, the map's m and the other arrays, and the values'
-domain), the format's name and version, and the conditions the values must meet.
+"""The schema of a model file: the format's name and version, one declaration per metadata
+entry and per array of the estimator itself (JSON kind or dtype, shape in terms of
+n_features_in, the map's m and the other arrays, and the values' domain), and the sections
+of its components, whose entries and arrays are the components' own declarations
+(:mod:`scalegp.stored`; docs/model-files.md, "Sections by declaration").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..engine import exact, systems
+from ..engine import Posterior, exact
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
-from ..features import sketches
-from ..features.projections import CERTIFICATES
-from ..features.random_projection import REDUCTIONS
 from ..inference import gibbs
+from ..local import LocalModel
+from ..stored import (AT_LEAST_ONE, CONDITIONS, FINITE, NONNEGATIVE, POSITIVE, Array, Condition,
+                      Value, alternatives, declarations)
 
 
 FORMAT_NAME = "scalegp-model"
@@ -49,14 +48,15 @@ ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor
 LOW_RANK, EXACT, GIBBS = "LowRankGPRegressor", "ExactGPRegressor", "GibbsGPRegressor"
 
 
-#: system.factorization -> whether it is the factorization of a signed map's system
-#: ("repaired": the Cholesky system of the positive part of a signed approximation).
-#: "local": a local model (:mod:`scalegp.local.centered`), whose systems are its kind's arrays.
-FACTORIZATIONS = {"cholesky": False, "eigen": True, "repaired": True, "local": False}
+#: The posterior summary's kind (metadata ``system``, :data:`SYSTEM_SELECTOR`) of a low-rank
+#: model whose posterior is a local model (:mod:`scalegp.local.centered`), whose systems are
+#: its kind's arrays; any other value is the kind of the :class:`~scalegp.engine.Posterior`'s
+#: system.
+LOCAL_FACTORIZATION = LocalModel.FACTORIZATION
 
 
-#: Prefix of the arrays of a repaired system's positive part (scalegp.engine.positive_part).
-POSITIVE_PART_PREFIX = systems.POSITIVE_PART_PREFIX
+#: The value of the ``system`` section that selects its arrays (:func:`scalegp.stored.selected`).
+SYSTEM_SELECTOR = Posterior.SYSTEM_KIND
 
 
 #: Estimator parameters added after schema version 1 was first written, with the value that
@@ -71,82 +71,8 @@ PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky
 INPUT_STANDARDIZATION = ("X_train_mean", "X_train_scale")
 
 
-@dataclass(frozen=True)
-class _Condition:
-    """What every checked value of a field must be: ``holds(values(a))`` is true everywhere."""
-
-    description: str
-    holds: Callable[[np.ndarray], np.ndarray]
-    of: str = "entry"
-    values: Callable[[np.ndarray], np.ndarray] = np.asarray
-
-    def failure(self, array: np.ndarray):
-        """(index, value) of the first value that breaks the condition, or None."""
-        values = np.atleast_1d(self.values(array))
-        bad = np.argwhere(~np.asarray(self.holds(values), dtype=bool))
-        if bad.size == 0:
-            return None
-        index = tuple(int(i) for i in bad[0])
-        return (index[0] if len(index) == 1 else index), values[index].item()
-
-
-def _nonsingular(eigenvalues: np.ndarray) -> np.ndarray:
-    """|lambda| above m eps max|lambda|, the tolerance of linalg.SymmetricFactorization."""
-    magnitude = np.abs(eigenvalues)
-    largest = np.max(magnitude) if np.all(np.isfinite(magnitude)) else np.inf
-    return magnitude > eigenvalues.size * np.finfo(np.float64).eps * max(largest, 1e-300)
-
-
-FINITE = _Condition("finite", np.isfinite)
-
-
-POSITIVE = _Condition("finite and > 0", lambda v: np.isfinite(v) & (v > 0))
-
-
-NONNEGATIVE = _Condition("finite and >= 0", lambda v: np.isfinite(v) & (v >= 0))
-
-
-AT_LEAST_ONE = _Condition("finite and >= 1", lambda v: np.isfinite(v) & (v >= 1))
-
-
-#: For values that are reported, not computed with (inf is a legitimate "none").
-NOT_NAN_NONNEGATIVE = _Condition(">= 0 (inf allowed, NaN not)", lambda v: v >= 0)
-
-
-#: A reported value that may be "not computed" (NaN), else finite and >= 0.
-NAN_OR_NONNEGATIVE = _Condition("finite and >= 0, or NaN (not computed)",
-                                lambda v: np.isnan(v) | (np.isfinite(v) & (v >= 0)))
-
-
-#: The best value of every optimizer start (-inf: every start failed); never NaN or +inf.
-NOT_NAN_BELOW_INF = _Condition("not NaN and < inf", lambda v: v < np.inf)
-
-
-SIGN = _Condition("-1 or +1", lambda v: (v == 1) | (v == -1))
-
-
-PANEL_COUNT = _Condition("1 or 2", lambda v: (v == 1) | (v == 2))
-
-
-LOWER_TRIANGULAR = _Condition("0 above the diagonal (a lower triangular factor)",
-                              lambda A: np.tril(np.ones(A.shape, dtype=bool)) | (A == 0))
-
-
-POSITIVE_DIAGONAL = _Condition("finite and > 0 on the diagonal", POSITIVE.holds,
-                               of="diagonal entry", values=np.diagonal)
-
-
-NONSINGULAR = _Condition("nonzero (|eigenvalue| > m eps max|eigenvalue|)", _nonsingular)
-
-
-STACKED_POSITIVE_DIAGONAL = _Condition(
-    "finite and > 0 on the diagonal", POSITIVE.holds, of="diagonal entry",
-    values=lambda A: np.diagonal(A, axis1=-2, axis2=-1))
-
-
-#: The conditions a local kind names (``LocalModel.MODEL_FILE_ARRAYS``, ``MODEL_FILE_METADATA``).
-LOCAL_CONDITIONS = {"finite": (FINITE,), "positive": (POSITIVE,), "nonnegative": (NONNEGATIVE,),
-                    "cholesky": (LOWER_TRIANGULAR, STACKED_POSITIVE_DIAGONAL)}
+#: The conditions of the estimator's own entries (the components name theirs, CONDITIONS).
+NOT_NAN_BELOW_INF = CONDITIONS["below_inf"][0]
 
 
 @dataclass(frozen=True)
@@ -159,7 +85,7 @@ class _Entry:
 
     path: str
     kind: str
-    condition: _Condition | None = None
+    condition: Condition | None = None
     estimators: tuple[str, ...] = (LOW_RANK, EXACT, GIBBS)
     required: bool = True
     nullable: bool = False
@@ -191,6 +117,33 @@ _KINDS = {
 }
 
 
+def _value_entry(path: str, value: Value, estimators: tuple[str, ...],
+                 more_choices: tuple = ()) -> _Entry:
+    """The entry of a component's declared JSON value (:class:`scalegp.stored.Value`)."""
+    (condition,) = CONDITIONS[value.condition] if value.condition is not None else (None,)
+    choices = None if value.choices is None else (*value.choices, *more_choices)
+    return _Entry(path, value.kind, condition, estimators, nullable=value.nullable,
+                  choices=choices)
+
+
+def _section_entries(path: str, component, estimators: tuple[str, ...],
+                     more_choices: dict | None = None) -> tuple[_Entry, ...]:
+    """The entries of a component's section at the metadata ``path`` (its declared values)."""
+    more_choices = more_choices or {}
+    return tuple(_value_entry(f"{path}.{name}", value, estimators, more_choices.get(name, ()))
+                 for name, value in declarations(component).items() if isinstance(value, Value))
+
+
+#: The sections of the components of each estimator's file: (metadata path, array prefix,
+#: component class, estimators). The feature map's (``feature_map``, by its name in
+#: ``approximation``) and a local model's (``local``, by ``local.kind``) are found by name.
+SECTIONS = (
+    ("system", "", Posterior, (LOW_RANK,)),
+    ("system", "", exact.ExactPosterior, (EXACT,)),
+    ("gibbs", GIBBS_PREFIX, gibbs.GibbsSamples, (GIBBS,)),
+)
+
+
 #: The metadata of schema version 1 ("format" and "schema_version" are checked first).
 METADATA_ENTRIES = (
     _Entry("scalegp_version", "str"),
@@ -217,23 +170,15 @@ METADATA_ENTRIES = (
     _Entry("optimization.converged", "bool", estimators=(LOW_RANK, EXACT)),
     _Entry("optimization.message", "str", estimators=(LOW_RANK, EXACT)),
     _Entry("system", "object", estimators=(LOW_RANK, EXACT)),
-    _Entry("system.jitter", "number", NONNEGATIVE, (LOW_RANK, EXACT)),
-    _Entry("system.n_samples", "int", AT_LEAST_ONE, (LOW_RANK,)),
-    _Entry("system.factorization", "str", estimators=(LOW_RANK,), choices=tuple(FACTORIZATIONS)),
-    _Entry("system.signed", "bool", estimators=(LOW_RANK,)),
+    *_section_entries("system", Posterior, (LOW_RANK,),
+                      {SYSTEM_SELECTOR: (LOCAL_FACTORIZATION,)}),
+    *_section_entries("system", exact.ExactPosterior, (EXACT,)),
     _Entry("dtype", "str", estimators=(LOW_RANK,), choices=("float64", "float32")),
     _Entry("approximation", "str", estimators=(LOW_RANK, GIBBS)),
     _Entry("feature_map", "object", estimators=(LOW_RANK, GIBBS), open=True),
     # a Gibbs model: the chain's settings and what ran (its draws are arrays)
     _Entry("gibbs", "object", estimators=(GIBBS,)),
-    _Entry("gibbs.diag_correction", "bool", estimators=(GIBBS,)),
-    _Entry("gibbs.collapsed", "bool", estimators=(GIBBS,)),
-    _Entry("gibbs.cost_model", "str", estimators=(GIBBS,), choices=gibbs.COST_MODELS),
-    _Entry("gibbs.n_iter", "int", AT_LEAST_ONE, (GIBBS,)),
-    _Entry("gibbs.burn_in", "int", NONNEGATIVE, (GIBBS,)),
-    _Entry("gibbs.thin", "int", AT_LEAST_ONE, (GIBBS,)),
-    _Entry("gibbs.n_grid", "int", AT_LEAST_ONE, (GIBBS,)),
-    _Entry("gibbs.n_floored", "int", NONNEGATIVE, (GIBBS,)),
+    *_section_entries("gibbs", gibbs.GibbsSamples, (GIBBS,)),
     # a local model (system.factorization "local"): its kind and the kind's own entries
     _Entry("local", "object", estimators=(LOW_RANK,), required=False, open=True),
     _Entry("arrays", "object", open=True),
@@ -246,28 +191,6 @@ KERNEL_PARAMS = {"length_scale": "scale", "variance": "number", "nu": "number",
                  "length_scale_bounds": "bounds", "variance_bounds": "bounds"}
 
 
-#: Feature-map fields stored as JSON values; a map's own construction checks their agreement
-#: with its other fields. A field of a map outside the package that neither this table nor
-#: ARRAY_FIELDS declares must be a JSON scalar: a finite number, a string, a bool or null.
-MAP_SCALARS = {
-    "n_dims": _Entry("feature_map.n_dims", "int", AT_LEAST_ONE),
-    "epsilon": _Entry("feature_map.epsilon", "number", POSITIVE),
-    "selection": _Entry("feature_map.selection", "str"),
-    # maclaurin
-    "sketch": _Entry("feature_map.sketch", "str", choices=("explicit", *sketches.SKETCHES)),
-    "expected_error": _Entry("feature_map.expected_error", "number", NAN_OR_NONNEGATIVE),
-    # random projection
-    "rank": _Entry("feature_map.rank", "int", AT_LEAST_ONE),
-    "oversampling": _Entry("feature_map.oversampling", "int", NONNEGATIVE),
-    "reduction": _Entry("feature_map.reduction", "str", choices=REDUCTIONS),
-    "target_error": _Entry("feature_map.target_error", "number", POSITIVE, nullable=True),
-    "certified_error": _Entry("feature_map.certified_error", "number", NONNEGATIVE,
-                              nullable=True),
-    "certificate": _Entry("feature_map.certificate", "str", nullable=True,
-                          choices=CERTIFICATES),
-}
-
-
 @dataclass(frozen=True)
 class _ArrayField:
     """One array of a model file.
@@ -276,14 +199,13 @@ class _ArrayField:
     n_components; any other symbol takes the size it first meets. ``kind`` is "float"
     (float64), "int" (any integer dtype) or "number" (either). The array is present exactly
     when the metadata at ``when[0]`` equals ``when[1]`` (or one of them, for a tuple; always,
-    if None), or may be absent
-    when ``optional``. Arrays named ``feature_map.<field>`` are present when the map has the
-    field and does not store it as a JSON value.
+    if None), or may be absent when ``optional``. Arrays named ``feature_map.<field>`` are
+    present when the map has the field and does not store it as a JSON value.
     """
 
     name: str
     shape: tuple | None
-    conditions: tuple[_Condition, ...] = (FINITE,)
+    conditions: tuple[Condition, ...] = (FINITE,)
     kind: str = "float"
     estimators: tuple[str, ...] = (LOW_RANK,)
     when: tuple[str, object] | None = None
@@ -298,63 +220,40 @@ class _ArrayField:
         return value if isinstance(value, tuple) else (value,)
 
 
+def array_field(key: str, array: Array, estimators: tuple[str, ...] = (LOW_RANK,),
+                path: str | None = None, present: bool | None = None) -> _ArrayField:
+    """The field of a component's declared array (:class:`scalegp.stored.Array`) stored as
+    ``key``; ``path``: the metadata path of its section (for its ``when``)."""
+    when = None if array.when is None else (f"{path}.{array.when[0]}", array.when[1])
+    return _ArrayField(key, array.shape,
+                       tuple(c for name in array.conditions for c in CONDITIONS[name]),
+                       array.kind, estimators, when, array.optional, present)
+
+
+def _section_arrays(path: str, prefix: str, component, estimators) -> tuple[_ArrayField, ...]:
+    return tuple(array_field(prefix + name, array, estimators, path)
+                 for name, declaration in declarations(component).items()
+                 for array in alternatives(declaration) if isinstance(array, Array))
+
+
+#: The arrays of the estimators and of their fixed sections (those of a feature map and a
+#: local kind are their classes' declarations, read when a file names them).
 ARRAY_FIELDS = (
-    # "k": the dimension of the factorized system, m (r <= m for a repaired one)
-    _ArrayField("beta", ("k",), when=("system.factorization", ("cholesky", "eigen", "repaired"))),
-    _ArrayField("signs", ("m",), (SIGN,), when=("system.signed", True)),
-    _ArrayField("cholesky_factor", ("k", "k"), (FINITE, LOWER_TRIANGULAR, POSITIVE_DIAGONAL),
-                when=("system.factorization", ("cholesky", "repaired"))),
-    _ArrayField(POSITIVE_PART_PREFIX + "transform", ("m", "k"),
-                when=("system.factorization", "repaired")),
-    _ArrayField(POSITIVE_PART_PREFIX + "eigenvalues", ("spectrum",),
-                when=("system.factorization", "repaired")),
-    _ArrayField("eigenvalues", ("m",), (FINITE, NONSINGULAR),
-                when=("system.factorization", "eigen")),
-    _ArrayField("eigenvectors", ("m", "m"), when=("system.factorization", "eigen")),
-    _ArrayField("X_train", ("n", "d"), estimators=(EXACT,)),
-    _ArrayField("cholesky_factor", ("n", "n"), (FINITE, LOWER_TRIANGULAR, POSITIVE_DIAGONAL),
-                estimators=(EXACT,)),
-    _ArrayField("alpha", ("n",), estimators=(EXACT,)),
+    *(field for path, prefix, component, estimators in SECTIONS
+      for field in _section_arrays(path, prefix, component, estimators)),
     _ArrayField("X_train_mean", ("d",), estimators=(LOW_RANK, EXACT, GIBBS), optional=True),
     _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(LOW_RANK, EXACT, GIBBS),
                 optional=True),
-    # "t": the grid's atoms (metadata gibbs.n_grid), "S": the retained draws
-    _ArrayField(GIBBS_PREFIX + "theta1_grid", ("t",), (POSITIVE,), estimators=(GIBBS,)),
-    _ArrayField(GIBBS_PREFIX + "tau", ("S",), (POSITIVE,), estimators=(GIBBS,)),
-    _ArrayField(GIBBS_PREFIX + "theta2", ("S",), (POSITIVE,), estimators=(GIBBS,)),
-    _ArrayField(GIBBS_PREFIX + "theta1_index", ("S",), (NONNEGATIVE,), kind="int",
-                estimators=(GIBBS,)),
-    _ArrayField(GIBBS_PREFIX + "weights", ("S", "m"), estimators=(GIBBS,)),
-    _ArrayField(MAP_PREFIX + "omega", ("f", "d")),
-    _ArrayField(MAP_PREFIX + "frequency_weights", ("f",), (NONNEGATIVE,)),
-    _ArrayField(MAP_PREFIX + "offset", ("d",)),
-    _ArrayField(MAP_PREFIX + "frequency_signs", ("f",), (SIGN,)),
-    _ArrayField(MAP_PREFIX + "phase_shifts", ("single",)),
-    _ArrayField(MAP_PREFIX + "sign_diagonals", (3, "blocks", "block_size"), (SIGN,)),
-    _ArrayField(MAP_PREFIX + "row_scales", ("f",)),
-    _ArrayField(MAP_PREFIX + "n_nodes", ("d",), (AT_LEAST_ONE,), kind="int"),
-    _ArrayField(MAP_PREFIX + "half_width", ("d",), (POSITIVE,)),
-    _ArrayField(MAP_PREFIX + "panels", ("d",), (PANEL_COUNT,), kind="int"),
-    _ArrayField(MAP_PREFIX + "truncation_bound", ("d",), (NOT_NAN_NONNEGATIVE,)),
-    _ArrayField(MAP_PREFIX + "theoretical_n_nodes", ("d",), (NOT_NAN_NONNEGATIVE,)),
-    # random projection: the points the projection is built on, and the sketch
-    _ArrayField(MAP_PREFIX + "inputs", ("points", "d")),
-    _ArrayField(MAP_PREFIX + "probes", ("points", "sketch_columns")),
-    # Nystrom: the knots (m of them)
-    _ArrayField(MAP_PREFIX + "knots", ("m", "d")),
-    # maclaurin: D_n per degree, the sketch matrices side by side (imaginary part: complex
-    # sketches only; sum_n n D_n columns, checked by the map)
-    _ArrayField(MAP_PREFIX + "allocation", ("degree",), (AT_LEAST_ONE,), kind="int"),
-    _ArrayField(MAP_PREFIX + "projections", ("d", "projection_columns")),
-    _ArrayField(MAP_PREFIX + "projections_imag", ("d", "projection_columns")),
 )
 
 
-#: A feature-map array field without a declaration above (a new map): finite numbers.
+#: A feature-map array field without a declaration (a map outside the package that declares
+#: none): finite numbers.
 DEFAULT_MAP_ARRAY = _ArrayField(MAP_PREFIX + "*", None, kind="number")
 
 
-_DECLARED_MAP_ARRAYS = {field.name for field in ARRAY_FIELDS if field.name.startswith(MAP_PREFIX)}
+#: A feature-map JSON field without a declaration: a finite number, a string, a bool or null.
+DEFAULT_MAP_VALUE = Value("scalar", nullable=True)
 
 
 #: Bounds on the symbols of the shapes (the exact GP refuses larger training sets).
@@ -365,10 +264,3 @@ _DTYPE_KINDS = {"float": ("float64", lambda dt: dt.kind == "f" and dt.itemsize =
                 "int": ("an integer dtype", lambda dt: dt.kind in "iu"),
                 "number": ("float64 or an integer dtype",
                            lambda dt: dt.kind in "iu" or (dt.kind == "f" and dt.itemsize == 8))}
-
-
-def _system_arrays(kind) -> tuple[str, ...]:
-    """The arrays of a low-rank system of this kind, as the schema declares them."""
-    return tuple(field.name for field in ARRAY_FIELDS
-                 if field.when is not None and field.when[0] == "system.factorization"
-                 and kind.name in field.when_values)

@@ -18,8 +18,8 @@ from ..estimators import configuration
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
-from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION, LOCAL_PREFIX,
-                     MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
+from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
+                     LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
 
 
 # ============================================================================ save
@@ -56,44 +56,41 @@ def _encode(model) -> tuple[dict, dict]:
             f"got {type(model).__name__}"
         )
     check_is_fitted(model)
+    arrays: dict = {}
     if isinstance(model, GibbsGPRegressor):
-        return _encode_gibbs(model)
+        samples = model.samples_
+        metadata = _common_metadata(model, samples.kernel)
+        _write_section(samples.to_state(), "gibbs", GIBBS_PREFIX, arrays, metadata)
+        _encode_feature_map(samples.feature_map, arrays, metadata)
+        return _finish(model, arrays, metadata)
     posterior = model.posterior_
     metadata = {
         **_common_metadata(model, model.kernel_),
         "noise_variance": float(model.noise_variance_),
         "log_marginal_likelihood": float(model.log_marginal_likelihood_value_),
-        "y_train_mean": float(model.y_train_mean_),
-        "y_train_std": float(model.y_train_std_),
         "optimization": _encode_optimization(model.optimization_result_),
     }
     if isinstance(model, LowRankGPRegressor) and model.local_model_ is not None:
-        arrays = {LOCAL_PREFIX + key: value
-                  for key, value in posterior.model_file_arrays().items()}
-        metadata["local"] = {"kind": posterior.kind,
-                             **_to_json(posterior.model_file_metadata(), "local-model metadata")}
-        metadata["system"] = {"jitter": 0.0, "n_samples": int(posterior.n_samples),
-                              "factorization": "local", "signed": False}
-    elif isinstance(model, LowRankGPRegressor):
-        system = posterior.system
-        arrays = {"beta": system.beta, **system.arrays()}
-        if model.feature_map_.signs is not None:
-            arrays["signs"] = np.asarray(model.feature_map_.signs, dtype=np.float64)
-        metadata["system"] = {
-            "jitter": float(system.jitter), "n_samples": int(posterior.n_samples),
-            "factorization": system.name,
-            "signed": model.feature_map_.signs is not None,
-        }
+        _write_section(posterior.to_state(), "local", LOCAL_PREFIX, arrays, metadata)
+        metadata["local"] = {"kind": posterior.kind, **metadata["local"]}
+        metadata["system"] = posterior.system_state()
     else:
-        arrays = {}
+        _write_section(posterior.to_state(), "system", "", arrays, metadata)
     if isinstance(model, LowRankGPRegressor):
         metadata["dtype"] = model.dtype_.name
         _encode_feature_map(model.feature_map_, arrays, metadata)
-    else:
-        arrays = {"X_train": posterior.X_train, "cholesky_factor": posterior.cholesky_factor,
-                  "alpha": posterior.alpha}
-        metadata["system"] = {"jitter": float(posterior.jitter)}
     return _finish(model, arrays, metadata)
+
+
+def _write_section(state: dict, path: str, prefix: str, arrays: dict, metadata: dict) -> None:
+    """A component's section: its arrays as ``prefix + name``, its JSON values under the
+    metadata ``path`` (what its ``to_state`` returns, as its ``STORED`` declares it)."""
+    section = metadata.setdefault(path, {})
+    for name, value in state.items():
+        if isinstance(value, np.ndarray):
+            arrays[prefix + name] = value
+        else:
+            section[name] = _to_json(value, f"{path.replace('_', '-')} field {name!r}")
 
 
 def _common_metadata(model, kernel) -> dict:
@@ -118,36 +115,11 @@ def _common_metadata(model, kernel) -> dict:
 
 
 def _encode_feature_map(feature_map, arrays: dict, metadata: dict) -> None:
-    """The map's name and state; a neighbourhood model of exact local GPs has no map:
+    """The map's name and section; a neighbourhood model of exact local GPs has no map:
     approximation "exact", no fields."""
     metadata["approximation"] = "exact" if feature_map is None else feature_map.name
-    metadata["feature_map"] = {}
-    state = {} if feature_map is None else feature_map.state()
-    for field, value in state.items():
-        if isinstance(value, np.ndarray):
-            arrays[MAP_PREFIX + field] = value
-        else:
-            metadata["feature_map"][field] = _to_json(value, f"feature-map field {field!r}")
-
-
-def _encode_gibbs(model) -> tuple[dict, dict]:
-    samples = model.samples_
-    if isinstance(samples.feature_map, gibbs.AtomMaps):
-        raise NotImplementedError(
-            "saving a Gibbs model with one map per theta1 atom (map_per_atom=True) is not "
-            "implemented: the model file stores one feature map")
-    metadata = _common_metadata(model, samples.kernel)
-    metadata["gibbs"] = {
-        "diag_correction": bool(samples.diag_correction), "collapsed": bool(samples.collapsed),
-        "cost_model": str(samples.cost_model), "n_iter": int(samples.n_iter),
-        "burn_in": int(samples.burn_in), "thin": int(samples.thin),
-        "n_grid": int(samples.theta1_grid.size), "n_floored": int(samples.n_floored)}
-    arrays = {GIBBS_PREFIX + "theta1_grid": samples.theta1_grid, GIBBS_PREFIX + "tau": samples.tau,
-              GIBBS_PREFIX + "theta2": samples.theta2,
-              GIBBS_PREFIX + "theta1_index": samples.theta1_index,
-              GIBBS_PREFIX + "weights": samples.weights}
-    _encode_feature_map(samples.feature_map, arrays, metadata)
-    return _finish(model, arrays, metadata)
+    state = {} if feature_map is None else feature_map.to_state()
+    _write_section(state, "feature_map", MAP_PREFIX, arrays, metadata)
 
 
 def _finish(model, arrays: dict, metadata: dict) -> tuple[dict, dict]:

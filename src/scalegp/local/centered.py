@@ -51,15 +51,15 @@ estimator's ``local`` parameter, the model-file loader and ``scalegp fit --local
     NotImplementedError, for the same reason.
 ``describe()``
     One line for logs and the command line.
-Model files: ``model_file_metadata()`` (JSON scalars), ``model_file_arrays()`` (name ->
-    float64 array), the class attributes ``MODEL_FILE_METADATA`` (name -> (JSON kind,
-    condition name or None)) and ``MODEL_FILE_ARRAYS`` (name -> (shape symbols, condition
-    names)) that the loader validates against, ``stored_arrays(metadata)`` (the names present
-    for that metadata) and ``from_model_file(feature_map, kernel, noise_variance,
-    log_marginal_likelihood, n_samples, metadata, arrays, dtype)``. Shape symbols: "d" the
-    inputs, "m" the map's columns, "c" the centres, "rows" the stored training rows;
-    conditions: "finite", "positive", "nonnegative", "cholesky" (a stack of lower triangular
-    factors with a positive diagonal).
+Model files: the class attribute ``STORED`` (name -> :class:`scalegp.stored.Value`, a JSON
+    value of the metadata ``local``, or :class:`scalegp.stored.Array`, the array
+    ``local.<name>``) that the loader validates against, ``to_state()`` (name -> value or
+    float64 array), ``stored_arrays(metadata)`` (the names present for that metadata) and
+    ``from_state(state, *, feature_map, kernel, noise_variance, log_marginal_likelihood,
+    n_samples, dtype, map_builder)``. Shape symbols: "d" the inputs, "m" the map's columns,
+    "c" the centres, "rows" the stored training rows; conditions: those of
+    :data:`scalegp.stored.CONDITIONS` ("cholesky": a stack of lower triangular factors with a
+    positive diagonal).
 
 Only unsigned maps and homoscedastic noise are supported (the estimator says so otherwise).
 Every pass reuses the engine's chunk functions (:func:`scalegp.engine.statistics.chunk_gradient`,
@@ -396,12 +396,13 @@ class LocalModel(abc.ABC):
     """Base of the local kinds: the protocol of the module docstring."""
 
     kind: ClassVar[str] = ""
-    #: name -> (JSON kind, condition name or None) of the kind's model-file metadata.
-    MODEL_FILE_METADATA: ClassVar[dict] = {}
-    #: name -> (shape symbols, condition names) of the kind's model-file arrays.
-    MODEL_FILE_ARRAYS: ClassVar[dict] = {}
+    #: name -> Value (the kind's model-file metadata) or Array (its arrays), module docstring.
+    STORED: ClassVar[dict] = {}
     #: name -> value of metadata that files written before the name existed lack.
     MODEL_FILE_DEFAULTS: ClassVar[dict] = {}
+    #: The posterior summary's kind in a local model's file (metadata
+    #: ``system.factorization``): its systems are the kind's own arrays.
+    FACTORIZATION: ClassVar[str] = "local"
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -479,17 +480,29 @@ class LocalModel(abc.ABC):
 
     # ----------------------------------------------------------------- model files
     @abc.abstractmethod
-    def model_file_metadata(self) -> dict:
-        """The kind's JSON scalars (``MODEL_FILE_METADATA``)."""
-
-    @abc.abstractmethod
-    def model_file_arrays(self) -> dict[str, np.ndarray]:
-        """The kind's arrays (``MODEL_FILE_ARRAYS``), float64."""
+    def to_state(self) -> dict:
+        """The kind's JSON scalars and float64 arrays, as ``STORED`` declares them."""
 
     @classmethod
     @abc.abstractmethod
     def stored_arrays(cls, metadata: dict) -> set[str]:
         """The names of the arrays a file of this kind with this metadata holds."""
+
+    def system_state(self) -> dict:
+        """The posterior summary of a local model's file (metadata ``system``, the section of
+        :class:`scalegp.engine.Posterior` in a global model's): kind :attr:`FACTORIZATION`,
+        n, no jitter and no signs."""
+        return {"jitter": 0.0, "n_samples": int(self.n_samples),
+                "factorization": self.FACTORIZATION, "signed": False}
+
+    @classmethod
+    def from_sections(cls, state: dict, system: dict, **context) -> "LocalModel":
+        """The model from its section (``state``) and its file's posterior summary (``system``,
+        :meth:`system_state`); ``context`` as :meth:`from_state`."""
+        if system["signed"]:
+            raise ValueError("its metadata 'system.signed' is true, but a local model has no "
+                             "signs")
+        return cls.from_state(state, n_samples=system["n_samples"], **context)
 
     @classmethod
     def has_likelihood(cls, metadata: dict) -> bool:
@@ -499,9 +512,9 @@ class LocalModel(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype, map_builder=None) -> "LocalModel":
-        """The model from validated model-file values; ``map_builder(X, y)`` returns the
+    def from_state(cls, state: dict, *, feature_map, kernel, noise_variance,
+                   log_marginal_likelihood, n_samples, dtype, map_builder=None) -> "LocalModel":
+        """The model from its validated section; ``map_builder(X, y)`` returns the
         fit's ``build_map(rows, centre, rng)`` for training rows (X, y), for kinds that
         rebuild per-centre maps."""
 

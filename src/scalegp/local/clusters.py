@@ -14,6 +14,7 @@ from .._validation import check_dtype
 from ..data.base import ArraySource
 from ..engine.systems import CholeskySystem
 from ..features.base import FeatureMap
+from ..stored import Array, Value
 from . import resolution
 from .centered import (LocalContext, LocalModel, _at, _n_components, _training_arrays,
                        centred_statistics, check_local_memory, local_memory_bytes)
@@ -46,16 +47,12 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     them exactly as the fit built them (the map builder of the stored estimator parameters).
     """
 
-    MODEL_FILE_METADATA = {"threshold": ("number", "positive"), "lazy": ("bool", None),
-                           "reoptimized": ("bool", None), "map_seed": ("int", "nonnegative")}
+    STORED = {"threshold": Value("number", "positive"), "lazy": Value("bool"),
+              "reoptimized": Value("bool"), "map_seed": Value("int", "nonnegative"),
+              "centres": Array(("c", "d")), "beta": Array(("c", "m")),
+              "cholesky_factor": Array(("c", "m", "m"), ("finite", "cholesky")),
+              "X_train": Array(("rows", "d")), "y_train": Array(("rows",))}
     MODEL_FILE_DEFAULTS = {"reoptimized": False, "map_seed": 0}
-    MODEL_FILE_ARRAYS = {
-        "centres": (("c", "d"), ("finite",)),
-        "beta": (("c", "m"), ("finite",)),
-        "cholesky_factor": (("c", "m", "m"), ("finite", "cholesky")),
-        "X_train": (("rows", "d"), ("finite",)),
-        "y_train": (("rows",), ("finite",)),
-    }
 
     def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
                  n_samples, *, centres: np.ndarray, threshold: float, systems: dict,
@@ -170,12 +167,13 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         return (mean, var) if return_var else mean
 
     # ----------------------------------------------------------------- model files
-    def model_file_metadata(self):
-        return {"threshold": self.threshold, "lazy": self.lazy,
-                "reoptimized": self.reoptimized,
-                "map_seed": int(self.map_seed) if self.reoptimized else 0}
+    def to_state(self):
+        scalars = {"threshold": self.threshold, "lazy": self.lazy,
+                   "reoptimized": self.reoptimized,
+                   "map_seed": int(self.map_seed) if self.reoptimized else 0}
+        return {**scalars, **self._stored_arrays()}
 
-    def model_file_arrays(self):
+    def _stored_arrays(self):
         if self.reoptimized and self.source.X.dtype != np.float64:
             raise NotImplementedError(
                 "a local model fitted with Clusters(reoptimize=True) rebuilds its per-centre maps "
@@ -204,42 +202,42 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
                                                          else set())
 
     @classmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype, map_builder=None):
+    def from_state(cls, state, *, feature_map, kernel, noise_variance,
+                   log_marginal_likelihood, n_samples, dtype, map_builder=None):
         """A lazy model's centres are recomputed from its rows, as ``fit`` computed them; a
         re-optimized model's maps are rebuilt from its rows and seed (ValueError if they do
         not have the stored systems' size)."""
-        source = (ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype)
-                  if "X_train" in arrays else None)
-        centres = (farthest_point_centres(source.X, metadata["threshold"],
+        source = (ArraySource(state["X_train"], state["y_train"], dtype=dtype)
+                  if "X_train" in state else None)
+        centres = (farthest_point_centres(source.X, state["threshold"],
                                           length_scale=kernel.length_scale)
-                   if metadata["lazy"] else arrays["centres"])
+                   if state["lazy"] else state["centres"])
         maps = None
-        if not metadata["reoptimized"] and metadata["map_seed"] != 0:
-            raise ValueError(f"it has map_seed {metadata['map_seed']}, which only a "
+        if not state["reoptimized"] and state["map_seed"] != 0:
+            raise ValueError(f"it has map_seed {state['map_seed']}, which only a "
                              "re-optimized model uses (0 otherwise)")
-        if metadata["reoptimized"]:
+        if state["reoptimized"]:
             if map_builder is None:
                 raise ValueError("a re-optimized local model needs the map builder of its "
                                  "estimator to be loaded")
-            context = LocalContext(feature_map, source, metadata["threshold"], reoptimize=True,
+            context = LocalContext(feature_map, source, state["threshold"], reoptimize=True,
                                    build_map=map_builder(source.X, source.y),
-                                   map_seed=metadata["map_seed"])
+                                   map_seed=state["map_seed"])
             maps = context.maps(centres, kernel)
             sizes = {fm.n_components for fm in maps}
-            if not metadata["lazy"] and sizes != {arrays["beta"].shape[1]}:
+            if not state["lazy"] and sizes != {state["beta"].shape[1]}:
                 raise ValueError(f"its rebuilt per-centre maps have {sorted(sizes)} columns, "
-                                 f"the stored systems {arrays['beta'].shape[1]}")
-        common = dict(centres=centres, threshold=metadata["threshold"], maps=maps,
-                      map_seed=metadata["map_seed"] if maps is not None else None,
+                                 f"the stored systems {state['beta'].shape[1]}")
+        common = dict(centres=centres, threshold=state["threshold"], maps=maps,
+                      map_seed=state["map_seed"] if maps is not None else None,
                       source=source, dtype=dtype)
-        if metadata["lazy"]:
+        if state["lazy"]:
             return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
                        systems={}, lazy=True, **common)
         # the factor in the memory order the fit's factorization wrote it (LAPACK's, Fortran),
         # so that the solves, and the predictions, are bit-identical
-        systems = {j: CholeskySystem(noise_variance, arrays["beta"][j], 0.0,
-                                     np.asfortranarray(arrays["cholesky_factor"][j]))
-                   for j in range(arrays["centres"].shape[0])}
+        systems = {j: CholeskySystem(noise_variance, state["beta"][j], 0.0,
+                                     np.asfortranarray(state["cholesky_factor"][j]))
+                   for j in range(state["centres"].shape[0])}
         return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
                    systems=systems, **common)

@@ -46,6 +46,7 @@ from ..engine.noise import noise_only_log_marginal_likelihood
 from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
+from ..stored import Array
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
 
@@ -404,22 +405,14 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
     # The local systems (k x k factors for exact local GPs) are far larger than the data, so
     # a file keeps the training rows and the cover, and loading conditions every
     # neighbourhood again at the stored hyperparameters (as ``fit`` did: same predictions).
-    MODEL_FILE_METADATA = {}
     #: Its local GPs may be exact (``approximation="exact"``, no feature map).
     EXACT_LOCAL_GPS = True
-    MODEL_FILE_ARRAYS = {
-        "centres": (("c", "d"), ("finite",)),
-        "blend_radius": (("c",), ("positive",)),
-        "scale": (("d",), ("positive",)),
-        "members": (("c", "neighbors"), ("nonnegative",)),
-        "X_train": (("rows", "d"), ("finite",)),
-        "y_train": (("rows",), ("finite",)),
-    }
+    STORED = {"centres": Array(("c", "d")), "blend_radius": Array(("c",), ("positive",)),
+              "scale": Array(("d",), ("positive",)),
+              "members": Array(("c", "neighbors"), ("nonnegative",)),
+              "X_train": Array(("rows", "d")), "y_train": Array(("rows",))}
 
-    def model_file_metadata(self) -> dict:
-        return {}
-
-    def model_file_arrays(self) -> dict:
+    def to_state(self) -> dict:
         cover = self.neighborhoods
         return {"centres": np.asarray(cover.centres, dtype=np.float64),
                 "blend_radius": np.asarray(cover.blend_radius, dtype=np.float64),
@@ -430,32 +423,32 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
 
     @classmethod
     def stored_arrays(cls, metadata: dict) -> set:
-        return set(cls.MODEL_FILE_ARRAYS)
+        return set(cls.STORED)
 
     @classmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype, map_builder=None):
+    def from_state(cls, state, *, feature_map, kernel, noise_variance,
+                   log_marginal_likelihood, n_samples, dtype, map_builder=None):
         """Condition the stored cover again; ValueError if the members are not row indices
         or the likelihood differs from the stored one (the file's rows were altered)."""
-        members = arrays["members"]
-        n_rows = arrays["X_train"].shape[0]
+        members = state["members"]
+        n_rows = state["X_train"].shape[0]
         if np.any(members != np.round(members)) or np.any(members >= n_rows):
             raise ValueError(f"'members' must hold row indices below {n_rows}")
         members = members.astype(np.intp)
         if np.any(np.diff(members, axis=1) <= 0):
             raise ValueError("each row of 'members' must be strictly increasing")
-        cover = Neighborhoods(arrays["centres"], tuple(members), arrays["blend_radius"],
-                              arrays["scale"])
+        cover = Neighborhoods(state["centres"], tuple(members), state["blend_radius"],
+                              state["scale"])
         covered = len(np.unique(members))
         if covered != n_samples:
             raise ValueError(f"its neighbourhoods cover {covered} rows, but the file says "
                              f"n_samples = {n_samples}")
         # everything conditioning costs (O(n_centres k^3)) is checked first
-        check_cover(cover, arrays["X_train"])
+        check_cover(cover, state["X_train"])
         check_memory(cover, feature_map)
         hyperparameters = Hyperparameters(kernel, noise_variance)
-        model = NeighborhoodLikelihood(hyperparameters, cover, arrays["X_train"],
-                                       arrays["y_train"], feature_map=feature_map,
+        model = NeighborhoodLikelihood(hyperparameters, cover, state["X_train"],
+                                       state["y_train"], feature_map=feature_map,
                                        dtype=dtype).posterior(hyperparameters)
         if not np.isclose(model.log_marginal_likelihood, log_marginal_likelihood,
                           rtol=1e-9, atol=1e-9):

@@ -12,6 +12,7 @@ import numpy as np
 from .. import linalg
 from .._validation import check_dtype
 from ..data.base import ArraySource
+from ..stored import Array, Value
 from . import resolution
 from .centered import LocalModel, _training_arrays, centred_statistics, local_memory_bytes
 
@@ -42,9 +43,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
     (:class:`LocalMarginalLikelihood`).
     """
 
-    MODEL_FILE_METADATA = {"threshold": ("number", "positive")}
-    MODEL_FILE_ARRAYS = {"X_train": (("rows", "d"), ("finite",)),
-                         "y_train": (("rows",), ("finite",))}
+    STORED = {"threshold": Value("number", "positive"), "X_train": Array(("rows", "d")),
+              "y_train": Array(("rows",))}
 
     def __init__(self, feature_map, kernel, noise_variance, log_marginal_likelihood,
                  n_samples, *, source: ArraySource, threshold: float,
@@ -125,11 +125,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         return mean, var
 
     # ----------------------------------------------------------------- model files
-    def model_file_metadata(self):
-        return {"threshold": self.threshold}
-
-    def model_file_arrays(self):
-        return _training_arrays(self.source)
+    def to_state(self):
+        return {"threshold": self.threshold, **_training_arrays(self.source)}
 
     @classmethod
     def stored_arrays(cls, metadata):
@@ -141,9 +138,8 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         return False
 
     @classmethod
-    def from_model_file(cls, feature_map, kernel, noise_variance, log_marginal_likelihood,
-                        n_samples, metadata, arrays, dtype,
-                        map_builder=None):
+    def from_state(cls, state, *, feature_map, kernel, noise_variance,
+                   log_marginal_likelihood, n_samples, dtype, map_builder=None):
         return cls(feature_map, kernel, noise_variance, log_marginal_likelihood, n_samples,
-                   source=ArraySource(arrays["X_train"], arrays["y_train"], dtype=dtype),
-                   threshold=metadata["threshold"], dtype=dtype)
+                   source=ArraySource(state["X_train"], state["y_train"], dtype=dtype),
+                   threshold=state["threshold"], dtype=dtype)
