@@ -68,6 +68,13 @@ class FeatureMap(abc.ABC):
     #: projection): then the VFE trace term tr(K - Q) >= 0 and the VFE objective is a lower
     #: bound of the exact log marginal likelihood (docs/nystrom.md); other maps refuse it.
     bounded_by_kernel: ClassVar[bool] = False
+    #: True where the map at theta (:meth:`at`) has ``homoscedastic_gradient(items, statistics,
+    #: system, *, trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one
+    #: pass of its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.
+    #: homoscedastic_gradient`). Declared on the map, so that
+    #: :class:`scalegp.engine.likelihood.MarginalLikelihood` chooses its gradient path once, when
+    #: it is built (:mod:`scalegp.engine.gradients`), without evaluating the map at theta.
+    has_homoscedastic_gradient: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -205,13 +212,6 @@ class MapAtTheta:
     feature_map : FeatureMap
     kernel : Kernel
     """
-
-    #: True where the map has ``homoscedastic_gradient(items, statistics, system, *,
-    #: trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one pass of
-    #: its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`),
-    #: which :class:`scalegp.engine.likelihood.MarginalLikelihood` then uses instead of the general
-    #: one.
-    has_homoscedastic_gradient: ClassVar[bool] = False
 
     def __init__(self, feature_map: FeatureMap, kernel: Kernel):
         self.feature_map = feature_map

@@ -63,8 +63,8 @@ Model files: ``model_file_metadata()`` (JSON scalars), ``model_file_arrays()`` (
 
 Only unsigned maps and homoscedastic noise are supported (the estimator says so otherwise).
 Every pass reuses the engine's chunk functions (:func:`scalegp.engine.statistics.chunk_gradient`,
-:func:`scalegp.engine.likelihood.condition`, :func:`scalegp.engine.likelihood.noise_gradient`,
-:func:`scalegp.engine.likelihood.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
+:func:`scalegp.engine.likelihood.condition`, :func:`scalegp.engine.gradients.noise_gradient`,
+:func:`scalegp.engine.gradients.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
 statistics of every centre in one pass over the data (docs/local-models.md, "One pass").
 """
 
@@ -191,7 +191,7 @@ def centred_gradients(at_maps, source: DataSource, centres, systems, *,
     chunks of :func:`scalegp.engine.statistics.chunk_gradient` on the shifted chunk (X - c, y).
 
     Returns an array (n_centres, n_params + 1); its last column (the noise) is 0, to be
-    replaced by :func:`scalegp.engine.likelihood.noise_gradient` of each centre (homoscedastic
+    replaced by :func:`scalegp.engine.gradients.noise_gradient` of each centre (homoscedastic
     noise).
     """
     dtype = check_dtype(dtype)
