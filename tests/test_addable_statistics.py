@@ -7,7 +7,7 @@ import pytest
 
 import scalegp as sg
 from scalegp import features
-from scalegp.engine import likelihood
+from scalegp.engine import gradients
 from scalegp.data.base import Chunk, IterableSource, as_source
 from scalegp.engine.statistics import (KeptFeatures, Statistics, accumulate_gradient,
                                        chunk_gradient, chunk_statistics)
@@ -122,7 +122,7 @@ def test_gradient_pass_with_and_without_kept_features(budget, monkeypatch):
     theta = np.append(kernel.theta, np.log(0.2))
     reference = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
                                    chunk_size=16)(theta)
-    monkeypatch.setattr(likelihood, "feature_cache_budget", lambda dtype: budget)
+    monkeypatch.setattr(gradients, "feature_cache_budget", lambda dtype: budget)
     objective = MarginalLikelihood(fmap, kernel, X, y, sample_noise_variance=variances,
                                    chunk_size=16)
     calls = []

@@ -11,8 +11,8 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from scalegp import kernels
-from scalegp.inference.gibbs_model import (GammaPrior, _State, check_theta1_grid, length_scale_of,
-                                           unit_kernel)
+from scalegp.inference.gibbs_model import (AtomMaps, GammaPrior, _State, check_theta1_grid,
+                                           length_scale_of, unit_kernel)
 from scalegp.inference.gibbs_sweeps import RowsBackend, StatisticsBackend
 from scalegp.inference.gibbs import effective_sample_size, mixture_quantile, sample_posterior
 from scalegp.estimators.transformers import _build_feature_map
@@ -64,7 +64,7 @@ def log_joint(kind, fmap, X, y, latent, tau, theta2, h):
 
 def backend_and_state(kind, seed=0):
     fmap, X, y = tiny_problem(seed=seed)
-    backend = BACKENDS[kind](fmap, KERNEL, GRID, X, y)
+    backend = BACKENDS[kind](AtomMaps.repeat(fmap, GRID.size), KERNEL, GRID, X, y)
     rng = np.random.default_rng(seed + 7)
     size = fmap.n_components if kind == "statistics" else y.size
     state = _State(tau=3.0, theta2=0.8, index=2, latent=0.5 * rng.standard_normal(size))
@@ -250,7 +250,7 @@ def test_nearly_collinear_features_keep_the_chain_proper():
     grid = np.array([0.001, 0.003, 0.007])
     fmap = _build_feature_map("rff", x, build_kernel(KERNEL, grid, GammaPrior(2.0, 20.0)), 64,
                               None, np.random.default_rng(1))
-    backend = StatisticsBackend(fmap, KERNEL, grid, x, y)
+    backend = StatisticsBackend(AtomMaps.repeat(fmap, grid.size), KERNEL, grid, x, y)
     assert np.all(backend.rotated_projection**2
                   <= backend.eigenvalues * backend.y_norm2 * (1 + 1e-9) + 1e-300)
     samples = sample_posterior(fmap, KERNEL, x, y, theta1_grid=grid, tau_prior=(1.0, 10.0),
@@ -266,7 +266,7 @@ def test_fixed_basis_statistics_from_one_pass_equal_a_pass_per_grid_point():
     from scalegp.data.base import ArraySource
     from scalegp.engine.statistics import accumulate_statistics
     fmap, X, y = tiny_problem(n=40, m=12, approximation="glf")
-    backend = StatisticsBackend(fmap, KERNEL, GRID, X, y)
+    backend = StatisticsBackend(AtomMaps.repeat(fmap, GRID.size), KERNEL, GRID, X, y)
     m = fmap.n_components
     for h, theta1 in enumerate(GRID):
         stats_h = accumulate_statistics(fmap.at(unit_kernel(KERNEL, theta1)), ArraySource(X, y))

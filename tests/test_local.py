@@ -219,7 +219,8 @@ def test_one_pass_equals_a_pass_per_centre():
     fmap = features.get("rff").build(X, kernel, 24, np.random.default_rng(0))
     at_map = fmap.at(kernel)
     centres = X[[0, 5, 17, 40, 63]]
-    together = local.centred_statistics(at_map, ArraySource(X, y), centres, chunk_size=16)
+    together = local.centred_statistics((at_map,) * len(centres), ArraySource(X, y), centres,
+                                        chunk_size=16)
     for centre, statistics in zip(centres, together):
         alone = engine.accumulate_statistics(at_map, ArraySource(X - centre, y), chunk_size=16)
         np.testing.assert_allclose(statistics.gram, alone.gram, rtol=1e-12, atol=1e-13)
@@ -241,7 +242,8 @@ def test_the_pass_reads_each_chunk_once():
                 reads.append(chunk.start)
                 yield chunk
 
-    local.centred_statistics(fmap.at(kernel), CountingSource(X, y), X[:7], chunk_size=30)
+    local.centred_statistics((fmap.at(kernel),) * 7, CountingSource(X, y), X[:7],
+                             chunk_size=30)
     assert reads == [0, 30, 60, 90]
 
 

@@ -7,6 +7,7 @@ is this package: the names below are what the other wings use; its modules are
 
 * :mod:`~scalegp.engine.statistics`: the streaming passes (statistics, the gradient's shares);
 * :mod:`~scalegp.engine.likelihood`: the log marginal likelihood, its gradient, the posterior;
+* :mod:`~scalegp.engine.gradients`: the gradient paths, one chosen per objective;
 * :mod:`~scalegp.engine.systems`, :mod:`~scalegp.engine.positive_part`: the m x m systems;
 * :mod:`~scalegp.engine.noise`, :mod:`~scalegp.engine.hyperparameters`: the model's diagonal
   and theta;
@@ -14,8 +15,10 @@ is this package: the names below are what the other wings use; its modules are
   the objective; :mod:`~scalegp.engine.exact`: the dense reference GP.
 """
 
+from .gradients import (GradientPath, choose_gradient_path, fixed_basis_gradient,
+                        noise_gradient)
 from .likelihood import (SIGNED_RULES, MarginalLikelihood, Posterior, condition,
-                         fixed_basis_gradient, log_marginal_likelihood, noise_gradient)
+                         log_marginal_likelihood)
 from .noise import FITC, HOMOSCEDASTIC, NoiseModel
 from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFeatures, Statistics,
                          accumulate_gradient, accumulate_statistics, chunk_gradient,
@@ -23,8 +26,8 @@ from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFe
 
 __all__ = [
     "FEATURE_CACHE_BYTES", "FITC", "HOMOSCEDASTIC", "SIGNED_RULES", "BasisOnly", "BasisStatistics",
-    "KeptFeatures", "MarginalLikelihood", "NoiseModel", "Posterior", "Statistics",
-    "accumulate_gradient", "accumulate_statistics", "chunk_gradient", "chunk_statistics",
-    "condition", "feature_cache_budget", "features_by_chunk", "fixed_basis_gradient",
-    "log_marginal_likelihood", "noise_gradient",
+    "GradientPath", "KeptFeatures", "MarginalLikelihood", "NoiseModel", "Posterior", "Statistics",
+    "accumulate_gradient", "accumulate_statistics", "choose_gradient_path", "chunk_gradient",
+    "chunk_statistics", "condition", "feature_cache_budget", "features_by_chunk",
+    "fixed_basis_gradient", "log_marginal_likelihood", "noise_gradient",
 ]

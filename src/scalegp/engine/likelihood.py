@@ -37,16 +37,15 @@ import numpy as np
 from .. import parallel, rowwise
 from .._memory import default_chunk_size
 from .._validation import check_dtype
-from ..data.base import DistributedSource, as_source
+from ..data.base import as_source
 from ..errors import ApproximationWarning
 from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
 from ..kernels import Kernel
 from ..stored import Array, Value, declarations, selected
 from .hyperparameters import Hyperparameters
+from .gradients import GradientPath, choose_gradient_path
 from .noise import HOMOSCEDASTIC, NoiseModel, missing_prior_variance
-from .positive_part import positive_part_gradient
-from .statistics import (BasisStatistics, KeptFeatures, Statistics, accumulate_gradient,
-                         accumulate_statistics, feature_cache_budget, features_by_chunk)
+from .statistics import BasisStatistics, KeptFeatures, Statistics, accumulate_statistics
 from .systems import SYSTEMS, EigenSystem, FactorizedSystem
 
 
@@ -95,39 +94,6 @@ def _log_marginal_likelihood(statistics: Statistics, system: FactorizedSystem) -
     return float(value)
 
 
-def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
-    """d log p / d log s2 = s2 [ alpha^T alpha / 2 - tr(K^{-1}) / 2 ] (dK / d log s2 = s2 I), where
-
-    alpha^T alpha = s2^{-2} (y^T y - 2 b^T beta + beta^T G beta) and
-    tr(K^{-1}) = s2^{-1} (n - m + s2 tr(M^{-1} S)) (docs/engine.md, "Gradient").
-    """
-    s2 = system.noise_variance + system.jitter
-    beta = system.beta
-    alpha_norm2 = (statistics.y_norm2 - 2 * statistics.projection @ beta
-                   + beta @ (statistics.gram @ beta)) / s2**2
-    trace_inverse = (statistics.n_samples - system.n_components
-                     + s2 * np.sum(system.inverse_diagonal * system.signs_or_ones())) / s2
-    return float(system.noise_variance * 0.5 * (alpha_norm2 - trace_inverse))
-
-
-def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
-                         log_weights_grad: np.ndarray) -> np.ndarray:
-    """Kernel-parameter gradient for Psi = Phi diag(sqrt(w)), with g_i = d log w / d theta_i.
-
-    Since dPsi_i = Psi diag(g_i / 2), the general formula
-    d log p / d theta_i = s2^{-1} beta^T (db_i - C_i^T beta) - tr(M^{-1} C_i), with
-    C_i = Psi^T dPsi_i = G diag(g_i/2) and db_i = (g_i/2) * b, needs only O(m^2 P):
-    tr(M^{-1} G diag(g/2)) = sum_l (1 - s2 (M^{-1})_ll S_l) g_l / 2 (docs/engine.md, "Gradient").
-    """
-    s2 = system.noise_variance + system.jitter
-    beta = system.beta
-    half = 0.5 * log_weights_grad
-    diag_MinvG = 1.0 - s2 * system.inverse_diagonal * system.signs_or_ones()
-    G_beta = statistics.gram @ beta
-    data_term = half @ (beta * (statistics.projection - G_beta)) / s2
-    return data_term - half @ diag_MinvG
-
-
 class MarginalLikelihood:
     """The low-rank objective: log p(y | theta), its gradient, and the posterior at theta.
 
@@ -135,7 +101,10 @@ class MarginalLikelihood:
     Hyperparameters` (a kernel alone is taken as its hyperparameters). For a
     :class:`FixedBasisFeatureMap` and homoscedastic noise the basis statistics are accumulated
     once in the constructor and each call costs O(m^3), independent of n; otherwise each call
-    makes two streaming passes over the data (statistics, then the gradient's shares).
+    makes two streaming passes over the data (statistics, then the gradient's shares). How
+    the gradient is computed is chosen once, here, from what is fixed per objective (the map,
+    the signed rule, the noise on the source, the VFE bound): ``gradient_path``, one of the
+    paths of :mod:`scalegp.engine.gradients`, to which each call delegates.
     ``signed_rule`` ("keep" or "repair", :data:`SIGNED_RULES`) says how a signed map's
     approximation is treated; it has no effect on maps without signs. ``noise`` is the noise
     model (:mod:`scalegp.engine.noise`); per-row known variances come with the data
@@ -182,12 +151,18 @@ class MarginalLikelihood:
             self.basis_statistics = BasisStatistics.accumulate(
                 feature_map, self.source, chunk_size=chunk_size, dtype=self.dtype,
                 progress=progress, n_jobs=self.n_jobs)
-        # the gradient pass of accumulate_gradient (not the fixed basis, not the repair)
-        streams_gradient = (self.basis_statistics is None
-                            and not (feature_map.signs is not None and signed_rule == "repair"))
-        # an out-of-core source promises O(chunk m + m^2) memory: no O(n m) features kept
-        keeps = streams_gradient and not self.source.out_of_core
-        self.feature_budget = feature_cache_budget(self.dtype) if keeps else 0
+        #: How each call computes the gradient (:mod:`scalegp.engine.gradients`), chosen here
+        #: from what is fixed per objective.
+        self.gradient_path: GradientPath = choose_gradient_path(
+            feature_map, self.source, signed_rule=signed_rule,
+            homoscedastic=self.homoscedastic, variational=self.variational,
+            basis_statistics=self.basis_statistics, dtype=self.dtype)
+
+    @property
+    def feature_budget(self) -> int:
+        """Bytes of features a statistics pass may keep for the gradient path's second pass
+        (0: the path has none, or the source is out of core, or the features are float32)."""
+        return self.gradient_path.feature_budget
 
     @property
     def kernel(self) -> Kernel:
@@ -233,57 +208,16 @@ class MarginalLikelihood:
         return self.conditioned(theta)[2]
 
     def __call__(self, theta) -> tuple[float, np.ndarray]:
-        """(log p(y), gradient with respect to theta)."""
+        """(log p(y), gradient with respect to theta): the value at theta, then the gradient
+        from ``gradient_path`` (:mod:`scalegp.engine.gradients`)."""
         self.n_evaluations += 1
         kept = KeptFeatures(self.feature_budget) if self.feature_budget else None
         at_map, statistics, value, system, conditioned = self.conditioned(theta,
                                                                          keep_features=kept)
-        if system.positive_part is not None:
-            gradient = np.append(self._positive_part_gradient(at_map, system, statistics),
-                                 noise_gradient(conditioned, system))
-        elif self.basis_statistics is not None:
-            gradient = np.append(
-                fixed_basis_gradient(statistics, system,
-                                     self.feature_map.log_weights_grad(at_map.kernel)),
-                noise_gradient(conditioned, system))
-        elif self.homoscedastic and at_map.has_homoscedastic_gradient and not (
-                isinstance(self.source, DistributedSource)
-                and not (kept is not None and kept.complete)):
-            noise_variance = self.hyperparameters.values(theta)[1]
-            trace_weight = 1.0 / noise_variance if self.variational else 0.0
-            kernel_gradient, _ = at_map.homoscedastic_gradient(
-                features_by_chunk(at_map, self.source, kept, chunk_size=self.chunk_size,
-                                  dtype=self.dtype),
-                statistics, system, trace_weight=trace_weight, n_jobs=self.n_jobs)
-            gradient = np.append(kernel_gradient, noise_gradient(conditioned, system))
-            if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-                gradient[-1] += self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
-        else:
-            noise_variance = self.hyperparameters.values(theta)[1]
-            trace_weight = 1.0 / noise_variance if self.variational else 0.0
-            gradient = accumulate_gradient(at_map, self.source, system, noise=self.noise,
-                                           chunk_size=self.chunk_size, dtype=self.dtype,
-                                           kept_features=kept, trace_weight=trace_weight,
-                                           n_jobs=self.n_jobs)
-            if self.homoscedastic:
-                gradient[-1] = noise_gradient(conditioned, system)
-            if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-                gradient[-1] += self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
+        noise_variance = self.hyperparameters.values(theta)[1]
+        gradient = self.gradient_path.gradient(self, at_map, statistics, system, conditioned,
+                                               noise_variance, kept)
         return value, gradient
-
-    def _positive_part_gradient(self, at_map: MapAtTheta, system: FactorizedSystem,
-                                statistics: Statistics) -> np.ndarray:
-        """The kernel-parameter part; ``statistics`` are those of the map's own features."""
-        s2 = system.noise_variance + system.jitter
-        if self.basis_statistics is not None:
-            return positive_part_gradient(
-                system.positive_part, s2, self.feature_map.signs, gram=statistics.gram,
-                projection=statistics.projection,
-                log_weights_grad=self.feature_map.log_weights_grad(at_map.kernel))
-        return positive_part_gradient(
-            system.positive_part, s2, self.feature_map.signs, at_map=at_map,
-            chunks=self.source.chunks(self.chunk_size or default_chunk_size(
-                at_map.n_components * (at_map.kernel.n_params + 2))))
 
     def posterior(self, theta) -> "Posterior":
         """The posterior at theta (or at a :class:`Hyperparameters`' values): from the cached basis statistics for a fixed-basis map (no

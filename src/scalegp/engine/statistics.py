@@ -249,7 +249,7 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
 
     the general form of 1/2 alpha^T dK alpha - 1/2 tr(K^{-1} dK) for K = Psi S Psi^T + D
     (R&W eq. 5.9), using Psi^T alpha = S beta. For homoscedastic noise the diagonal term is
-    left to :func:`scalegp.engine.likelihood.noise_gradient`, which needs only the statistics (last
+    left to :func:`scalegp.engine.gradients.noise_gradient`, which needs only the statistics (last
     entry 0 here). ``features``: the chunk's Psi at theta if already computed (the first pass kept
     it).
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import FeatureMap, FixedBasisFeatureMap, registry
+from .base import FeatureMap, FixedBasisFeatureMap, MapSequence, registry
 
-__all__ = ["FeatureMap", "FixedBasisFeatureMap", "get", "names", "describe"]
+__all__ = ["FeatureMap", "FixedBasisFeatureMap", "MapSequence", "get", "names", "describe"]
 
 
 def _discover() -> None:

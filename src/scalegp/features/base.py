@@ -76,6 +76,13 @@ class FeatureMap(abc.ABC):
     #: True for quadrature rules whose weights can be negative (an indefinite Psi S Psi^T):
     #: the estimators' ``signed_rule`` applies to these maps only.
     may_have_negative_weights: ClassVar[bool] = False
+    #: True where the map at theta (:meth:`at`) has ``homoscedastic_gradient(items, statistics,
+    #: system, *, trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one
+    #: pass of its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.
+    #: homoscedastic_gradient`). Declared on the map, so that
+    #: :class:`scalegp.engine.likelihood.MarginalLikelihood` chooses its gradient path once, when
+    #: it is built (:mod:`scalegp.engine.gradients`), without evaluating the map at theta.
+    has_homoscedastic_gradient: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -222,13 +229,6 @@ class MapAtTheta:
     kernel : Kernel
     """
 
-    #: True where the map has ``homoscedastic_gradient(items, statistics, system, *,
-    #: trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one pass of
-    #: its own (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`),
-    #: which :class:`scalegp.engine.likelihood.MarginalLikelihood` then uses instead of the general
-    #: one.
-    has_homoscedastic_gradient: ClassVar[bool] = False
-
     def __init__(self, feature_map: FeatureMap, kernel: Kernel):
         self.feature_map = feature_map
         self.kernel = kernel
@@ -332,3 +332,101 @@ class FixedBasisAtTheta(MapAtTheta):
 
 def registry() -> dict[str, type[FeatureMap]]:
     return dict(_REGISTRY)
+
+
+@dataclass(frozen=True)
+class MapSequence:
+    """One feature map per part of a model: per centre of a local model
+    (:mod:`scalegp.local`), per theta1 atom of the Gibbs grid
+    (:class:`scalegp.inference.gibbs.AtomMaps`).
+
+    The shared case, one map for every part, is the same map repeated (:meth:`repeat`,
+    ``shared`` True). It is made where the model is built (:meth:`of`, the one place that
+    accepts "one map or a sequence"), so the code that uses the maps indexes ``maps[j]`` and
+    never asks which case it has. Part j's features are psi_j(x) = ``maps[j].features(x)``,
+    of rank m_j = ``ranks[j]``; ``n_components`` is the largest, max_j m_j. :meth:`at` and
+    :meth:`each` evaluate a shared map once, so the shared case costs what one map costs.
+    """
+
+    maps: tuple
+    shared: bool = False
+
+    def __post_init__(self):
+        maps = tuple(self.maps)
+        if not maps or not all(isinstance(fmap, FeatureMap) for fmap in maps):
+            raise TypeError(f"{type(self).__name__} needs one built FeatureMap per part "
+                            "(per centre, per theta1 atom)")
+        if len({fmap.n_dims for fmap in maps}) != 1:
+            raise ValueError(f"the maps of {type(self).__name__} must all have the same n_dims")
+        if self.shared and any(fmap is not maps[0] for fmap in maps):
+            raise ValueError("a shared MapSequence repeats one map")
+        object.__setattr__(self, "maps", maps)
+        object.__setattr__(self, "shared", bool(self.shared))
+
+    @classmethod
+    def repeat(cls, feature_map: FeatureMap, count: int):
+        """The shared case: ``feature_map`` for each of ``count`` parts."""
+        return cls((feature_map,) * int(count), shared=True)
+
+    @classmethod
+    def of(cls, maps, count: int, part: str = "part"):
+        """The boundary: one map (repeated) or a sequence of ``count`` maps, as ``cls``;
+        ValueError names ``part`` when a sequence has another length."""
+        if isinstance(maps, FeatureMap):
+            return cls.repeat(maps, count)
+        sequence = maps if isinstance(maps, cls) else cls(tuple(maps))
+        if len(sequence) != count:
+            raise ValueError(f"{type(sequence).__name__} has {len(sequence)} maps for "
+                             f"{count} {part}s: give one map per {part}")
+        return sequence
+
+    def __len__(self) -> int:
+        return len(self.maps)
+
+    def __getitem__(self, j: int) -> FeatureMap:
+        return self.maps[j]
+
+    def __iter__(self):
+        return iter(self.maps)
+
+    def take(self, indices):
+        """The maps of the parts ``indices``, in that order (shared stays shared)."""
+        return type(self)(tuple(self.maps[int(j)] for j in indices), shared=self.shared)
+
+    def each(self, function) -> tuple:
+        """(function(maps[0]), function(maps[1]), ...), evaluated once for a shared map."""
+        if self.shared:
+            return (function(self.maps[0]),) * len(self.maps)
+        return tuple(function(fmap) for fmap in self.maps)
+
+    def at(self, kernel: Kernel) -> tuple:
+        """The maps at theta, one per part (:meth:`FeatureMap.at`)."""
+        return self.each(lambda fmap: fmap.at(kernel))
+
+    @property
+    def n_dims(self) -> int:
+        return self.maps[0].n_dims
+
+    @property
+    def name(self) -> str:
+        return self.maps[0].name
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """m_j of each part, shape (len(self),)."""
+        return np.array([fmap.n_components for fmap in self.maps])
+
+    @property
+    def n_components(self) -> int:
+        """The largest rank, max_j m_j."""
+        return int(self.ranks.max())
+
+    @property
+    def bounded_by_kernel(self) -> bool:
+        """True when every part's map is a Nystrom-type projection (FeatureMap's flag)."""
+        return all(fmap.bounded_by_kernel for fmap in self.maps)
+
+    @property
+    def signs(self):
+        """None when every map is unsigned, else the first map's signs."""
+        return next((fmap.signs for fmap in self.maps if fmap.signs is not None), None)

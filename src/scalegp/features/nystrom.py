@@ -67,6 +67,7 @@ class NystromFeatures(FeatureMap, name="nystrom"):
     reference = "Williams & Seeger 2001; Banerjee, Dunson & Tokdar 2013"
     #: K - Psi Psi^T is positive semidefinite on any inputs (a projection in the RKHS).
     bounded_by_kernel = True
+    has_homoscedastic_gradient = True        # NystromAtTheta.homoscedastic_gradient
     #: build receives None for the estimator's n_components=None: DEFAULT_N_COMPONENTS knots
     #: for a rule, the array's length for given knots.
     default_n_components = None
@@ -191,8 +192,6 @@ _SELECTORS = {"random": _random_knots, "grid": _grid_knots,
 class NystromAtTheta(MapAtTheta):
     """The map at theta: L (K_ZZ = L L^T, with the jitter ``linalg.cholesky`` may add, then
     warned and recorded in ``jitter``) once; the Phi_j of Eq. N.2 on first use."""
-
-    has_homoscedastic_gradient = True
 
     def __init__(self, feature_map: NystromFeatures, kernel: Kernel):
         super().__init__(feature_map, kernel)

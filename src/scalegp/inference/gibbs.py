@@ -37,6 +37,7 @@ work in :mod:`scalegp.inference.gibbs_sweeps`; this module runs the chain and ho
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -51,7 +52,7 @@ from ..features.base import FeatureMap
 from ..kernels import Kernel
 from ..stored import Array, Value
 from .gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State, _atom_map,
-                          _atom_ranks, _draw_index, check_theta1_grid, length_scale_of)
+                          _draw_index, check_theta1_grid, length_scale_of)
 from .gibbs_sweeps import RowsBackend, StatisticsBackend
 
 
@@ -223,10 +224,15 @@ class GibbsSamples:
     def n_draws(self) -> int:
         return int(self.tau.size)
 
+    @functools.cached_property
+    def atoms(self) -> AtomMaps:
+        """The map of each atom: ``feature_map`` itself, or the shared map repeated."""
+        return AtomMaps.of(self.feature_map, self.theta1_grid.size, "atom")
+
     @property
     def ranks(self) -> np.ndarray:
         """The rank m_h of the drawn atom of each draw, shape (S,)."""
-        return _atom_ranks(self.feature_map, self.theta1_grid.size)[self.theta1_index]
+        return self.atoms.ranks[self.theta1_index]
 
     @property
     def average_rank(self) -> float:
@@ -273,17 +279,17 @@ class GibbsSamples:
         q(x*, x*) / theta2, which vanishes away from the knots, so without eps the std there
         is 0 (the subset-of-regressors collapse); with it each draw's predictive is the DTC
         one of docs/nystrom.md, section 4 (the chain itself is unchanged)."""
-        return self.diag_correction or bool(self.feature_map.bounded_by_kernel)
+        return self.diag_correction or bool(self.atoms.bounded_by_kernel)
 
     def latent_draws(self, X) -> tuple[np.ndarray, np.ndarray]:
         """(F, V): F[i, s] = psi_1(x_i; theta1_s)^T w_s and V[i, s] = c(x_i) / theta2_s, the
         variance of eps (0 unless ``corrects_test_points``), shapes (n_test, S)."""
-        X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
+        X = check_matrix(X, "X", n_dims=self.atoms.n_dims)
         F = np.empty((X.shape[0], self.n_draws))
         V = np.zeros_like(F)
         for h in np.unique(self.theta1_index):
             draws = np.flatnonzero(self.theta1_index == h)
-            fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.theta1_grid, h)
+            fmap, kernel_h = _atom_map(self.atoms, self.kernel, self.theta1_grid, h)
             Psi = np.asarray(fmap.features(X), dtype=np.float64)
             F[:, draws] = Psi @ self.weights[draws, :Psi.shape[1]].T
             if self.corrects_test_points:
@@ -298,7 +304,7 @@ class GibbsSamples:
         for fewer than ``MIN_PREDICTIVE_DRAWS`` draws (:func:`check_predictive_draws`)."""
         check_predictive_draws(self.n_draws, f"the chain's n_iter={self.n_iter}, "
                                              f"burn_in={self.burn_in}, thin={self.thin}")
-        X = check_matrix(X, "X", n_dims=self.feature_map.n_dims)
+        X = check_matrix(X, "X", n_dims=self.atoms.n_dims)
         per_block = 16 * max(self.n_draws, 1) * rowwise.BLOCK_ROWS
         rows = rowwise.BLOCK_ROWS * min(10, max(1, PREDICTION_BYTES // per_block))
 
@@ -419,9 +425,7 @@ def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *
         raise NotImplementedError(
             f"{feature_map.name!r} has negative quadrature weights here; the weight prior "
             "N(0, I / theta2) needs an unsigned map (use another approximation)")
-    if isinstance(feature_map, AtomMaps) and len(feature_map.maps) != grid.size:
-        raise ValueError(f"AtomMaps has {len(feature_map.maps)} maps for a grid of "
-                         f"{grid.size} atoms: give one map per atom")
+    atoms = AtomMaps.of(feature_map, grid.size, "atom")      # the shared map repeated
     rng = as_generator(rng)
 
     def grid_progress(done):
@@ -429,11 +433,11 @@ def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *
             progress(done, grid.size, "grid")
 
     if diag_correction:
-        backend = RowsBackend(feature_map, kernel, grid, X, y, grid_progress,
+        backend = RowsBackend(atoms, kernel, grid, X, y, grid_progress,
                               check_positive_int(feature_cache_bytes, "feature_cache_bytes",
                                                  minimum=0))
     else:
-        backend = StatisticsBackend(feature_map, kernel, grid, X, y, grid_progress)
+        backend = StatisticsBackend(atoms, kernel, grid, X, y, grid_progress)
     state = _State(tau_prior.mean, theta2_prior.mean, grid.size // 2, backend.initial_latent())
     kept = range(burn_in, n_iter, thin)
     n_kept = len(kept)

@@ -1,6 +1,6 @@
 """The model of the Gibbs sampler (docs/gibbs.md, "Model and priors"): the Gamma priors, the
-theta1 grid and its length scales, the feature maps at the grid's atoms (one map, or one per
-atom: :class:`AtomMaps`), and the state of a chain.
+theta1 grid and its length scales, the feature maps at the grid's atoms (:class:`AtomMaps`:
+one per atom, or the shared map repeated), and the state of a chain.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._limits import MAX_THETA1_ATOMS, check_count
-from ..features.base import FeatureMap
+from ..features.base import MapSequence
 from ..kernels import Kernel
 
 
@@ -125,8 +125,10 @@ def _draw_index(log_probs: np.ndarray, rng: np.random.Generator) -> int:
 
 # ============================================================================ no diagonal
 @dataclass(frozen=True)
-class AtomMaps:
-    """One feature map per theta1 atom, map h built at the unit kernel of atom h.
+class AtomMaps(MapSequence):
+    """One feature map per theta1 atom, map h built at the unit kernel of atom h (a
+    :class:`~scalegp.features.base.MapSequence`; the shared map of ``map_per_atom=False`` is
+    the one map repeated, made by :func:`scalegp.inference.gibbs.sample_posterior`).
 
     With maps whose rank depends on the hyperparameters (the fixed-accuracy random
     projection, Algorithm 2) this is the paper's per-grid-point precomputation: atom h has
@@ -136,56 +138,8 @@ class AtomMaps:
     since the unused weights integrate out (docs/gibbs.md, "Maps built per atom").
     """
 
-    maps: tuple
 
-    def __post_init__(self):
-        maps = tuple(self.maps)
-        if not maps or not all(isinstance(fmap, FeatureMap) for fmap in maps):
-            raise TypeError("AtomMaps needs one built FeatureMap per theta1 atom")
-        if len({fmap.n_dims for fmap in maps}) != 1:
-            raise ValueError("the maps of AtomMaps must all have the same n_dims")
-        object.__setattr__(self, "maps", maps)
-
-    @property
-    def n_dims(self) -> int:
-        return self.maps[0].n_dims
-
-    @property
-    def name(self) -> str:
-        return self.maps[0].name
-
-    @property
-    def ranks(self) -> np.ndarray:
-        """m_h of each atom, shape (t,)."""
-        return np.array([fmap.n_components for fmap in self.maps])
-
-    @property
-    def n_components(self) -> int:
-        """The largest rank, the length of the sampler's weight vectors."""
-        return int(self.ranks.max())
-
-    @property
-    def bounded_by_kernel(self) -> bool:
-        """True when every atom's map is a Nystrom-type projection (FeatureMap's flag)."""
-        return all(fmap.bounded_by_kernel for fmap in self.maps)
-
-    @property
-    def signs(self):
-        """None when every map is unsigned (the sampler needs that)."""
-        return next((fmap.signs for fmap in self.maps if fmap.signs is not None), None)
-
-
-def _atom_map(feature_map, kernel: Kernel, grid: np.ndarray, h: int):
-    """(map at theta, kernel) of atom h, at the unit kernel of theta1 = grid[h] (one shared
-    map or :class:`AtomMaps`)."""
+def _atom_map(atoms: AtomMaps, kernel: Kernel, grid: np.ndarray, h: int):
+    """(map at theta, kernel) of atom h, at the unit kernel of theta1 = grid[h]."""
     kernel_h = unit_kernel(kernel, grid[h])
-    if isinstance(feature_map, AtomMaps):
-        return feature_map.maps[h].at(kernel_h), kernel_h
-    return feature_map.at(kernel_h), kernel_h
-
-
-def _atom_ranks(feature_map, t: int) -> np.ndarray:
-    """m_h of each of the t atoms."""
-    if isinstance(feature_map, AtomMaps):
-        return feature_map.ranks
-    return np.full(t, feature_map.n_components)
+    return atoms[h].at(kernel_h), kernel_h

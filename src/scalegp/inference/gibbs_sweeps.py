@@ -14,8 +14,8 @@ from .._memory import available_bytes, check_memory
 from ..data.base import ArraySource
 from ..engine.statistics import BasisStatistics, accumulate_statistics
 from ..features.base import FixedBasisFeatureMap
-from .gibbs_model import (DIAG_FLOOR, FEATURE_CACHE_BYTES, GammaPrior, _State, _atom_map,
-                          _atom_ranks, unit_kernel)
+from .gibbs_model import (DIAG_FLOOR, FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State,
+                          _atom_map, unit_kernel)
 
 
 class StatisticsBackend:
@@ -33,12 +33,13 @@ class StatisticsBackend:
 
     cost_model = "statistics"
 
-    def __init__(self, feature_map, kernel, grid, X, y, progress=None):
-        m, t = feature_map.n_components, grid.size
+    def __init__(self, atoms: AtomMaps, kernel, grid, X, y, progress=None):
+        m, t = atoms.n_components, grid.size
         check_memory(m, n_matrices=t + 6, what=f"the Gibbs statistics of {t} grid points")
         source = ArraySource(X, y)
-        basis = (BasisStatistics.accumulate(feature_map, X, y)
-                 if isinstance(feature_map, FixedBasisFeatureMap) else None)
+        # one fixed basis shared by the atoms: its statistics from one pass, rescaled per atom
+        basis = (BasisStatistics.accumulate(atoms[0], X, y)
+                 if atoms.shared and isinstance(atoms[0], FixedBasisFeatureMap) else None)
         # an atom of rank m_h < m: G_h is padded by an m - m_h block of zeros, whose
         # eigenvectors are the unit vectors beyond m_h (eigenvalue 0, z = 0)
         self.eigenvalues = np.zeros((t, m))
@@ -46,9 +47,9 @@ class StatisticsBackend:
         self.rotated_projection = np.zeros((t, m))
         for h in range(t):
             if basis is not None:
-                stats = basis.at(feature_map, unit_kernel(kernel, grid[h]))
+                stats = basis.at(atoms[h], unit_kernel(kernel, grid[h]))
             else:
-                stats = accumulate_statistics(_atom_map(feature_map, kernel, grid, h)[0], source)
+                stats = accumulate_statistics(_atom_map(atoms, kernel, grid, h)[0], source)
             lam, U = linalg.symmetric_eigen(stats.gram, name="Phi^T Phi")
             z = U.T @ stats.projection
             rank = lam.size
@@ -126,14 +127,13 @@ class RowsBackend:
     terms, which stays accurate where c is at its floor.
     """
 
-    def __init__(self, feature_map, kernel, grid, X, y, progress=None,
+    def __init__(self, atoms: AtomMaps, kernel, grid, X, y, progress=None,
                  feature_cache_bytes=FEATURE_CACHE_BYTES):
-        n, m, t = X.shape[0], feature_map.n_components, grid.size
+        n, m, t = X.shape[0], atoms.n_components, grid.size
         check_memory(m, n_matrices=t + 6, what=f"the Gibbs factors of {t} grid points")
-        self.feature_map, self.kernel, self.grid, self.X, self.y = (
-            feature_map, kernel, grid, X, y)
+        self.atoms, self.kernel, self.grid, self.X, self.y = atoms, kernel, grid, X, y
         self.n_samples, self.n_components = n, m
-        self.ranks = _atom_ranks(feature_map, t)
+        self.ranks = atoms.ranks
         available = available_bytes()
         budget = feature_cache_bytes if available is None else min(feature_cache_bytes,
                                                                    available // 4)
@@ -158,7 +158,7 @@ class RowsBackend:
                 progress(h + 1)
 
     def _features_and_diagonal(self, h: int):
-        fmap, kernel_h = _atom_map(self.feature_map, self.kernel, self.grid, h)
+        fmap, kernel_h = _atom_map(self.atoms, self.kernel, self.grid, h)
         Psi = np.asarray(fmap.features(self.X), dtype=np.float64)
         prior = kernel_h.diag(self.X)
         raw = prior - np.einsum("ij,ij->i", Psi, Psi)

@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from ..engine.likelihood import MarginalLikelihood, Posterior, noise_gradient
+from ..engine.gradients import noise_gradient
+from ..engine.likelihood import MarginalLikelihood, Posterior
 from ..engine.statistics import KeptFeatures, features_by_chunk
 from ..features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood

@@ -63,8 +63,8 @@ Model files: the class attribute ``STORED`` (name -> :class:`scalegp.stored.Valu
 
 Only unsigned maps and homoscedastic noise are supported (the estimator says so otherwise).
 Every pass reuses the engine's chunk functions (:func:`scalegp.engine.statistics.chunk_gradient`,
-:func:`scalegp.engine.likelihood.condition`, :func:`scalegp.engine.likelihood.noise_gradient`,
-:func:`scalegp.engine.likelihood.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
+:func:`scalegp.engine.likelihood.condition`, :func:`scalegp.engine.gradients.noise_gradient`,
+:func:`scalegp.engine.gradients.fixed_basis_gradient`); :func:`centred_statistics` accumulates the
 statistics of every centre in one pass over the data (docs/local-models.md, "One pass").
 """
 
@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -84,7 +84,7 @@ from .._validation import check_dtype
 from ..data.base import ArraySource, Chunk, DataSource
 from ..engine.hyperparameters import Hyperparameters
 from ..errors import InsufficientMemoryError
-from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
+from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta, MapSequence
 from ..kernels import Kernel
 from .clustering import farthest_point_centres, nearest_centres
 
@@ -128,12 +128,10 @@ def check_local_memory(n_centres: int, n_components: int, what: str) -> int:
     return needed
 
 
-def _maps_per_centre(at_maps, n_centres: int) -> list:
-    if isinstance(at_maps, MapAtTheta):
-        return [at_maps] * n_centres
-    at_maps = list(at_maps)
+def _check_one_per_centre(at_maps, n_centres: int) -> Sequence[MapAtTheta]:
     if len(at_maps) != n_centres:
-        raise ValueError(f"got {len(at_maps)} maps for {n_centres} centres")
+        raise ValueError(f"got {len(at_maps)} maps at theta for {n_centres} centres: give one "
+                         "per centre (MapSequence.at repeats a shared one)")
     return at_maps
 
 
@@ -148,7 +146,8 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
     """The statistics of every centre, G_c = Psi_c^T Psi_c and b_c = Psi_c^T y with
     Psi_c = psi(X - c), in one pass over ``source`` (each chunk read once).
 
-    ``at_maps`` is one map at theta shared by all centres, or one per centre. For each chunk
+    ``at_maps`` has one map at theta per centre (the same object repeated for a shared map:
+    :meth:`scalegp.features.base.MapSequence.at`). For each chunk
     the features of the rows shifted by each centre are formed in a call of their own, and
     the centre's Gram is a symmetric rank-k update, as in
     :func:`scalegp.engine.statistics.accumulate_statistics`: a centre's statistics are bitwise
@@ -158,7 +157,7 @@ def centred_statistics(at_maps, source: DataSource, centres, *, chunk_size: int 
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
     n_centres = centres.shape[0]
-    maps = _maps_per_centre(at_maps, n_centres)
+    maps = _check_one_per_centre(at_maps, n_centres)
     m = maps[0].n_components
     chunk_size = chunk_size or default_chunk_size(m, dtype.itemsize)
     G_upper = [np.zeros((m, m), order="F") for _ in range(n_centres)]
@@ -190,13 +189,14 @@ def centred_gradients(at_maps, source: DataSource, centres, systems, *,
     """Each centre's d log p_c / d theta from one pass (each chunk read once): the sum over
     chunks of :func:`scalegp.engine.statistics.chunk_gradient` on the shifted chunk (X - c, y).
 
+    ``at_maps``: one map at theta per centre, as for :func:`centred_statistics`.
     Returns an array (n_centres, n_params + 1); its last column (the noise) is 0, to be
-    replaced by :func:`scalegp.engine.likelihood.noise_gradient` of each centre (homoscedastic
+    replaced by :func:`scalegp.engine.gradients.noise_gradient` of each centre (homoscedastic
     noise).
     """
     dtype = check_dtype(dtype)
     centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
-    maps = _maps_per_centre(at_maps, centres.shape[0])
+    maps = _check_one_per_centre(at_maps, centres.shape[0])
     n_params = maps[0].kernel.n_params
     chunk_size = chunk_size or default_chunk_size(maps[0].n_components * (n_params + 2),
                                                      dtype.itemsize)
@@ -262,20 +262,21 @@ class LocalContext:
         return farthest_point_centres(self.source.X, self.threshold,
                                       length_scale=kernel.length_scale)
 
-    def maps(self, centres: np.ndarray, kernel: Kernel):
-        """The shared map, or (``reoptimize``) one map per centre, each built on the rows
-        routed to it, shifted by it, from its own stream (:func:`centre_streams`); a centre
-        no row routes to (the first, the training mean, can be one) keeps the shared map,
-        which was built around the mean."""
+    def maps(self, centres: np.ndarray, kernel: Kernel) -> MapSequence:
+        """The map of each centre: the shared map repeated, or (``reoptimize``) one map per
+        centre, each built on the rows routed to it, shifted by it, from its own stream
+        (:func:`centre_streams`); a centre no row routes to (the first, the training mean, can
+        be one) keeps the shared map, which was built around the mean."""
         if not self.reoptimize:
-            return self.feature_map
+            return MapSequence.repeat(self.feature_map, centres.shape[0])
         if self.build_map is None or self.map_seed is None:
             raise ValueError("reoptimize needs build_map and map_seed")
         route = nearest_centres(self.source.X, centres, length_scale=kernel.length_scale)
         streams = centre_streams(self.map_seed, centres.shape[0])
         rows = [np.flatnonzero(route == j) for j in range(centres.shape[0])]
-        return [self.build_map(rows[j], centre, stream) if rows[j].size else self.feature_map
-                for j, (centre, stream) in enumerate(zip(centres, streams))]
+        return MapSequence(tuple(
+            self.build_map(rows[j], centre, stream) if rows[j].size else self.feature_map
+            for j, (centre, stream) in enumerate(zip(centres, streams))))
 
 
 def centre_streams(seed: int, n_centres: int) -> list[np.random.Generator]:
@@ -283,14 +284,6 @@ def centre_streams(seed: int, n_centres: int) -> list[np.random.Generator]:
     same for every call (learning and the final fit, and a loaded model, draw alike)."""
     return [np.random.default_rng(child)
             for child in np.random.SeedSequence(seed).spawn(n_centres)]
-
-
-def _at(maps, kernel: Kernel):
-    return maps.at(kernel) if isinstance(maps, FeatureMap) else [fm.at(kernel) for fm in maps]
-
-
-def _n_components(maps) -> int:
-    return maps.n_components if isinstance(maps, FeatureMap) else maps[0].n_components
 
 
 # ============================================================================ objective
@@ -323,10 +316,11 @@ class LocalMarginalLikelihood:
         return self.context.centres(self.hyperparameters.kernel)
 
     @functools.cached_property
-    def maps(self):
-        """The shared map, or one per centre (``reoptimize``)."""
+    def maps(self) -> MapSequence:
+        """The map of each centre: the shared one repeated, or one per centre
+        (``reoptimize``)."""
         maps = self.context.maps(self.centres, self.hyperparameters.kernel)
-        check_local_memory(self.centres.shape[0], _n_components(maps),
+        check_local_memory(self.centres.shape[0], maps.n_components,
                            "learning the hyperparameters of a local model")
         return maps
 
@@ -334,27 +328,21 @@ class LocalMarginalLikelihood:
     def basis_statistics(self) -> list | None:
         """Phi_c^T Phi_c, Phi_c^T y of every centre for fixed-basis maps (one pass), else
         None."""
-        maps = [self.maps] if isinstance(self.maps, FeatureMap) else self.maps
-        if not all(isinstance(fm, FixedBasisFeatureMap) for fm in maps):
+        if not all(isinstance(fm, FixedBasisFeatureMap) for fm in self.maps):
             return None
-        basis = (engine.BasisOnly(self.maps) if isinstance(self.maps, FeatureMap)
-                 else [engine.BasisOnly(fm) for fm in self.maps])
         return [engine.BasisStatistics(s) for s in centred_statistics(
-            basis, self.context.source, self.centres, chunk_size=self.context.chunk_size,
+            self.maps.each(engine.BasisOnly), self.context.source, self.centres, chunk_size=self.context.chunk_size,
             dtype=self.context.dtype)]
 
     @property
     def kernel(self) -> Kernel:
         return self.hyperparameters.kernel
 
-    def _map_of(self, j: int) -> FeatureMap:
-        return self.maps if isinstance(self.maps, FeatureMap) else self.maps[j]
-
     def _condition(self, theta):
         kernel, noise_variance = self.hyperparameters.values(theta)
-        at_maps = _at(self.maps, kernel)
+        at_maps = self.maps.at(kernel)
         if self.basis_statistics is not None:
-            statistics = [basis.at(self._map_of(j), kernel)
+            statistics = [basis.at(self.maps[j], kernel)
                           for j, basis in enumerate(self.basis_statistics)]
         else:
             statistics = centred_statistics(at_maps, self.context.source, self.centres,
@@ -374,7 +362,7 @@ class LocalMarginalLikelihood:
         if self.basis_statistics is not None:
             gradients = np.array([
                 np.append(engine.fixed_basis_gradient(s, system,
-                                                  self._map_of(j).log_weights_grad(kernel)),
+                                                  self.maps[j].log_weights_grad(kernel)),
                           0.0)
                 for j, (s, system) in enumerate(zip(statistics, systems))])
         else:

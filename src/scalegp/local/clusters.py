@@ -13,11 +13,11 @@ from .. import engine
 from .._validation import check_dtype
 from ..data.base import ArraySource
 from ..engine.systems import CholeskySystem
-from ..features.base import FeatureMap
+from ..features.base import MapSequence
 from ..stored import Array, Value
 from . import resolution
-from .centered import (LocalContext, LocalModel, _at, _n_components, _training_arrays,
-                       centred_statistics, check_local_memory, local_memory_bytes)
+from .centered import (LocalContext, LocalModel, _training_arrays, centred_statistics,
+                       check_local_memory, local_memory_bytes)
 from .clustering import farthest_point_centres, nearest_centres
 
 
@@ -67,7 +67,8 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         self.map_seed = map_seed
         self.threshold = float(threshold)
         self.systems = dict(systems)
-        self.maps = feature_map if maps is None else maps
+        #: the map of each centre (the shared one repeated unless re-optimized)
+        self.maps = MapSequence.repeat(feature_map, len(centres)) if maps is None else maps
         self.lazy = bool(lazy)
         self.source = source
         self.chunk_size = chunk_size
@@ -75,14 +76,14 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
 
     @property
     def reoptimized(self) -> bool:
-        return not isinstance(self.maps, FeatureMap)
+        return not self.maps.shared
 
     @classmethod
     def fit(cls, context, kernel, noise_variance):
         centres = context.centres(kernel)
         maps = context.maps(centres, kernel)
-        m = _n_components(maps)
-        reoptimized = not isinstance(maps, FeatureMap)
+        m = maps.n_components
+        reoptimized = not maps.shared
         common = dict(centres=centres, threshold=context.threshold,
                       maps=maps if reoptimized else None,
                       map_seed=context.map_seed if reoptimized else None,
@@ -96,7 +97,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         common["centre_ratios"] = resolution.centre_ratios(
             context.feature_map, kernel, noise_variance, context.source.X, centres)
         check_local_memory(centres.shape[0], m, "a cluster-centred local model")
-        statistics = centred_statistics(_at(maps, kernel), context.source, centres,
+        statistics = centred_statistics(maps.at(kernel), context.source, centres,
                                         chunk_size=context.chunk_size, dtype=context.dtype,
                                         progress=context.progress)
         values, systems = [], {}
@@ -110,9 +111,6 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
     @property
     def centres(self):
         return self._centres
-
-    def _map_of(self, j: int) -> FeatureMap:
-        return self.maps if isinstance(self.maps, FeatureMap) else self.maps[j]
 
     @property
     def coefficients(self):
@@ -134,8 +132,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
             return
         check_local_memory(len(self.systems) + len(missing), self.feature_map.n_components,
                            "the centres of a lazy local model")
-        maps = [self._map_of(j).at(self.kernel) for j in missing]
-        statistics = centred_statistics(maps, self.source, self._centres[missing],
+        statistics = centred_statistics(self.maps.take(missing).at(self.kernel), self.source, self._centres[missing],
                                         chunk_size=self.chunk_size, dtype=self.dtype)
         for j, s in zip(missing, statistics):
             self.systems[j] = engine.condition(s, self.noise_variance)[1]
@@ -155,7 +152,7 @@ class ClusterLocalModel(LocalModel, kind="clusters"):
         var = np.empty(X.shape[0]) if return_var else None
         for j in needed:
             rows = np.flatnonzero(route == j)
-            posterior = engine.Posterior(self._map_of(int(j)), self.kernel, self.systems[int(j)],
+            posterior = engine.Posterior(self.maps[int(j)], self.kernel, self.systems[int(j)],
                                      math.nan, self.n_samples)
             shifted = (X[rows] - self._centres[j]).astype(X.dtype, copy=False)
             out = posterior.predict(shifted, return_var=return_var, include_noise=include_noise,

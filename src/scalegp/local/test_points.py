@@ -99,7 +99,7 @@ class TestPointLocalModel(LocalModel, kind="test-points"):
         mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
         for start in range(0, X.shape[0], self.block_size):
             block = X[start:start + self.block_size].astype(np.float64)
-            statistics = centred_statistics(at_map, self.source, block,
+            statistics = centred_statistics((at_map,) * block.shape[0], self.source, block,
                                             chunk_size=self.chunk_size, dtype=self.dtype)
             A = np.stack([s.gram for s in statistics])
             A[:, np.arange(m), np.arange(m)] += s2
