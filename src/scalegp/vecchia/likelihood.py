@@ -49,48 +49,63 @@ from ..kernels import Kernel
 from .structure import VecchiaStructure
 
 LOG_2PI = math.log(2.0 * math.pi)
-#: Blocks handed to one thread at a time.
-BLOCKS_PER_TASK = 256
+#: Entries (blocks x s^2) of one batch of equal-size blocks: about 8 MB per (B, s, s) array,
+#: a few tens of MB per thread with the kernel gradient.
+ELEMENTS_PER_BATCH = 1 << 20
+_SIGNS = (1.0, -1.0, -1.0)
 
 
-def _block_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, blocks, block_ids,
+def _batches(blocks):
+    """The blocks as batches of equal union-set size (:attr:`Blocks.by_size` cut into pieces
+    of at most ELEMENTS_PER_BATCH entries), in a fixed order."""
+    out = []
+    for positions, rows, weight in blocks.by_size:
+        step = max(1, ELEMENTS_PER_BATCH // positions.shape[1] ** 2)
+        for start in range(0, len(positions), step):
+            piece = slice(start, start + step)
+            out.append((positions[piece], rows[piece], weight[piece]))
+    return out
+
+
+def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, batch,
                  eval_gradient: bool):
-    """(value, gradient or None) summed over the blocks ``block_ids``."""
-    value = 0.0
-    gradient = np.zeros(kernel.n_params + 1) if eval_gradient else None
-    for b in block_ids:
-        rows, member = blocks.block(b)
-        X_T = X_ordered[rows]
-        if eval_gradient:           # its last slice, d k / d log s, is k itself
-            dK = kernel.gradient(X_T)
-            K = dK[-1].copy()
-        else:
-            K = kernel(X_T)
-        K[np.diag_indices_from(K)] += noise_variance
-        # LAPACK without the wrappers' checks: at m = 30 they cost as much as the arithmetic
-        L = linalg.small_cholesky(K)
-        if L is None:
-            raise NotPositiveDefiniteError(
-                f"a Vecchia block's covariance ({rows.size} points) is not positive definite "
-                f"at {kernel!r} with noise_variance {noise_variance:.3g} (duplicated inputs "
-                "with a tiny noise variance?)")
-        if eval_gradient:
-            R = linalg.small_triangular_inverse(L)     # L^{-1}
-            z = R @ y_ordered[rows]
-        else:
-            z = linalg.small_solve_lower(L, y_ordered[rows])
-        diagonal = np.diag(L)
-        value += -0.5 * float(z[member] @ z[member]) - float(np.sum(np.log(diagonal[member])))
-        if not eval_gradient:
-            continue
-        A = np.cumsum(z[:, None] * R, axis=0)          # A[t] = K_{<=t}^{-1} y_{<=t}, padded
-        where = np.flatnonzero(member)
-        A_now = A[where]
-        A_before = np.where((where > 0)[:, None], A[np.maximum(where - 1, 0)], 0.0)
-        R_m = R[where]
-        W = A_now.T @ A_now - A_before.T @ A_before - R_m.T @ R_m
-        gradient[:-1] += 0.5 * np.einsum("ij,pij->p", W, dK)
-        gradient[-1] += 0.5 * noise_variance * np.trace(W)
+    """(value, gradient or None) summed over one batch of B blocks of equal size s, with
+    stacked arrays: K (B, s, s), L, R = L^{-1}, and the members' rows gathered (module
+    docstring)."""
+    positions, rows, weight = batch
+    X_T, y_T = X_ordered[positions], y_ordered[positions]
+    if eval_gradient:               # its last slice, d k / d log s, is k itself
+        K, dK = kernel.stacked(X_T, eval_gradient=True)
+        K = K.copy()
+    else:
+        K = kernel.stacked(X_T)
+    diagonal = np.arange(K.shape[1])
+    K[:, diagonal, diagonal] += noise_variance
+    try:
+        L = linalg.batched_cholesky(K, name="Vecchia block", allow_jitter=False)[0]
+    except NotPositiveDefiniteError:
+        raise NotPositiveDefiniteError(
+            f"a Vecchia block's covariance ({K.shape[1]} points) is not positive definite "
+            f"at {kernel!r} with noise_variance {noise_variance:.3g} (duplicated inputs "
+            "with a tiny noise variance?)") from None
+    R = linalg.batched_triangular_inverse(L)               # L^{-1}
+    z = np.matmul(R, y_T[:, :, None])[:, :, 0]
+    z_m = np.take_along_axis(z, rows, axis=1)
+    log_diagonal = np.log(np.take_along_axis(L[:, diagonal, diagonal], rows, axis=1))
+    value = -0.5 * float(np.sum(weight * z_m * z_m)) - float(np.sum(weight * log_diagonal))
+    if not eval_gradient:
+        return value, None
+    A = np.cumsum(z[:, :, None] * R, axis=1)    # A[t] = K_{<=t}^{-1} y_{<=t}, padded
+    before = np.maximum(rows - 1, 0)
+    H = np.concatenate([np.take_along_axis(A, rows[:, :, None], axis=1),
+                        np.take_along_axis(A, before[:, :, None], axis=1)
+                        * (rows > 0)[:, :, None],
+                        np.take_along_axis(R, rows[:, :, None], axis=1)], axis=1)
+    signs = np.concatenate([sign * weight for sign in _SIGNS], axis=1)
+    W = np.matmul((H * signs[:, :, None]).transpose(0, 2, 1), H)
+    gradient = np.empty(dK.shape[0] + 1)
+    gradient[:-1] = 0.5 * (dK.reshape(dK.shape[0], -1) @ W.reshape(-1))
+    gradient[-1] = 0.5 * noise_variance * float(np.einsum("bii->", W))
     return value, gradient
 
 
@@ -109,20 +124,18 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
         raise ValueError(f"structure was built for {structure.n_samples} points, X has "
                          f"{X.shape[0]} rows")
     X_ordered, y_ordered = X[structure.order], y[structure.order]
-    blocks = structure.blocks
-    tasks = [range(start, min(start + BLOCKS_PER_TASK, blocks.n_blocks))
-             for start in range(0, blocks.n_blocks, BLOCKS_PER_TASK)]
+    batches = _batches(structure.blocks)
 
-    def run(ids):
-        return _block_terms(kernel, noise_variance, X_ordered, y_ordered, blocks, ids,
+    def run(batch):
+        return _batch_terms(kernel, noise_variance, X_ordered, y_ordered, batch,
                             eval_gradient)
 
-    if n_jobs == 1 or len(tasks) == 1:
-        parts = [run(ids) for ids in tasks]
-    else:
+    if n_jobs == 1 or len(batches) == 1:
+        parts = [run(batch) for batch in batches]
+    else:              # the same batches summed in the same order: equal to the serial sum
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            parts = list(pool.map(run, tasks))
-    value = sum(part[0] for part in parts) - 0.5 * X.shape[0] * LOG_2PI
+            parts = list(pool.map(run, batches))
+    value = math.fsum(part[0] for part in parts) - 0.5 * X.shape[0] * LOG_2PI
     if not eval_gradient:
         return float(value)
     return float(value), np.sum([part[1] for part in parts], axis=0)
