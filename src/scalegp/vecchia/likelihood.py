@@ -74,8 +74,8 @@ def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, ba
     docstring)."""
     positions, rows, weight = batch
     X_T, y_T = X_ordered[positions], y_ordered[positions]
-    if eval_gradient:               # its last slice, d k / d log s, is k itself
-        K, dK = kernel.stacked(X_T, eval_gradient=True)
+    if eval_gradient:               # inner(W): the contractions <W, dK / d theta_p>
+        K, inner = kernel.stacked(X_T, eval_gradient=True)
         K = K.copy()
     else:
         K = kernel.stacked(X_T)
@@ -90,23 +90,24 @@ def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, ba
             "with a tiny noise variance?)") from None
     R = linalg.batched_triangular_inverse(L)               # L^{-1}
     z = np.matmul(R, y_T[:, :, None])[:, :, 0]
-    z_m = np.take_along_axis(z, rows, axis=1)
+    z_m = np.take_along_axis(z, rows, axis=1)                        # (B, M)
     log_diagonal = np.log(np.take_along_axis(L[:, diagonal, diagonal], rows, axis=1))
     value = -0.5 * float(np.sum(weight * z_m * z_m)) - float(np.sum(weight * log_diagonal))
     if not eval_gradient:
         return value, None
-    A = np.cumsum(z[:, :, None] * R, axis=1)    # A[t] = K_{<=t}^{-1} y_{<=t}, padded
-    before = np.maximum(rows - 1, 0)
-    H = np.concatenate([np.take_along_axis(A, rows[:, :, None], axis=1),
-                        np.take_along_axis(A, before[:, :, None], axis=1)
-                        * (rows > 0)[:, :, None],
-                        np.take_along_axis(R, rows[:, :, None], axis=1)], axis=1)
-    signs = np.concatenate([sign * weight for sign in _SIGNS], axis=1)
-    W = np.matmul((H * signs[:, :, None]).transpose(0, 2, 1), H)
-    gradient = np.empty(dK.shape[0] + 1)
-    gradient[:-1] = 0.5 * (dK.reshape(dK.shape[0], -1) @ W.reshape(-1))
-    gradient[-1] = 0.5 * noise_variance * float(np.einsum("bii->", W))
-    return value, gradient
+    # member t: w_t = R^T e_t (row t of R) and A_{t-1} = R^T (z o 1_{<t}), so that
+    # W = sum_t z_t (A_{t-1} w_t^T + w_t A_{t-1}^T) + (z_t^2 - 1) w_t w_t^T = P^T Q with
+    # P = [A_{t-1}; w_t] and Q = [z_t w_t; z_t A_{t-1} + (z_t^2 - 1) w_t] (rows over t)
+    earlier = (diagonal[None, None, :] < rows[:, :, None]) * z[:, None, :]   # (B, M, s)
+    A_before = np.matmul(earlier, R)
+    w = np.take_along_axis(R, rows[:, :, None], axis=1)
+    z_w = (weight * z_m)[:, :, None]
+    P = np.concatenate([A_before, w], axis=1)
+    Q = np.concatenate([z_w * w, z_w * A_before + ((z_m * z_m - 1.0) * weight)[:, :, None] * w],
+                       axis=1)
+    W = np.matmul(P.transpose(0, 2, 1), Q)
+    trace = float(np.einsum("bii->", W))
+    return value, 0.5 * np.append(inner(W), noise_variance * trace)
 
 
 def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: VecchiaStructure, *,
