@@ -136,7 +136,7 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
     else:              # the same batches summed in the same order: equal to the serial sum
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             parts = list(pool.map(run, batches))
-    value = math.fsum(part[0] for part in parts) - 0.5 * X.shape[0] * LOG_2PI
+    value = math.fsum(part[0] for part in parts) - 0.5 * structure.blocks.n_members * LOG_2PI
     if not eval_gradient:
         return float(value)
     return float(value), np.sum([part[1] for part in parts], axis=0)

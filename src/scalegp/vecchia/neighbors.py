@@ -99,6 +99,24 @@ class Blocks:
         return self.sets[s], self.is_member[s]
 
     @property
+    def n_members(self) -> int:
+        """Points whose conditional term the blocks hold (N for a partition)."""
+        return int(np.count_nonzero(self.is_member))
+
+    def subset(self, ids) -> "Blocks":
+        """The blocks ``ids`` (in increasing order) alone: their union sets and members. Their
+        terms sum to a part of the Vecchia log likelihood (the conditionals of their members),
+        as learning on a sample of the blocks uses it."""
+        ids = np.unique(np.asarray(ids, dtype=np.intp))
+        if ids.size and not 0 <= ids[0] <= ids[-1] < self.n_blocks:
+            raise ValueError(f"block ids must lie in [0, {self.n_blocks})")
+        sizes = self.sizes[ids]
+        positions = np.concatenate([np.arange(self.set_ptr[b], self.set_ptr[b + 1])
+                                    for b in ids]) if ids.size else np.zeros(0, np.intp)
+        set_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+        return Blocks(set_ptr, self.sets[positions], self.is_member[positions])
+
+    @property
     def sizes(self) -> np.ndarray:
         """|T(B)| of every block."""
         return np.diff(self.set_ptr)
