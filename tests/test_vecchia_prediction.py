@@ -191,8 +191,13 @@ def test_a_schedule_learns_on_nested_samples_of_the_blocks():
     assert staged.history[-1]["n_evaluations"] < full.history[-1]["n_evaluations"]
     sampled = np.array(staged.history[1]["length_scale"]) / staged.kernel_.length_scale
     assert np.all(np.abs(np.log(sampled)) < 0.3)         # measured 0.14, 0.21
+    small = VecchiaGP(start, 0.1, 10, schedule=(300, 5000, 8000, None), random_state=0)
+    points = [r["n_points"] for r in small.fit(X[:400], y[:400]).history]
+    assert len(points) == 2 and 300 <= points[0] < 330 and points[1] == 400
     with pytest.raises(ValueError, match="schedule"):
         VecchiaGP(start, 0.1, 10, schedule=(0,))
+    with pytest.raises(ValueError, match="tolerance"):
+        VecchiaGP(start, 0.1, 10, tolerance=0.0)
     with pytest.raises(ValueError, match="schedule"):
         VecchiaGP(start, 0.1, 10, schedule=())
 

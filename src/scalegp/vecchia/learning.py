@@ -66,6 +66,12 @@ class VecchiaGP:
     schedule : tuple of (int or None)
         Member points of the blocks each learning stage samples (None: all blocks); the
         default (None,) learns on the whole likelihood at once.
+    tolerance : float or None
+        Stop a stage when an L-BFGS-B iteration raises the log likelihood of its n sampled
+        conditionals by less than ``tolerance`` / n of its size (L-BFGS-B's ``ftol``): about
+        ``tolerance`` times the log likelihood per point, in nats. None: scipy's ftol
+        (2.2e-9, about 3e-4 nats on the 77,800-point relief map, where the learned
+        hyperparameters stop moving long before).
     n_restarts : int
         Extra L-BFGS-B starts per stage (:func:`scalegp.optimize.maximize_likelihood`).
     n_jobs : int
@@ -84,6 +90,7 @@ class VecchiaGP:
     max_structures: int = 3
     rebuild_factor: float = 2.0
     schedule: tuple = (None,)
+    tolerance: float | None = None
     n_restarts: int = 0
     n_jobs: int = 1
     random_state: object = None
@@ -99,6 +106,10 @@ class VecchiaGP:
         if not (isinstance(self.rebuild_factor, (int, float)) and self.rebuild_factor > 1.0):
             raise ValueError(f"rebuild_factor must be a number > 1, got {self.rebuild_factor!r}")
         self.n_jobs = check_positive_int(self.n_jobs, "n_jobs")
+        if self.tolerance is not None and not (isinstance(self.tolerance, (int, float))
+                                               and self.tolerance > 0):
+            raise ValueError(f"tolerance must be None or a positive number, got "
+                             f"{self.tolerance!r}")
         self.schedule = tuple(self.schedule)
         if not self.schedule or not all(
                 size is None or (isinstance(size, (int, np.integer)) and size >= 1)
@@ -130,13 +141,21 @@ class VecchiaGP:
         structure = self._structure(hyperparameters.kernel.length_scale)
         n_structures, stage = 1, 0
         generator = as_generator(self.random_state)
+        schedule = []                # sizes of N or more are the whole likelihood: once
+        for size in self.schedule:
+            size = None if size is None or size >= len(self.y_train_) else int(size)
+            if not schedule or size != schedule[-1]:
+                schedule.append(size)
         permutation = generator.permutation(structure.blocks.n_blocks)
-        while stage < len(self.schedule):
-            sample = _sample_blocks(structure, self.schedule[stage], permutation)
+        while stage < len(schedule):
+            sample = _sample_blocks(structure, schedule[stage], permutation)
             objective = VecchiaLikelihood(hyperparameters, self.X_train_, self.y_train_,
                                           sample, n_jobs=self.n_jobs)
+            ftol = (None if self.tolerance is None else
+                    self.tolerance / max(sample.blocks.n_members, 1))
             hyperparameters, result = learn_hyperparameters(
-                objective, hyperparameters, n_restarts=self.n_restarts, rng=generator)
+                objective, hyperparameters, n_restarts=self.n_restarts, rng=generator,
+                ftol=ftol)
             built = np.broadcast_to(structure.length_scale, (self.X_train_.shape[1],))
             learned = np.broadcast_to(hyperparameters.kernel.length_scale, built.shape)
             log_factor = np.log(learned / built)
