@@ -216,3 +216,65 @@ def test_batched_triangular_inverse(size):
     R = linalg.batched_triangular_inverse(L)
     assert np.all(np.triu(R, 1) == 0)
     np.testing.assert_allclose(R @ L, np.broadcast_to(np.eye(size), L.shape), atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
+def test_stacked_gradient_stacks(kernel):
+    rng = np.random.default_rng(7)
+    X = rng.uniform(size=(4, 7, 2))
+    K, dK = kernel.stacked_gradient(X)
+    assert dK.shape == (kernel.n_params, 4, 7, 7) and np.shares_memory(K, dK)
+    for b in range(4):
+        np.testing.assert_allclose(dK[:, b], kernel.gradient(X[b]), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", [KERNELS[1], KERNELS[3], KERNELS[2]],
+                         ids=["gaussian-ard", "matern32-iso", "matern12-ard"])
+@pytest.mark.parametrize("grouping", [False, True])
+def test_fisher_information_at_full_sets_is_the_exact_gps(kernel, grouping):
+    X, y = data(60)
+    structure = build_structure(X, kernel.length_scale, len(y) - 1, grouping=grouping)
+    value, gradient, fisher = vecchia_log_likelihood(kernel, NOISE, X, y, structure,
+                                                     eval_fisher=True)
+    assert (value, *gradient) == pytest.approx(
+        (*[vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)[0]],
+         *vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)[1]),
+        rel=1e-10)
+    K = kernel(X) + NOISE * np.eye(len(y))
+    dK = list(kernel.gradient(X)) + [NOISE * np.eye(len(y))]
+    K_inv = np.linalg.inv(K)
+    exact = np.array([[0.5 * np.trace(K_inv @ a @ K_inv @ b) for b in dK] for a in dK])
+    np.testing.assert_allclose(fisher, exact, rtol=1e-8, atol=1e-8 * np.abs(exact).max())
+
+
+def test_fisher_information_is_the_expected_outer_product_of_gradients():
+    # at m < N - 1 the information is that of the Vecchia density q: E_q[g g^T], checked by
+    # drawing y from q (its sparse inverse Cholesky factor: y_i = b_i^T y_h + sqrt(v_i) e)
+    X, _ = data(40, seed=8)
+    kernel = KERNELS[4]
+    structure = build_structure(X, kernel.length_scale, 4, grouping=False)
+    order, neighbors = structure.order, structure.neighbors
+    Xo = X[order]
+    rng = np.random.default_rng(9)
+    n_draws = 4000
+    Y = np.zeros((n_draws, len(X)))
+    for i in range(len(X)):
+        h = neighbors[i][neighbors[i] >= 0]
+        b, v = np.zeros(0), kernel.variance + NOISE
+        if h.size:
+            k = kernel(Xo[h], Xo[i:i + 1])[:, 0]
+            b = np.linalg.solve(kernel(Xo[h]) + NOISE * np.eye(h.size), k)
+            v -= k @ b
+        Y[:, i] = Y[:, h] @ b + np.sqrt(v) * rng.standard_normal(n_draws)
+    grads = np.empty((n_draws, kernel.n_params + 1))
+    y_rows = np.empty_like(Y)
+    y_rows[:, order] = Y
+    for j in range(n_draws):
+        grads[j] = vecchia_log_likelihood(kernel, NOISE, X, y_rows[j], structure,
+                                          eval_gradient=True)[1]
+    _, _, fisher = vecchia_log_likelihood(kernel, NOISE, X, y_rows[0], structure,
+                                          eval_fisher=True)
+    empirical = grads.T @ grads / n_draws
+    assert np.abs(grads.mean(axis=0)).max() < 5 * np.sqrt(np.diag(fisher) / n_draws).max()
+    # Monte Carlo error of E[g g^T]: a few per cent at 4000 draws
+    np.testing.assert_allclose(empirical, fisher, rtol=0.15, atol=0.05 * np.abs(fisher).max())

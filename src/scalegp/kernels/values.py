@@ -198,6 +198,36 @@ class KernelValues:
 
         return K, inner
 
+    def stacked_gradient(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(K, dK) for a stack X (B, s, d): K as :meth:`stacked`, and d k(X_b, X_b) /
+        d theta_p of each, shape (n_params, B, s, s), whose last slice is K itself (what
+        the Fisher information of the Vecchia blocks needs). Memory O(n_params B s^2)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3:
+            raise ValueError(f"X must be a stack of shape (B, s, d), got shape {X.shape}")
+        self.check_n_dims(X.shape[2])
+        V = X / self._length_scale
+        U = V[:, :, None, :] - V[:, None, :, :]
+        n_scales = U.shape[-1] if self.anisotropic else 1
+        dK = np.empty((n_scales + 1,) + U.shape[:3])
+        if self.smooth_in_r2:
+            squares = np.square(U)
+            r2 = squares.sum(axis=-1)
+            kappa, factor = self._profile_and_input_factor(r2)
+            factor *= -self._variance
+            for j in range(n_scales):
+                np.multiply(factor, squares[..., j] if self.anisotropic else r2, out=dK[j])
+        else:
+            kappa = self._correlation(U)
+            if self.anisotropic:
+                grads = self._correlation_grad_log_scale(U)
+                for j in range(n_scales):
+                    np.multiply(grads[..., j], self._variance, out=dK[j])
+            else:
+                np.multiply(self._correlation_grad_log_scale_sum(U), self._variance, out=dK[0])
+        np.multiply(kappa, self._variance, out=dK[-1])
+        return dK[-1], dK
+
     def input_gradient_contraction(self, X, Z, E) -> np.ndarray:
         """sum_i E_ia d k(x_i, z_a) / d z_a for each row z_a of Z, shape (len(Z), d).
 

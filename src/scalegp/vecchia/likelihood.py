@@ -28,6 +28,17 @@ matrix products. dK/d log s2 = s2 I adds 1/2 s2 tr(W). The kernel derivatives ar
 :meth:`scalegp.kernels.Kernel.gradient` on the block's inputs (whose last slice, the
 derivative in the log variance, is the kernel matrix itself, so it is not formed twice).
 
+**Fisher information** (for Fisher scoring, as GpGp): the expected negative Hessian of
+term t, log N(y_{<=t}; K_{<=t}) - log N(y_{<t}; K_{<t}), is I_{<=t} - I_{<t} with
+I_S = 1/2 tr(K_S^{-1} dK_p K_S^{-1} dK_q). With K_{<=t}^{-1} = sum_{r<=t} w_r w_r^T and
+G_p = R dK_p R^T, tr(K_{<=t}^{-1} dK_p K_{<=t}^{-1} dK_q) = sum_{r, r' <= t} G_p[r, r']
+G_q[r, r'], so the term's information is
+
+    sum_{r<t} G_p[t, r] G_q[t, r] + 1/2 G_p[t, t] G_q[t, t]:
+
+only the member rows of G_p, w_M dK_p R^T, two matrix products per parameter
+(:meth:`scalegp.kernels.Kernel.stacked_gradient` gives the stacks dK_p).
+
 Cost per evaluation: sum over blocks of |T|^3 (Cholesky, inverse, products) plus P |T|^2
 for the gradient contraction, O(N m^3) ungrouped; memory O(P max |T|^2) per thread, and no
 factor is kept between blocks or evaluations (docs/vecchia.md, "The likelihood and its
@@ -68,13 +79,19 @@ def _batches(blocks):
 
 
 def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, batch,
-                 eval_gradient: bool):
-    """(value, gradient or None) summed over one batch of B blocks of equal size s, with
-    stacked arrays: K (B, s, s), L, R = L^{-1}, and the members' rows gathered (module
-    docstring)."""
+                 eval_gradient: bool, eval_fisher: bool = False):
+    """(value, gradient or None, Fisher information or None) summed over one batch of B
+    blocks of equal size s, with stacked arrays: K (B, s, s), L, R = L^{-1}, and the
+    members' rows gathered (module docstring)."""
     positions, rows, weight = batch
     X_T, y_T = X_ordered[positions], y_ordered[positions]
-    if eval_gradient:               # inner(W): the contractions <W, dK / d theta_p>
+    if eval_fisher:                 # the derivative stacks themselves
+        K, dK = kernel.stacked_gradient(X_T)
+        K = K.copy()
+
+        def inner(W):
+            return dK.reshape(dK.shape[0], -1) @ W.reshape(-1)
+    elif eval_gradient:             # inner(W): the contractions <W, dK / d theta_p>
         K, inner = kernel.stacked(X_T, eval_gradient=True)
         K = K.copy()
     else:
@@ -94,7 +111,7 @@ def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, ba
     log_diagonal = np.log(np.take_along_axis(L[:, diagonal, diagonal], rows, axis=1))
     value = -0.5 * float(np.sum(weight * z_m * z_m)) - float(np.sum(weight * log_diagonal))
     if not eval_gradient:
-        return value, None
+        return value, None, None
     # member t: w_t = R^T e_t (row t of R) and A_{t-1} = R^T (z o 1_{<t}), so that
     # W = sum_t z_t (A_{t-1} w_t^T + w_t A_{t-1}^T) + (z_t^2 - 1) w_t w_t^T = P^T Q with
     # P = [A_{t-1}; w_t] and Q = [z_t w_t; z_t A_{t-1} + (z_t^2 - 1) w_t] (rows over t)
@@ -107,13 +124,34 @@ def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, ba
                        axis=1)
     W = np.matmul(P.transpose(0, 2, 1), Q)
     trace = float(np.einsum("bii->", W))
-    return value, 0.5 * np.append(inner(W), noise_variance * trace)
+    fisher = _fisher(dK, noise_variance, R, w, rows, weight) if eval_fisher else None
+    return value, 0.5 * np.append(inner(W), noise_variance * trace), fisher
+
+
+def _fisher(dK, noise_variance, R, w, rows, weight):
+    """The batch's Fisher information (module docstring): with G_p = R dK_p R^T (rows t of
+    the members only: w dK_p R^T),
+
+        I_pq = sum_t [sum_{r<t} G_p[t, r] G_q[t, r] + 1/2 G_p[t, t] G_q[t, t]],
+
+    dK of the noise being s2 I (G = s2 w R^T)."""
+    R_T = R.transpose(0, 2, 1)
+    G = [np.matmul(np.matmul(w, dK_p), R_T) for dK_p in dK]
+    G.append(noise_variance * np.matmul(w, R_T))
+    column = np.arange(R.shape[1])[None, None, :]
+    mask = ((column < rows[:, :, None]) + 0.5 * (column == rows[:, :, None])) * \
+        weight[:, :, None]
+    G = np.stack([g.reshape(-1) for g in G])                       # (P, B M s)
+    return (G * mask.reshape(-1)) @ G.T
 
 
 def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: VecchiaStructure, *,
-                           eval_gradient: bool = False, n_jobs: int = 1):
+                           eval_gradient: bool = False, eval_fisher: bool = False,
+                           n_jobs: int = 1):
     """The (grouped, if ``structure`` is) Vecchia log likelihood of y ~ N(0, k(X, X) + s2 I),
-    and optionally its gradient in [kernel.theta..., log noise_variance].
+    and optionally its gradient in [kernel.theta..., log noise_variance] and (with
+    ``eval_fisher``: value, gradient, information) its Fisher information in them, the
+    expected negative Hessian under the Vecchia density (Guinness 2021, as GpGp).
 
     ``n_jobs`` threads share the blocks (BLAS and LAPACK release the GIL)."""
     noise_variance = check_positive_scalar(noise_variance, "noise_variance")
@@ -129,7 +167,7 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
 
     def run(batch):
         return _batch_terms(kernel, noise_variance, X_ordered, y_ordered, batch,
-                            eval_gradient)
+                            eval_gradient or eval_fisher, eval_fisher)
 
     if n_jobs == 1 or len(batches) == 1:
         parts = [run(batch) for batch in batches]
@@ -137,9 +175,12 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             parts = list(pool.map(run, batches))
     value = math.fsum(part[0] for part in parts) - 0.5 * structure.blocks.n_members * LOG_2PI
-    if not eval_gradient:
+    if not (eval_gradient or eval_fisher):
         return float(value)
-    return float(value), np.sum([part[1] for part in parts], axis=0)
+    gradient = np.sum([part[1] for part in parts], axis=0)
+    if not eval_fisher:
+        return float(value), gradient
+    return float(value), gradient, np.sum([part[2] for part in parts], axis=0)
 
 
 class VecchiaLikelihood:
@@ -170,3 +211,10 @@ class VecchiaLikelihood:
         kernel, noise_variance = self.hyperparameters.decode(theta)
         return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
                                       eval_gradient=True, n_jobs=self.n_jobs)
+
+    def with_fisher(self, theta):
+        """(log p(y), gradient, Fisher information) at theta, for Fisher scoring."""
+        self.n_evaluations += 1
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
+                                      eval_fisher=True, n_jobs=self.n_jobs)
