@@ -51,6 +51,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .. import linalg
 from .._validation import check_matrix, check_positive_int, check_positive_scalar, check_vector
@@ -169,11 +170,14 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
         return _batch_terms(kernel, noise_variance, X_ordered, y_ordered, batch,
                             eval_gradient or eval_fisher, eval_fisher)
 
-    if n_jobs == 1 or len(batches) == 1:
-        parts = [run(batch) for batch in batches]
-    else:              # the same batches summed in the same order: equal to the serial sum
-        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            parts = list(pool.map(run, batches))
+    # BLAS on one thread: the batches' products are small, and BLAS threads that wait
+    # spinning beside ours (or beside other jobs) burn the cores the batches need
+    with threadpool_limits(limits=1, user_api="blas"):
+        if n_jobs == 1 or len(batches) == 1:
+            parts = [run(batch) for batch in batches]
+        else:          # the same batches summed in the same order: equal to the serial sum
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                parts = list(pool.map(run, batches))
     value = math.fsum(part[0] for part in parts) - 0.5 * structure.blocks.n_members * LOG_2PI
     if not (eval_gradient or eval_fisher):
         return float(value)

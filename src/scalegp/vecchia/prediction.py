@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
 
 from .._validation import (
     as_generator,
@@ -137,12 +138,13 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
         var[rows] = np.square(L[:, size, size])
 
     starts = range(0, len(X_test), POINTS_PER_TASK)
-    if n_jobs == 1 or len(starts) <= 1:
-        for start in starts:
-            run(start)
-    else:
-        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            list(pool.map(run, starts))
+    with threadpool_limits(limits=1, user_api="blas"):     # small products (likelihood.py)
+        if n_jobs == 1 or len(starts) <= 1:
+            for start in starts:
+                run(start)
+        else:
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                list(pool.map(run, starts))
     if not return_var:
         return mean
     if include_noise:
