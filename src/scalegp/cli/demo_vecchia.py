@@ -5,9 +5,9 @@ Inputs are standardised by the training mean and standard deviation and the targ
 (as ``normalize_X=True, normalize_y=True`` do for the estimators), the kernel is learned by
 :class:`scalegp.vecchia.VecchiaGP` with a schedule of nested block samples (2,000, then
 8,000, then 20,000 of the 77,800 conditionals, each sample keeping the data's density:
-docs/vecchia.md, "Learning"), and predictions condition each
-point on its ``M_PREDICT`` nearest training points in the learned scaling, with the
-variance of a new response (docs/vecchia.md, "Prediction").
+docs/vecchia.md, "Learning: scaled Vecchia (`learning.py`, `fisher.py`)"), and predictions
+condition each point on its ``M_PREDICT`` nearest training points in the learned scaling,
+with the variance of a new response (docs/vecchia.md, "Prediction (`prediction.py`)").
 """
 
 from __future__ import annotations
