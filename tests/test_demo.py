@@ -188,8 +188,28 @@ def test_neighbourhood_demo_prints_its_model_and_beats_the_exact_subset(tmp_path
     assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_vecchia_demo_prints_its_model_and_beats_the_exact_subset(tmp_path):
+    """The default model at a small size. On 3,000 training points it measured 212 m
+    against the 300-point exact GP's 396 m (the neighbourhood model: 217 m)."""
+    assert demo.run_demo.__kwdefaults__["model"] == "vecchia"
+    lines = []
+    results = demo.run_demo(model="vecchia", subsample=3000, exact_subsample=300,
+                            out=tmp_path / "d.png", log=lines.append)
+    method = line_starting(lines, "method: Vecchia approximation (scalegp.vecchia) with the "
+                                  "matern52 kernel")
+    assert "its 30 nearest predecessors" in method and "its 45 nearest training" in method
+    assert "(2,0" in method                          # the first sampled stage, 2,000+
+    assert f"test RMSE {results['rmse_m']:.1f} m" in line_starting(lines, "vecchia: ")
+    assert results["rmse_m"] < 0.8 * results["exact_rmse_m"]
+    assert results["n_centres"] is None and results["captured_mass"] is None
+    assert line_starting(lines, "the learned length scales lie inside the kernel's bounds")
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_demo_refuses_an_unknown_model_and_a_global_exact(tmp_path):
     with pytest.raises(ValueError, match="model must be one of"):
         demo.run_demo(model="local", out=tmp_path / "d.png")
+    with pytest.raises(ValueError, match="model='vecchia' takes no approximation"):
+        demo.run_demo(model="vecchia", approximation="rff", out=tmp_path / "d.png")
     with pytest.raises(ValueError, match="approximation='exact' needs model='neighbors'"):
         demo.run_demo(model="global", approximation="exact", out=tmp_path / "d.png")

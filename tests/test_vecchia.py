@@ -133,3 +133,27 @@ def test_neighbors_on_a_grid_with_tied_distances_are_nearest():
         kept = neighbors[i][neighbors[i] >= 0]
         assert np.all(kept < i) and len(set(kept)) == kept.size == min(i, m)
         np.testing.assert_array_equal(np.sort(np.sum((Uo[kept] - Uo[i]) ** 2, axis=1)), d)
+
+
+def test_grid_maximin_is_a_spreading_permutation():
+    from scipy.spatial.distance import pdist
+
+    from scalegp.vecchia import grid_maximin_order
+
+    rng = np.random.default_rng(3)
+    U = rng.uniform(size=(2000, 2))
+    order = grid_maximin_order(U)
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(U)))
+    np.testing.assert_array_equal(order, grid_maximin_order(U))          # deterministic
+    # the first k points are spread nearly as the exact maximin's, better than random ones
+    # (smallest gaps measured at k = 16, 64, 256: grid 0.168, 0.074, 0.021; exact 0.238,
+    # 0.109, 0.047; random 0.080, 0.0023, 0.0020)
+    exact = maximin_order(U)
+    for k in (16, 64, 256):
+        grid_gap = pdist(U[order[:k]]).min()
+        assert grid_gap > 0.4 * pdist(U[exact[:k]]).min()
+        assert grid_gap > 2 * pdist(U[:k]).min()
+    duplicated = np.vstack([U[:50], U[:5]])
+    order = grid_maximin_order(duplicated)
+    np.testing.assert_array_equal(np.sort(order), np.arange(55))
+    assert set(order[-5:].tolist()) <= set(range(5)) | set(range(50, 55))

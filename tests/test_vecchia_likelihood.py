@@ -13,6 +13,8 @@ which never increases when the sets grow: nested sets (m nearest within m + 1 ne
 lower every v_i, and grouping enlarges h(i) (it contains c(i)). Both are tested exactly.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -20,7 +22,7 @@ from scalegp.errors import NotPositiveDefiniteError
 from scalegp.engine.exact import ExactMarginalLikelihood, log_marginal_likelihood
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.kernels import Gaussian, Matern
-from scalegp.vecchia import VecchiaLikelihood, build_structure, vecchia_log_likelihood
+from scalegp.vecchia import VecchiaLikelihood, build_structure, likelihood, vecchia_log_likelihood
 
 KERNELS = [
     Gaussian(length_scale=0.4, variance=1.7),
@@ -117,15 +119,57 @@ def test_objective_mirrors_the_exact_objective():
     assert objective.n_evaluations == 1
 
 
-def test_threads_give_the_serial_result():
+@pytest.mark.parametrize("grouping", [False, True])
+def test_threads_give_the_serial_result(grouping, monkeypatch):
     X, y = data(2000, seed=2)
     kernel = KERNELS[5]
-    structure = build_structure(X, kernel.length_scale, 10, grouping=False)
+    structure = build_structure(X, kernel.length_scale, 10, grouping=grouping)
     serial = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)
+    # many small batches: the threads share them, and the sum keeps the serial order
+    monkeypatch.setattr(likelihood, "ELEMENTS_PER_BATCH", 2000)
+    assert len(likelihood._batches(structure.blocks)) > 20
+    small = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)
     threaded = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True,
-                                      n_jobs=2)
-    assert threaded[0] == pytest.approx(serial[0], rel=1e-12)
-    np.testing.assert_allclose(threaded[1], serial[1], rtol=1e-12)
+                                      n_jobs=3)
+    assert threaded[0] == small[0]
+    np.testing.assert_array_equal(threaded[1], small[1])
+    # other batches sum in another order: equal to rounding
+    assert small[0] == pytest.approx(serial[0], rel=1e-12)
+    np.testing.assert_allclose(small[1], serial[1], rtol=1e-12)
+
+
+def test_batches_cover_every_block_once():
+    X, y = data(500, seed=4)
+    structure = build_structure(X, [0.3, 0.5], 12)
+    blocks = structure.blocks
+    seen = []
+    for positions, rows, weight in likelihood._batches(blocks):
+        assert positions.shape[0] == rows.shape[0] == weight.shape[0]
+        members = [sorted(p[r[w > 0]].tolist()) for p, r, w in zip(positions, rows, weight)]
+        seen.extend(members)
+        for p, r, w in zip(positions, rows, weight):      # padding points at row 0, weight 0
+            assert np.all(r[w == 0] == 0) and np.all(np.diff(p) > 0)
+    expected = [sorted(blocks.block(b)[0][blocks.block(b)[1]].tolist())
+                for b in range(blocks.n_blocks)]
+    assert sorted(map(tuple, seen)) == sorted(map(tuple, expected))
+    assert sum(len(m) for m in seen) == len(y)
+
+
+def test_a_subset_of_blocks_sums_its_members_terms():
+    X, y = data(400, seed=5)
+    kernel = KERNELS[4]
+    structure = build_structure(X, kernel.length_scale, 8)
+    n = structure.blocks.n_blocks
+    parts = [np.arange(0, n, 2), np.arange(1, n, 2)]
+    whole = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)
+    halves = [vecchia_log_likelihood(kernel, NOISE, X, y,
+                                     replace(structure, blocks=structure.blocks.subset(ids)),
+                                     eval_gradient=True) for ids in parts]
+    assert sum(h[0] for h in halves) == pytest.approx(whole[0], rel=1e-12)
+    np.testing.assert_allclose(halves[0][1] + halves[1][1], whole[1], rtol=1e-10)
+    assert sum(structure.blocks.subset(ids).n_members for ids in parts) == len(y)
+    with pytest.raises(ValueError, match="block ids"):
+        structure.blocks.subset([n])
 
 
 def test_bad_input_is_refused():
@@ -144,3 +188,93 @@ def test_bad_input_is_refused():
     with pytest.raises(NotPositiveDefiniteError, match="Vecchia block"):
         vecchia_log_likelihood(kernel, 1e-300, duplicated, np.zeros(30),
                                build_structure(duplicated, 0.4, 5))
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
+def test_stacked_kernel_matrices_and_gradient_contractions(kernel):
+    rng = np.random.default_rng(6)
+    X = rng.uniform(size=(5, 9, 2))
+    W = rng.standard_normal((5, 9, 9))
+    K, inner = kernel.stacked(X, eval_gradient=True)
+    np.testing.assert_allclose(kernel.stacked(X), K, rtol=1e-13, atol=1e-15)
+    expected = np.zeros(kernel.n_params)
+    for b in range(5):
+        np.testing.assert_allclose(K[b], kernel(X[b]), rtol=1e-12, atol=1e-14)
+        expected += np.einsum("ij,pij->p", W[b], kernel.gradient(X[b]))
+    np.testing.assert_allclose(inner(W.copy()), expected, rtol=1e-11)
+    with pytest.raises(ValueError, match="stack"):
+        kernel.stacked(X[0])
+
+
+@pytest.mark.parametrize("size", [1, 5, 16, 17, 40, 97])
+def test_batched_triangular_inverse(size):
+    from scalegp import linalg
+
+    rng = np.random.default_rng(size)
+    G = rng.standard_normal((3, size, 2 * size))
+    L = np.linalg.cholesky(G @ G.transpose(0, 2, 1) / size + 0.1 * np.eye(size))
+    R = linalg.batched_triangular_inverse(L)
+    assert np.all(np.triu(R, 1) == 0)
+    np.testing.assert_allclose(R @ L, np.broadcast_to(np.eye(size), L.shape), atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
+def test_stacked_gradient_stacks(kernel):
+    rng = np.random.default_rng(7)
+    X = rng.uniform(size=(4, 7, 2))
+    K, dK = kernel.stacked_gradient(X)
+    assert dK.shape == (kernel.n_params, 4, 7, 7) and np.shares_memory(K, dK)
+    for b in range(4):
+        np.testing.assert_allclose(dK[:, b], kernel.gradient(X[b]), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", [KERNELS[1], KERNELS[3], KERNELS[2]],
+                         ids=["gaussian-ard", "matern32-iso", "matern12-ard"])
+@pytest.mark.parametrize("grouping", [False, True])
+def test_fisher_information_at_full_sets_is_the_exact_gps(kernel, grouping):
+    X, y = data(60)
+    structure = build_structure(X, kernel.length_scale, len(y) - 1, grouping=grouping)
+    value, gradient, fisher = vecchia_log_likelihood(kernel, NOISE, X, y, structure,
+                                                     eval_fisher=True)
+    assert (value, *gradient) == pytest.approx(
+        (*[vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)[0]],
+         *vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)[1]),
+        rel=1e-10)
+    K = kernel(X) + NOISE * np.eye(len(y))
+    dK = list(kernel.gradient(X)) + [NOISE * np.eye(len(y))]
+    K_inv = np.linalg.inv(K)
+    exact = np.array([[0.5 * np.trace(K_inv @ a @ K_inv @ b) for b in dK] for a in dK])
+    np.testing.assert_allclose(fisher, exact, rtol=1e-8, atol=1e-8 * np.abs(exact).max())
+
+
+def test_fisher_information_is_the_expected_outer_product_of_gradients():
+    # at m < N - 1 the information is that of the Vecchia density q: E_q[g g^T], checked by
+    # drawing y from q (its sparse inverse Cholesky factor: y_i = b_i^T y_h + sqrt(v_i) e)
+    X, _ = data(40, seed=8)
+    kernel = KERNELS[4]
+    structure = build_structure(X, kernel.length_scale, 4, grouping=False)
+    order, neighbors = structure.order, structure.neighbors
+    Xo = X[order]
+    rng = np.random.default_rng(9)
+    n_draws = 4000
+    Y = np.zeros((n_draws, len(X)))
+    for i in range(len(X)):
+        h = neighbors[i][neighbors[i] >= 0]
+        b, v = np.zeros(0), kernel.variance + NOISE
+        if h.size:
+            k = kernel(Xo[h], Xo[i:i + 1])[:, 0]
+            b = np.linalg.solve(kernel(Xo[h]) + NOISE * np.eye(h.size), k)
+            v -= k @ b
+        Y[:, i] = Y[:, h] @ b + np.sqrt(v) * rng.standard_normal(n_draws)
+    grads = np.empty((n_draws, kernel.n_params + 1))
+    y_rows = np.empty_like(Y)
+    y_rows[:, order] = Y
+    for j in range(n_draws):
+        grads[j] = vecchia_log_likelihood(kernel, NOISE, X, y_rows[j], structure,
+                                          eval_gradient=True)[1]
+    _, _, fisher = vecchia_log_likelihood(kernel, NOISE, X, y_rows[0], structure,
+                                          eval_fisher=True)
+    empirical = grads.T @ grads / n_draws
+    assert np.abs(grads.mean(axis=0)).max() < 5 * np.sqrt(np.diag(fisher) / n_draws).max()
+    # Monte Carlo error of E[g g^T]: a few per cent at 4000 draws
+    np.testing.assert_allclose(empirical, fisher, rtol=0.15, atol=0.05 * np.abs(fisher).max())

@@ -289,14 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", parents=[common],
                           help="fit the embedded East Africa relief map and draw it")
-    demo.add_argument("--model", choices=["neighbors", "global"], default="neighbors",
-                      help="neighbors (default): exact GPs on the neighbourhoods of every "
-                           "training point, blended; global: one low-rank GP (Gauss-Legendre "
-                           "features by default) on --subsample points")
+    demo.add_argument("--model", choices=["vecchia", "neighbors", "global"],
+                      default="vecchia",
+                      help="vecchia (default): the Vecchia approximation of the GP on every "
+                           "training point; neighbors: exact GPs on the neighbourhoods of "
+                           "every training point, blended; global: one low-rank GP "
+                           "(Gauss-Legendre features by default) on --subsample points")
     demo.add_argument("--subsample", type=int, default=None,
                       help="training points drawn from the 82,800-point map without its "
-                           "5,000 test points (default: all 77,800 for neighbors, 20,000 "
-                           "for global)")
+                           "5,000 test points (default: all 77,800 for vecchia and "
+                           "neighbors, 20,000 for global)")
     demo.add_argument("--n-components", type=int_at_least(1), default=2048,
                       help="feature budget of a low-rank model (default: %(default)s)")
     demo.add_argument("--approximation", default=None,

@@ -6,8 +6,13 @@ rules, test on the held-out grid points, compare with an exact GP on a smaller s
 predict the whole grid and write a PNG with the data, the predicted mean and the predicted
 standard deviation.
 
-Two models, both chosen as the library chooses them for any user, with no hand-set box:
+Three models, all chosen as the library chooses them for any user, with no hand-set box:
 
+- ``model="vecchia"`` (the default: the most accurate, and the cheapest at full size): the
+  Vecchia approximation of the GP on all training points (:mod:`scalegp.cli.demo_vecchia`,
+  docs/vecchia.md): each point conditioned on its 30 nearest predecessors, hyperparameters
+  learned on nested samples of the conditionals, predictions from the 45 nearest training
+  points with variance.
 - ``model="neighbors"`` (the default, the most accurate at demo cost): a neighbourhood-local
   model (:mod:`scalegp.local.neighborhoods`) of exact GPs on every training point, one per centre of
   an adaptive cover, each on its ``n_neighbors`` nearest points, blended continuously; the
@@ -53,8 +58,12 @@ N_TEST = 5000
 #: learning (about 17 O(n^3) likelihood-and-gradient evaluations) took 12 to 13 s on the
 #: shared 2-core machine when otherwise idle.
 EXACT_SUBSAMPLE = 2000
-#: The demo's two models (module docstring).
-DEMO_MODELS = ("neighbors", "global")
+#: Training points of the exact GP beside the Vecchia model: its learning is most of the
+#: demo's cost at 2,000 points (591 s of a 750 s demo under heavy load, about 12 s of
+#: learning on the idle machine), which a 15-second demo cannot afford.
+EXACT_SUBSAMPLE_VECCHIA = 1000
+#: The demo's models (module docstring).
+DEMO_MODELS = ("vecchia", "neighbors", "global")
 #: Training points per neighbourhood of the default model: on this map k = 200, 300 and 500
 #: reached the same test RMSE (50 to 52 m), and 300 needs the least time (README, "Local
 #: models").
@@ -70,33 +79,35 @@ NOISE_VARIANCE_START = 0.05
 EXPLAINED_WARNINGS = (UserWarning, BoundaryWarning)
 
 
-def run_demo(*, model: str = "neighbors", subsample: int | None = None,
+def run_demo(*, model: str = "vecchia", subsample: int | None = None,
              n_components: int = 2048, approximation: str | None = None,
-             kernel: str = "matern52", exact_subsample: int = EXACT_SUBSAMPLE,
+             kernel: str = "matern52", exact_subsample: int | None = None,
              n_neighbors: int = N_NEIGHBORS, out=None, seed: int = 0,
              log=print) -> dict:
     """Fit, evaluate, compare with the exact GP and draw; returns the printed metrics.
 
     Parameters
     ----------
-    model : {"neighbors", "global"}, default="neighbors"
-        The neighbourhood-local model, or one global low-rank GP (module docstring).
+    model : {"vecchia", "neighbors", "global"}, default="vecchia"
+        The Vecchia approximation, the neighbourhood-local model, or one global low-rank GP
+        (module docstring).
     subsample : int or None, default=None
         Training points, drawn from the map without its test points. None: all 77,800 for
-        ``"neighbors"``, 20,000 for ``"global"``.
+        ``"vecchia"`` and ``"neighbors"``, 20,000 for ``"global"``.
     n_components : int, default=2048
         The feature budget of a low-rank model: the cap of ``n_nodes="auto"`` for ``"glf"``,
         m for other maps (unused by exact local GPs).
     approximation : str or None, default=None
         The feature map (:func:`scalegp.features.names`), or ``"exact"`` with
         ``model="neighbors"``. None: ``"exact"`` for ``"neighbors"``, ``"glf"`` for
-        ``"global"``.
+        ``"global"``; ``"vecchia"`` takes none.
     kernel : str, default="matern52"
         A shift-invariant kernel name (:func:`scalegp.kernels.get`), made anisotropic with
         the default bounds; the exact GP uses the same family.
-    exact_subsample : int, default=2000
+    exact_subsample : int or None, default=None
         Training points of the exact GP: the first min(exact_subsample, subsample) of the
-        model's.
+        model's. None: 1,000 beside ``"vecchia"`` (:data:`EXACT_SUBSAMPLE_VECCHIA`), 2,000
+        beside the others.
     n_neighbors : int, default=N_NEIGHBORS
         Training points per neighbourhood of ``model="neighbors"``.
     out : path or None, default=None
@@ -122,8 +133,11 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
     """
     if model not in DEMO_MODELS:
         raise ValueError(f"model must be one of {DEMO_MODELS}, got {model!r}")
-    local = model == "neighbors"
-    approximation = approximation or ("exact" if local else "glf")
+    local, vecchia = model == "neighbors", model == "vecchia"
+    if vecchia and approximation is not None:
+        raise ValueError("model='vecchia' takes no approximation (it is the Vecchia "
+                         f"approximation of the exact GP), got {approximation!r}")
+    approximation = approximation or ("exact" if local else "vecchia" if vecchia else "glf")
     if approximation == "exact" and not local:
         raise ValueError("approximation='exact' needs model='neighbors' (the demo's exact GP "
                          "on exact_subsample points is always drawn for comparison)")
@@ -133,9 +147,11 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
     relief = load_east_africa_relief()
     n = len(relief.y)
     if subsample is None:
-        subsample = n - N_TEST if local else 20000
+        subsample = n - N_TEST if local or vecchia else 20000
     if not 2 <= subsample <= n - N_TEST:
         raise ValueError(f"subsample must be between 2 and {n - N_TEST}, got {subsample}")
+    if exact_subsample is None:
+        exact_subsample = EXACT_SUBSAMPLE_VECCHIA if vecchia else EXACT_SUBSAMPLE
     if exact_subsample < 2:
         raise ValueError(f"exact_subsample must be at least 2, got {exact_subsample}")
     rows = np.random.default_rng(seed).permutation(n)
@@ -147,10 +163,15 @@ def run_demo(*, model: str = "neighbors", subsample: int | None = None,
                                          learning_centers=LEARNING_CENTRES)} if local else {})
     log(f"fitting a neighbourhood-local model ({approximation}) to {len(train)} training "
         "points (about a minute on two cores)..." if local else
-        f"fitting {approximation} to {len(train)} training points...")
-    model, notes, fit_seconds = _fit_low_rank(
-        relief.X[train], y_km[train], start_kernel, approximation, n_components, seed,
-        **local_options)
+        f"fitting the Vecchia approximation to {len(train)} training points..." if vecchia
+        else f"fitting {approximation} to {len(train)} training points...")
+    if vecchia:
+        model, notes, fit_seconds = _fit_vecchia(relief.X[train], y_km[train], start_kernel,
+                                                 seed)
+    else:
+        model, notes, fit_seconds = _fit_low_rank(
+            relief.X[train], y_km[train], start_kernel, approximation, n_components, seed,
+            **local_options)
     start = time.perf_counter()
     mean, std = model.predict(relief.X[test], return_std=True, include_noise=True)
     predict_seconds = time.perf_counter() - start
@@ -222,6 +243,25 @@ def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_optio
     notes = []
     for warning in caught:
         if warning.category in EXPLAINED_WARNINGS:
+            notes.append(str(warning.message))
+        else:
+            warnings.warn(warning.message, warning.category, stacklevel=3)
+    return model, list(dict.fromkeys(notes)), seconds
+
+
+def _fit_vecchia(X, y, kernel, seed):
+    """(model, explained warning texts, fit seconds) of the Vecchia model."""
+    from .demo_vecchia import VecchiaDemoModel
+
+    model = VecchiaDemoModel(kernel, NOISE_VARIANCE_START, seed=seed)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    seconds = time.perf_counter() - start
+    notes = []
+    for warning in caught:
+        if warning.category is BoundaryWarning:
             notes.append(str(warning.message))
         else:
             warnings.warn(warning.message, warning.category, stacklevel=3)
@@ -317,7 +357,9 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
         f"East Africa relief (ETOPO5, {n_grid} grid points): {results['n_train']} training / "
         f"{results['n_test']} test points, inputs standardised (1 unit = "
         f"{_degrees(1.0, scale)} degrees of longitude / latitude)"]
-    if model.local_model_ is not None:
+    if hasattr(model, "describe") and model.local_model_ is None:      # Vecchia
+        lines.append(model.describe(kernel_name))
+    elif model.local_model_ is not None:
         local_gps = "exact GPs" if fmap is None else f"{fmap.name} GPs ({fmap.description})"
         lines.append(
             f"method: neighbourhood-local {local_gps} with the {kernel_name} kernel, one length "
@@ -342,7 +384,7 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
         + (f": the part of the default bounds [{default[0, 0]:.3g}, {default[0, 1]:.3g}] on "
            "which the rule reproduces the prior variance (valid_log_bounds); outside it the "
            "features approximate another kernel" if narrowed else
-           ": the kernel's bounds (the " + ("exact local GPs hold" if fmap is None else
+           ": the kernel's bounds (the " + ("model holds" if fmap is None else
                                               "map holds") + " on all of them)"))
     mass = results["captured_mass"]
     lines.append(
@@ -351,7 +393,8 @@ def _explain(model, exact, results, search_box, notes, *, n_grid, X_train, kerne
         "units)" + ("" if mass is None else
                     f"; the features reproduce {100 * mass:.1f} % of its prior variance"))
     lines.extend(_bound_lines(model, exact, results, X_train))
-    name = "neighbors" if model.local_model_ is not None else fmap.name
+    name = ("neighbors" if model.local_model_ is not None else
+            "vecchia" if fmap is None else fmap.name)
     lines.append(
         f"{name}: test RMSE {results['rmse_m']:.1f} m, NLPD {results['nlpd_km']:.3f} "
         f"(in km), fit {results['fit_seconds']:.2f} s, predict {results['predict_seconds']:.3f}"
@@ -373,7 +416,8 @@ def _bound_lines(model, exact, results, X_train) -> list[str]:
 
     dims = np.array(["longitude", "latitude"])
     lower, upper = results["on_lower_bound"], results["on_upper_bound"]
-    if model.local_model_ is not None:          # the kernel's own bounds: no rule narrows them
+    if model.local_model_ is not None or model.feature_map_ is None:
+        # the kernel's own bounds: no rule narrows them
         ends = [f"the learned {' and '.join(dims[mask])} length {_scales_sit(mask)} on the "
                 f"kernel's {end} bound; widen length_scale_bounds"
                 for mask, end in ((lower, "lower"), (upper, "upper")) if np.any(mask)]

@@ -64,8 +64,8 @@ class OptimizationResult:
 
 
 def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=None,
-                        names=None, max_iter: int = 500,
-                        windows: bool = False) -> OptimizationResult:
+                        names=None, max_iter: int = 500, windows: bool = False,
+                        ftol: float | None = None) -> OptimizationResult:
     """Maximize ``objective(theta) -> (value, gradient)`` by L-BFGS-B from theta0 and restarts.
 
     Parameters
@@ -84,6 +84,9 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
         Parameter names for the boundary warning.
     max_iter : int
         L-BFGS-B iterations of each run.
+    ftol : float, optional
+        L-BFGS-B's relative reduction tolerance (scipy's ``ftol``; None: scipy's 2.2e-9): a
+        run stops when an iteration lowers the objective by less than ftol times its size.
     windows : bool
         The parameters are log-parameters: search those with boxes wider than ``WIDE_BOX``
         either side of the start in moving windows (:func:`_windowed_search`). Without, every
@@ -140,7 +143,7 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
     best = None
     n_evaluations = 0
     for start in starts:
-        run = _windowed_search(negative, start, box, max_iter, radius)
+        run = _windowed_search(negative, start, box, max_iter, radius, ftol)
         n_evaluations += run.n_evaluations
         if best is None or run.fun < best.fun:
             best = run
@@ -201,7 +204,7 @@ def _projected_gradient(x: np.ndarray, gradient: np.ndarray, box: np.ndarray) ->
     return float(np.max(np.abs(np.clip(x - gradient, box[:, 0], box[:, 1]) - x)))
 
 
-def _windowed_search(negative, start, box, max_iter, radius) -> _Run:
+def _windowed_search(negative, start, box, max_iter, radius, ftol=None) -> _Run:
     """L-BFGS-B from ``start`` in ``box``, each parameter within ``radius`` (log units, inf:
     its whole box) of the current point.
 
@@ -221,11 +224,12 @@ def _windowed_search(negative, start, box, max_iter, radius) -> _Run:
     """
     x, radius = np.asarray(start, dtype=float), np.asarray(radius, dtype=float)
     evaluations = moves = shrinks = 0
+    options = {"maxiter": max_iter} if ftol is None else {"maxiter": max_iter, "ftol": ftol}
     while True:
         window = _window(box, x, radius)
         recorder = _RecordFirst(negative)
         result = scipy.optimize.minimize(recorder, x, jac=True, method="L-BFGS-B",
-                                         bounds=window, options={"maxiter": max_iter})
+                                         bounds=window, options=options)
         evaluations += result.nfev
         start_value, start_gradient = recorder.first
         stationarity = _projected_gradient(x, start_gradient, window)
@@ -271,7 +275,8 @@ def _warn_on_bounds(theta, bounds, free, names) -> None:
 
 
 def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_restarts: int = 0,
-                          rng=None) -> tuple[Hyperparameters, OptimizationResult]:
+                          rng=None, ftol: float | None = None
+                          ) -> tuple[Hyperparameters, OptimizationResult]:
     """Maximize the objective over theta inside the box of ``hyperparameters``.
 
     ``objective`` takes theta = [kernel.theta..., log noise_variance] (any objective of the
@@ -279,10 +284,11 @@ def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_rest
     :class:`scalegp.engine.qr.QRMarginalLikelihood`,
     :class:`scalegp.engine.exact.ExactMarginalLikelihood`); ``hyperparameters`` gives the start and
     the box (:class:`~scalegp.engine.hyperparameters.Hyperparameters`, which may have been narrowed
-    to where a feature map is valid). Returns the hyperparameters at the optimum and the
+    to where a feature map is valid). ``ftol``: L-BFGS-B's relative reduction tolerance
+    (:func:`maximize_likelihood`). Returns the hyperparameters at the optimum and the
     :class:`OptimizationResult`.
     """
     result = maximize_likelihood(objective, hyperparameters.theta, hyperparameters.bounds,
                                  n_restarts=n_restarts, rng=rng, names=hyperparameters.names,
-                                 windows=True)
+                                 windows=True, ftol=ftol)
     return hyperparameters.at(result.theta), result

@@ -132,6 +132,102 @@ class KernelValues:
         grads.append(K)
         return np.stack(grads)
 
+    def stacked(self, X, *, eval_gradient: bool = False):
+        """k(X_b, X_b) for each matrix X_b of a stack X (B, s, d): K of shape (B, s, s); with
+        ``eval_gradient``, (K, inner) where inner(W), for W of K's shape, returns the
+        gradient contractions
+
+            g_p = sum_b <W_b, d k(X_b, X_b) / d theta_p>,  shape (n_params,),
+
+        without forming the n_params derivative stacks (the Vecchia blocks need only these
+        contractions: many small matrices at once, no Python step per matrix).
+
+        From the per-dimension differences u_j = (x_j - z_j) / l_j. A kernel smooth in r^2
+        keeps u_j^2 and g = kappa'(r) / r, so that with d kappa / d log l_j = -g u_j^2,
+        d k / d log s = k:
+
+            g_{l_j} = -s <W o g, u_j^2>  (one length scale: -s <W o g, r^2>),  g_s = <W, K>;
+
+        other kernels keep d kappa / d log l_j from the differences. ``inner`` holds
+        O(B s^2 d) memory until it is dropped; W is overwritten."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3:
+            raise ValueError(f"X must be a stack of shape (B, s, d), got shape {X.shape}")
+        self.check_n_dims(X.shape[2])
+        V = X / self._length_scale
+        if not self.smooth_in_r2:
+            U = V[:, :, None, :] - V[:, None, :, :]
+            K = self._variance * self._correlation(U)
+            if not eval_gradient:
+                return K
+            if self.anisotropic:
+                grads = np.moveaxis(self._correlation_grad_log_scale(U), -1, 0)
+            else:
+                grads = self._correlation_grad_log_scale_sum(U)[None]
+            del U
+
+            def inner(W):
+                flat = W.reshape(-1)
+                return np.array([self._variance * (g.reshape(-1) @ flat) for g in grads]
+                                + [K.reshape(-1) @ flat])
+
+            return K, inner
+        squares = []
+        for j in range(V.shape[2]):
+            u = V[:, :, None, j] - V[:, None, :, j]
+            squares.append(np.square(u, out=u))
+        r2 = squares[0] if len(squares) == 1 else np.add(squares[0], squares[1])
+        for square in squares[2:]:
+            r2 += square
+        if not eval_gradient:
+            K = self._profile(r2)
+            K *= self._variance
+            return K
+        kappa, factor = self._profile_and_input_factor(r2)
+        K = np.multiply(kappa, self._variance, out=kappa)
+        if not self.anisotropic:
+            squares = [r2]
+        elif len(squares) == 1:
+            squares = [r2]
+
+        def inner(W):
+            value = (K.reshape(-1) @ W.reshape(-1))
+            F = np.multiply(W, factor, out=W).reshape(-1)
+            return np.array([-self._variance * (F @ square.reshape(-1)) for square in squares]
+                            + [value])
+
+        return K, inner
+
+    def stacked_gradient(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(K, dK) for a stack X (B, s, d): K as :meth:`stacked`, and d k(X_b, X_b) /
+        d theta_p of each, shape (n_params, B, s, s), whose last slice is K itself (what
+        the Fisher information of the Vecchia blocks needs). Memory O(n_params B s^2)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3:
+            raise ValueError(f"X must be a stack of shape (B, s, d), got shape {X.shape}")
+        self.check_n_dims(X.shape[2])
+        V = X / self._length_scale
+        U = V[:, :, None, :] - V[:, None, :, :]
+        n_scales = U.shape[-1] if self.anisotropic else 1
+        dK = np.empty((n_scales + 1,) + U.shape[:3])
+        if self.smooth_in_r2:
+            squares = np.square(U)
+            r2 = squares.sum(axis=-1)
+            kappa, factor = self._profile_and_input_factor(r2)
+            factor *= -self._variance
+            for j in range(n_scales):
+                np.multiply(factor, squares[..., j] if self.anisotropic else r2, out=dK[j])
+        else:
+            kappa = self._correlation(U)
+            if self.anisotropic:
+                grads = self._correlation_grad_log_scale(U)
+                for j in range(n_scales):
+                    np.multiply(grads[..., j], self._variance, out=dK[j])
+            else:
+                np.multiply(self._correlation_grad_log_scale_sum(U), self._variance, out=dK[0])
+        np.multiply(kappa, self._variance, out=dK[-1])
+        return dK[-1], dK
+
     def input_gradient_contraction(self, X, Z, E) -> np.ndarray:
         """sum_i E_ia d k(x_i, z_a) / d z_a for each row z_a of Z, shape (len(Z), d).
 

@@ -6,6 +6,7 @@ from .neighbors import Blocks, grouped_blocks, ordered_neighbors, singleton_bloc
 from .ordering import (
     ORDERINGS,
     coordinate_order,
+    grid_maximin_order,
     maximin_order,
     order_points,
     scaled_inputs,
@@ -23,6 +24,7 @@ __all__ = [
     "build_structure",
     "coordinate_order",
     "fit_vecchia",
+    "grid_maximin_order",
     "grouped_blocks",
     "maximin_order",
     "order_points",

@@ -28,6 +28,17 @@ matrix products. dK/d log s2 = s2 I adds 1/2 s2 tr(W). The kernel derivatives ar
 :meth:`scalegp.kernels.Kernel.gradient` on the block's inputs (whose last slice, the
 derivative in the log variance, is the kernel matrix itself, so it is not formed twice).
 
+**Fisher information** (for Fisher scoring, as GpGp): the expected negative Hessian of
+term t, log N(y_{<=t}; K_{<=t}) - log N(y_{<t}; K_{<t}), is I_{<=t} - I_{<t} with
+I_S = 1/2 tr(K_S^{-1} dK_p K_S^{-1} dK_q). With K_{<=t}^{-1} = sum_{r<=t} w_r w_r^T and
+G_p = R dK_p R^T, tr(K_{<=t}^{-1} dK_p K_{<=t}^{-1} dK_q) = sum_{r, r' <= t} G_p[r, r']
+G_q[r, r'], so the term's information is
+
+    sum_{r<t} G_p[t, r] G_q[t, r] + 1/2 G_p[t, t] G_q[t, t]:
+
+only the member rows of G_p, w_M dK_p R^T, two matrix products per parameter
+(:meth:`scalegp.kernels.Kernel.stacked_gradient` gives the stacks dK_p).
+
 Cost per evaluation: sum over blocks of |T|^3 (Cholesky, inverse, products) plus P |T|^2
 for the gradient contraction, O(N m^3) ungrouped; memory O(P max |T|^2) per thread, and no
 factor is kept between blocks or evaluations (docs/vecchia.md, "The likelihood and its
@@ -40,6 +51,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .. import linalg
 from .._validation import check_matrix, check_positive_int, check_positive_scalar, check_vector
@@ -49,55 +61,99 @@ from ..kernels import Kernel
 from .structure import VecchiaStructure
 
 LOG_2PI = math.log(2.0 * math.pi)
-#: Blocks handed to one thread at a time.
-BLOCKS_PER_TASK = 256
+#: Entries (blocks x s^2) of one batch of equal-size blocks: 1 MB per (B, s, s) array, a
+#: few MB per thread with the kernel gradient, in cache. Measured on the relief map (m = 30,
+#: CPU s per evaluation): 2^15: 2.21, 2^16: 1.86, 2^17: 1.72, 2^18: 1.97, 2^20: 2.85.
+ELEMENTS_PER_BATCH = 1 << 17
+_SIGNS = (1.0, -1.0, -1.0)
 
 
-def _block_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, blocks, block_ids,
-                 eval_gradient: bool):
-    """(value, gradient or None) summed over the blocks ``block_ids``."""
-    value = 0.0
-    gradient = np.zeros(kernel.n_params + 1) if eval_gradient else None
-    for b in block_ids:
-        rows, member = blocks.block(b)
-        X_T = X_ordered[rows]
-        if eval_gradient:           # its last slice, d k / d log s, is k itself
-            dK = kernel.gradient(X_T)
-            K = dK[-1].copy()
-        else:
-            K = kernel(X_T)
-        K[np.diag_indices_from(K)] += noise_variance
-        # LAPACK without the wrappers' checks: at m = 30 they cost as much as the arithmetic
-        L = linalg.small_cholesky(K)
-        if L is None:
-            raise NotPositiveDefiniteError(
-                f"a Vecchia block's covariance ({rows.size} points) is not positive definite "
-                f"at {kernel!r} with noise_variance {noise_variance:.3g} (duplicated inputs "
-                "with a tiny noise variance?)")
-        if eval_gradient:
-            R = linalg.small_triangular_inverse(L)     # L^{-1}
-            z = R @ y_ordered[rows]
-        else:
-            z = linalg.small_solve_lower(L, y_ordered[rows])
-        diagonal = np.diag(L)
-        value += -0.5 * float(z[member] @ z[member]) - float(np.sum(np.log(diagonal[member])))
-        if not eval_gradient:
-            continue
-        A = np.cumsum(z[:, None] * R, axis=0)          # A[t] = K_{<=t}^{-1} y_{<=t}, padded
-        where = np.flatnonzero(member)
-        A_now = A[where]
-        A_before = np.where((where > 0)[:, None], A[np.maximum(where - 1, 0)], 0.0)
-        R_m = R[where]
-        W = A_now.T @ A_now - A_before.T @ A_before - R_m.T @ R_m
-        gradient[:-1] += 0.5 * np.einsum("ij,pij->p", W, dK)
-        gradient[-1] += 0.5 * noise_variance * np.trace(W)
-    return value, gradient
+def _batches(blocks):
+    """The blocks as batches of equal union-set size (:attr:`Blocks.by_size` cut into pieces
+    of at most ELEMENTS_PER_BATCH entries), in a fixed order."""
+    out = []
+    for positions, rows, weight in blocks.by_size:
+        step = max(1, ELEMENTS_PER_BATCH // positions.shape[1] ** 2)
+        for start in range(0, len(positions), step):
+            piece = slice(start, start + step)
+            out.append((positions[piece], rows[piece], weight[piece]))
+    return out
+
+
+def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, batch,
+                 eval_gradient: bool, eval_fisher: bool = False):
+    """(value, gradient or None, Fisher information or None) summed over one batch of B
+    blocks of equal size s, with stacked arrays: K (B, s, s), L, R = L^{-1}, and the
+    members' rows gathered (module docstring)."""
+    positions, rows, weight = batch
+    X_T, y_T = X_ordered[positions], y_ordered[positions]
+    if eval_fisher:                 # the derivative stacks themselves
+        K, dK = kernel.stacked_gradient(X_T)
+        K = K.copy()
+
+        def inner(W):
+            return dK.reshape(dK.shape[0], -1) @ W.reshape(-1)
+    elif eval_gradient:             # inner(W): the contractions <W, dK / d theta_p>
+        K, inner = kernel.stacked(X_T, eval_gradient=True)
+        K = K.copy()
+    else:
+        K = kernel.stacked(X_T)
+    diagonal = np.arange(K.shape[1])
+    K[:, diagonal, diagonal] += noise_variance
+    try:
+        L = linalg.batched_cholesky(K, name="Vecchia block", allow_jitter=False)[0]
+    except NotPositiveDefiniteError:
+        raise NotPositiveDefiniteError(
+            f"a Vecchia block's covariance ({K.shape[1]} points) is not positive definite "
+            f"at {kernel!r} with noise_variance {noise_variance:.3g} (duplicated inputs "
+            "with a tiny noise variance?)") from None
+    R = linalg.batched_triangular_inverse(L)               # L^{-1}
+    z = np.matmul(R, y_T[:, :, None])[:, :, 0]
+    z_m = np.take_along_axis(z, rows, axis=1)                        # (B, M)
+    log_diagonal = np.log(np.take_along_axis(L[:, diagonal, diagonal], rows, axis=1))
+    value = -0.5 * float(np.sum(weight * z_m * z_m)) - float(np.sum(weight * log_diagonal))
+    if not eval_gradient:
+        return value, None, None
+    # member t: w_t = R^T e_t (row t of R) and A_{t-1} = R^T (z o 1_{<t}), so that
+    # W = sum_t z_t (A_{t-1} w_t^T + w_t A_{t-1}^T) + (z_t^2 - 1) w_t w_t^T = P^T Q with
+    # P = [A_{t-1}; w_t] and Q = [z_t w_t; z_t A_{t-1} + (z_t^2 - 1) w_t] (rows over t)
+    earlier = (diagonal[None, None, :] < rows[:, :, None]) * z[:, None, :]   # (B, M, s)
+    A_before = np.matmul(earlier, R)
+    w = np.take_along_axis(R, rows[:, :, None], axis=1)
+    z_w = (weight * z_m)[:, :, None]
+    P = np.concatenate([A_before, w], axis=1)
+    Q = np.concatenate([z_w * w, z_w * A_before + ((z_m * z_m - 1.0) * weight)[:, :, None] * w],
+                       axis=1)
+    W = np.matmul(P.transpose(0, 2, 1), Q)
+    trace = float(np.einsum("bii->", W))
+    fisher = _fisher(dK, noise_variance, R, w, rows, weight) if eval_fisher else None
+    return value, 0.5 * np.append(inner(W), noise_variance * trace), fisher
+
+
+def _fisher(dK, noise_variance, R, w, rows, weight):
+    """The batch's Fisher information (module docstring): with G_p = R dK_p R^T (rows t of
+    the members only: w dK_p R^T),
+
+        I_pq = sum_t [sum_{r<t} G_p[t, r] G_q[t, r] + 1/2 G_p[t, t] G_q[t, t]],
+
+    dK of the noise being s2 I (G = s2 w R^T)."""
+    R_T = R.transpose(0, 2, 1)
+    G = [np.matmul(np.matmul(w, dK_p), R_T) for dK_p in dK]
+    G.append(noise_variance * np.matmul(w, R_T))
+    column = np.arange(R.shape[1])[None, None, :]
+    mask = ((column < rows[:, :, None]) + 0.5 * (column == rows[:, :, None])) * \
+        weight[:, :, None]
+    G = np.stack([g.reshape(-1) for g in G])                       # (P, B M s)
+    return (G * mask.reshape(-1)) @ G.T
 
 
 def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: VecchiaStructure, *,
-                           eval_gradient: bool = False, n_jobs: int = 1):
+                           eval_gradient: bool = False, eval_fisher: bool = False,
+                           n_jobs: int = 1):
     """The (grouped, if ``structure`` is) Vecchia log likelihood of y ~ N(0, k(X, X) + s2 I),
-    and optionally its gradient in [kernel.theta..., log noise_variance].
+    and optionally its gradient in [kernel.theta..., log noise_variance] and (with
+    ``eval_fisher``: value, gradient, information) its Fisher information in them, the
+    expected negative Hessian under the Vecchia density (Guinness 2021, as GpGp).
 
     ``n_jobs`` threads share the blocks (BLAS and LAPACK release the GIL)."""
     noise_variance = check_positive_scalar(noise_variance, "noise_variance")
@@ -109,23 +165,27 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
         raise ValueError(f"structure was built for {structure.n_samples} points, X has "
                          f"{X.shape[0]} rows")
     X_ordered, y_ordered = X[structure.order], y[structure.order]
-    blocks = structure.blocks
-    tasks = [range(start, min(start + BLOCKS_PER_TASK, blocks.n_blocks))
-             for start in range(0, blocks.n_blocks, BLOCKS_PER_TASK)]
+    batches = _batches(structure.blocks)
 
-    def run(ids):
-        return _block_terms(kernel, noise_variance, X_ordered, y_ordered, blocks, ids,
-                            eval_gradient)
+    def run(batch):
+        return _batch_terms(kernel, noise_variance, X_ordered, y_ordered, batch,
+                            eval_gradient or eval_fisher, eval_fisher)
 
-    if n_jobs == 1 or len(tasks) == 1:
-        parts = [run(ids) for ids in tasks]
-    else:
-        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            parts = list(pool.map(run, tasks))
-    value = sum(part[0] for part in parts) - 0.5 * X.shape[0] * LOG_2PI
-    if not eval_gradient:
+    # BLAS on one thread: the batches' products are small, and BLAS threads that wait
+    # spinning beside ours (or beside other jobs) burn the cores the batches need
+    with threadpool_limits(limits=1, user_api="blas"):
+        if n_jobs == 1 or len(batches) == 1:
+            parts = [run(batch) for batch in batches]
+        else:          # the same batches summed in the same order: equal to the serial sum
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                parts = list(pool.map(run, batches))
+    value = math.fsum(part[0] for part in parts) - 0.5 * structure.blocks.n_members * LOG_2PI
+    if not (eval_gradient or eval_fisher):
         return float(value)
-    return float(value), np.sum([part[1] for part in parts], axis=0)
+    gradient = np.sum([part[1] for part in parts], axis=0)
+    if not eval_fisher:
+        return float(value), gradient
+    return float(value), gradient, np.sum([part[2] for part in parts], axis=0)
 
 
 class VecchiaLikelihood:
@@ -156,3 +216,10 @@ class VecchiaLikelihood:
         kernel, noise_variance = self.hyperparameters.decode(theta)
         return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
                                       eval_gradient=True, n_jobs=self.n_jobs)
+
+    def with_fisher(self, theta):
+        """(log p(y), gradient, Fisher information) at theta, for Fisher scoring."""
+        self.n_evaluations += 1
+        kernel, noise_variance = self.hyperparameters.decode(theta)
+        return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
+                                      eval_fisher=True, n_jobs=self.n_jobs)

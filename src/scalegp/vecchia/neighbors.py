@@ -33,6 +33,7 @@ while that costs no more flops than factorizing separately:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -98,9 +99,49 @@ class Blocks:
         return self.sets[s], self.is_member[s]
 
     @property
+    def n_members(self) -> int:
+        """Points whose conditional term the blocks hold (N for a partition)."""
+        return int(np.count_nonzero(self.is_member))
+
+    def subset(self, ids) -> "Blocks":
+        """The blocks ``ids`` (in increasing order) alone: their union sets and members. Their
+        terms sum to a part of the Vecchia log likelihood (the conditionals of their members),
+        as learning on a sample of the blocks uses it."""
+        ids = np.unique(np.asarray(ids, dtype=np.intp))
+        if ids.size and not 0 <= ids[0] <= ids[-1] < self.n_blocks:
+            raise ValueError(f"block ids must lie in [0, {self.n_blocks})")
+        sizes = self.sizes[ids]
+        positions = np.concatenate([np.arange(self.set_ptr[b], self.set_ptr[b + 1])
+                                    for b in ids]) if ids.size else np.zeros(0, np.intp)
+        set_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+        return Blocks(set_ptr, self.sets[positions], self.is_member[positions])
+
+    @property
     def sizes(self) -> np.ndarray:
         """|T(B)| of every block."""
         return np.diff(self.set_ptr)
+
+    @cached_property
+    def by_size(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The blocks grouped by union-set size s, for batched arithmetic: one triple
+        (positions (B, s), member rows (B, M), member weights (B, M)) per size, where row b
+        lists block b's union set, its members' rows in it (padded to the size's largest
+        member count M by row 0) and 1.0 for a member, 0.0 for padding. Sizes in increasing
+        order, blocks in their order. Memory O(sum |T(B)|), computed once per structure."""
+        sizes = self.sizes
+        groups = []
+        for s in np.unique(sizes):
+            ids = np.flatnonzero(sizes == s)
+            positions = self.set_ptr[ids][:, None] + np.arange(s)
+            member = self.is_member[positions]
+            counts = member.sum(axis=1)
+            width = int(counts.max())
+            # member rows first (stable), padding after: row 0 with weight 0
+            rows = np.argsort(~member, axis=1, kind="stable")[:, :width]
+            weight = (np.arange(width) < counts[:, None]).astype(float)
+            rows = np.where(weight > 0, rows, 0)
+            groups.append((self.sets[positions], rows, weight))
+        return groups
 
     def flops(self) -> float:
         """sum |T(B)|^3 / 3: the Cholesky flops of one likelihood evaluation."""

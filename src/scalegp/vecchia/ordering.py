@@ -17,6 +17,15 @@ density, the k-th chosen point's radius is about (volume / k)^(1/d) and its ball
 N / k points, so the updates total O(N log N) and the ball queries O(N log N) tree work,
 plus one Python step per point (about 30 us: 2-3 s for 1e5 points).
 
+``"grid-maximin"``: an approximate maximin ordering in O(N log N) vectorized steps (no Python
+step per point: 0.1 s instead of 3 s for 77,800 points). Level r = 0, 1, ... covers the
+bounding box with cubes of side h_r = span / 2^r; in each cube that holds no point of an
+earlier level, the point nearest the cube's centre joins level r. Levels come in order, and
+within a level points are sorted by decreasing distance to the earlier levels' points (the
+maximin criterion, evaluated once per level by one cKDTree query). So every point of level r
+is at least about h_r / 2 from the points before it in other cubes, and the level sets
+densify geometrically, as the exact maximin's do (docs/vecchia.md compares the two).
+
 ``"random"``: a uniform permutation from ``rng``.
 ``"coordinate"``: sorted by one scaled coordinate (``coordinate=j``), or by the sum of the
 scaled coordinates (``coordinate=None``), as in Vecchia (1988).
@@ -31,7 +40,7 @@ from scipy.spatial import cKDTree
 
 from .._validation import as_generator, check_matrix
 
-ORDERINGS = ("maximin", "random", "coordinate")
+ORDERINGS = ("maximin", "grid-maximin", "random", "coordinate")
 
 
 def scaled_inputs(X, length_scale) -> np.ndarray:
@@ -87,6 +96,62 @@ def maximin_order(U) -> np.ndarray:
     return order
 
 
+#: Levels of :func:`grid_maximin_order` before the rest (duplicates) is appended as it is.
+MAX_GRID_LEVELS = 60
+
+
+def grid_maximin_order(U) -> np.ndarray:
+    """The approximate ("grid") maximin permutation of the rows of U (module docstring).
+
+    Deterministic; ties broken by the lower row index; duplicated points come last."""
+    U = check_matrix(U, "U")
+    n = U.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.intp)
+    low = U.min(axis=0)
+    span = float(np.max(U.max(axis=0) - low))
+    if not span > 0.0:                           # all points equal
+        return np.arange(n)
+    remaining = np.arange(n)
+    parts: list[np.ndarray] = []
+    chosen = np.zeros((0, U.shape[1]))
+    for level in range(MAX_GRID_LEVELS):
+        if remaining.size == 0:
+            break
+        side = span / 2.0 ** level
+        cells = np.floor((U[remaining] - low) / side).astype(np.int64)
+        taken = np.floor((chosen - low) / side).astype(np.int64)
+        # cube ids shared by the remaining and the earlier points
+        keys, inverse = np.unique(np.vstack([taken, cells]), axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        occupied = np.zeros(len(keys), dtype=bool)
+        occupied[inverse[:len(taken)]] = True
+        cube = inverse[len(taken):]
+        free = ~occupied[cube]
+        centre = (cells + 0.5) * side + low
+        offset = np.einsum("ij,ij->i", U[remaining] - centre, U[remaining] - centre)
+        # per free cube, the point nearest its centre (then the lower row)
+        candidates = np.flatnonzero(free)
+        by_cube = candidates[np.lexsort((remaining[candidates], offset[candidates],
+                                         cube[candidates]))]
+        first = np.ones(by_cube.size, dtype=bool)
+        first[1:] = cube[by_cube[1:]] != cube[by_cube[:-1]]
+        pick = by_cube[first]
+        rows = remaining[pick]
+        if len(chosen):
+            far = cKDTree(chosen).query(U[rows], k=1)[0]
+            rows = rows[np.lexsort((rows, -far))]
+        else:
+            rows = np.sort(rows)
+        parts.append(rows)
+        chosen = np.vstack([chosen, U[rows]])
+        keep = np.ones(remaining.size, dtype=bool)
+        keep[pick] = False
+        remaining = remaining[keep]
+    parts.append(remaining)
+    return np.concatenate(parts).astype(np.intp)
+
+
 def coordinate_order(U, coordinate: int | None = None) -> np.ndarray:
     """Rows sorted by scaled coordinate ``coordinate``, or by the sum of the coordinates."""
     U = check_matrix(U, "U")
@@ -102,10 +167,12 @@ def coordinate_order(U, coordinate: int | None = None) -> np.ndarray:
 
 def order_points(U, ordering: str = "maximin", *, rng=None,
                  coordinate: int | None = None) -> np.ndarray:
-    """The permutation of ``ordering`` ("maximin", "random" or "coordinate") of the rows of
+    """The permutation of ``ordering`` (:data:`ORDERINGS`) of the rows of
     the scaled inputs U."""
     if ordering == "maximin":
         return maximin_order(U)
+    if ordering == "grid-maximin":
+        return grid_maximin_order(U)
     if ordering == "random":
         U = check_matrix(U, "U")
         return as_generator(rng).permutation(U.shape[0])

@@ -23,7 +23,7 @@ f = c + B f + D^{1/2} e (B strictly lower triangular),
 mean (I - B)^{-1} c and covariance F F^T with the lower triangular F = (I - B)^{-1} D^{1/2}.
 Draws are mean + F e. At m >= N + n - 1 it is the exact joint posterior.
 
-Costs: O(m^3) per test point (O(m (m + n)) memory for the joint one, which keeps the
+Costs: O(m^3) per test point (one bordered Cholesky factor each, in batches: :func:`predict`) (O(m (m + n)) memory for the joint one, which keeps the
 n x n factor F: meant for small test sets, ``MAX_JOINT`` points).
 """
 
@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
 
 from .._validation import (
     as_generator,
@@ -48,8 +49,8 @@ from .ordering import scaled_inputs
 
 #: Largest test set :func:`predict_joint` accepts (its factor F is n x n).
 MAX_JOINT = 5000
-#: Test points handed to one thread at a time.
-POINTS_PER_TASK = 512
+#: Test points per batch (one thread's work at a time).
+POINTS_PER_TASK = 256
 
 
 def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m):
@@ -70,48 +71,85 @@ def _factor(K, what):
         ) from None
 
 
-def training_neighbors(kernel: Kernel, X_train, X_test, m: int) -> np.ndarray:
+def training_neighbors(kernel: Kernel, X_train, X_test, m: int, *,
+                       n_jobs: int = 1) -> np.ndarray:
     """Rows of the m nearest training points to each test point in the scaling x / l,
-    shape (n_test, m), nearest first."""
+    shape (n_test, m), nearest first (``n_jobs`` threads in the tree's query)."""
     tree = cKDTree(scaled_inputs(X_train, kernel.length_scale))
-    _, idx = tree.query(scaled_inputs(X_test, kernel.length_scale), k=m)
+    _, idx = tree.query(scaled_inputs(X_test, kernel.length_scale), k=m, workers=n_jobs)
     return np.asarray(idx, dtype=np.intp).reshape(len(X_test), m)
+
+
+def _bordered(K, y_N, noise_variance):
+    """The (B, m + 2, m + 2) stack [[K_N + s2 I, k, y_N], [k^T, k(x, x) + s2, 0],
+    [y_N^T, 0, c]] of the module docstring, from K = k([X_N; x]) (B, m + 1, m + 1)."""
+    B, size = K.shape[0], K.shape[1]
+    A = np.zeros((B, size + 1, size + 1))
+    A[:, :size, :size] = K
+    diagonal = np.arange(size)
+    A[:, diagonal, diagonal] += noise_variance
+    A[:, :size - 1, -1] = y_N
+    A[:, -1, :size - 1] = y_N
+    # c >= 2 (|z|^2 + (v^T z)^2 / l^2) + 1: |z|^2 <= |y_N|^2 / s2 (K_N >= s2 I),
+    # |v|^2 <= k(x, x) and l^2 >= s2, so the last pivot is >= c / 2 + 1 (rounding: eps c)
+    bound = np.einsum("ij,ij->i", y_N, y_N) / noise_variance * (1.0 + K[:, -1, -1] /
+                                                                noise_variance)
+    A[:, -1, -1] = 2.0 * bound + 1.0
+    return A
 
 
 def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
             return_var: bool = False, include_noise: bool = False, n_jobs: int = 1):
     """The independent Vecchia predictive mean (and variance: latent, or of a new response
-    with ``include_noise``) at X_test (module docstring)."""
+    with ``include_noise``) at X_test (module docstring).
+
+    **One Cholesky factor per test point, batched.** The lower factor of the bordered matrix
+
+        [[K_N, k, y_N], [k^T, k(x, x) + s2, 0], [y_N^T, 0, c]]  (K_N with s2 on its diagonal)
+
+    has the rows [v^T, l, 0] and [z^T, -v^T z / l, *] below L, with v = L^{-1} k,
+    z = L^{-1} y_N and l^2 = k(x, x) + s2 - |v|^2: so mean = v^T z (the dot product of the
+    two rows' leading parts), the variance with noise is l^2 and the latent one l^2 - s2.
+    c only has to keep the matrix positive definite (:func:`_bordered`); no entry used
+    depends on it. Test points go in batches of ``POINTS_PER_TASK`` through
+    :meth:`Kernel.stacked` and :func:`scalegp.linalg.batched_cholesky` (no Python step per
+    point)."""
     noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
                                                          y_train, X_test, m)
-    neighbors = training_neighbors(kernel, X_train, X_test, min(m, len(X_train)))
+    n_jobs = check_positive_int(n_jobs, "n_jobs")
+    neighbors = training_neighbors(kernel, X_train, X_test, min(m, len(X_train)),
+                                   n_jobs=n_jobs)
     mean, var = np.empty(len(X_test)), np.empty(len(X_test))
+    size = neighbors.shape[1]
 
-    def run(rows):
-        n_neighbors = neighbors.shape[1]
-        diagonal = np.arange(n_neighbors)
-        for j in rows:
-            # one kernel matrix of [X_N; x]: K_N in its leading block, k in its last column
-            K = kernel(np.vstack([X_train[neighbors[j]], X_test[j:j + 1]]))
-            K[diagonal, diagonal] += noise_variance
-            L = _factor(K[:-1, :-1], "a test point's training neighbours")
-            right = np.column_stack([K[:-1, -1], y_train[neighbors[j]]])
-            v, z = linalg.solve_lower(L, right).T
-            mean[j] = v @ z
-            var[j] = K[-1, -1] - v @ v
+    def run(start):
+        rows = slice(start, min(start + POINTS_PER_TASK, len(X_test)))
+        near = neighbors[rows]
+        Z = np.concatenate([X_train[near], X_test[rows, None, :]], axis=1)
+        A = _bordered(kernel.stacked(Z), y_train[near], noise_variance)
+        try:
+            L = linalg.batched_cholesky(A, name="test points' neighbours",
+                                        allow_jitter=False)[0]
+        except NotPositiveDefiniteError:
+            raise NotPositiveDefiniteError(
+                "the covariance of a test point's training neighbours is not positive "
+                "definite (duplicated training inputs with a tiny noise variance?)") from None
+        mean[rows] = np.einsum("ij,ij->i", L[:, size, :size], L[:, size + 1, :size])
+        var[rows] = np.square(L[:, size, size])
 
-    tasks = [range(s, min(s + POINTS_PER_TASK, len(X_test)))
-             for s in range(0, len(X_test), POINTS_PER_TASK)]
-    if check_positive_int(n_jobs, "n_jobs") == 1 or len(tasks) <= 1:
-        for rows in tasks:
-            run(rows)
-    else:
-        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            list(pool.map(run, tasks))
+    starts = range(0, len(X_test), POINTS_PER_TASK)
+    with threadpool_limits(limits=1, user_api="blas"):     # small products (likelihood.py)
+        if n_jobs == 1 or len(starts) <= 1:
+            for start in starts:
+                run(start)
+        else:
+            with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+                list(pool.map(run, starts))
     if not return_var:
         return mean
-    var = np.maximum(var, 0.0)
-    return mean, var + (noise_variance if include_noise else 0.0)
+    if include_noise:
+        return mean, var
+    return mean, np.maximum(var - noise_variance, 0.0)
 
 
 def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int):
