@@ -105,6 +105,9 @@ def test_high_dimension_has_no_low_dimensional_candidates(smooth_5d, smooth_pilo
     assert selection.configuration["estimator"] == "ExactGPRegressor"
     assert selection.configuration["normalize_X"] and selection.configuration["normalize_y"]
     assert "chosen" in selection.table()
+    # the start is inside the default box, so a default kernel accepts it
+    start = selection.configuration["start"]
+    assert all(0.01 <= value <= 100 for value in start["length_scale"])
 
 
 def test_smooth_low_dimensional_field_gets_glf_not_neighborhoods():

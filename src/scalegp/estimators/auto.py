@@ -227,8 +227,13 @@ def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
     """Every candidate for standardized X (n x d) with its predicted cost and accuracy."""
     n, d = X.shape
     E = max(pilot.evaluations, 10)
-    start = {"length_scale": pilot.length_scale.tolist(), "variance": pilot.variance,
-             "noise_variance": pilot.noise_variance}
+    # starting values for the full fit, clipped into the default boxes (the pilot's box may
+    # have widened; the full fit widens its own where its optimum needs it)
+    low, high = kernels.DEFAULT_LENGTH_SCALE_BOUNDS
+    v_low, v_high = kernels.DEFAULT_VARIANCE_BOUNDS
+    start = {"length_scale": np.clip(pilot.length_scale, low, high).tolist(),
+             "variance": float(np.clip(pilot.variance, v_low, v_high)),
+             "noise_variance": float(np.clip(pilot.noise_variance, 1e-6, 1e5))}
 
     def priced(name, cost, ratio, config, note=""):
         return Candidate(name, config, cost.seconds(rate, overhead), cost.memory_bytes,
