@@ -255,3 +255,13 @@ def test_other_maps_predict_the_chain_spread_only():
     assert not model.samples_.corrects_test_points
     F, V = model.samples_.latent_draws(np.array([[0.3], [9.0]]))
     assert np.all(V == 0)
+
+
+def test_predict_before_fit_raises_not_fitted():
+    # scikit-learn's check_estimators_unfitted: NotFittedError, not AttributeError
+    from sklearn.exceptions import NotFittedError
+    model = sg.GibbsGPRegressor()
+    with pytest.raises(NotFittedError):
+        model.predict(np.zeros((2, 2)))
+    with pytest.raises(NotFittedError):
+        model.predict_interval(np.zeros((2, 2)))

@@ -14,6 +14,11 @@ A feature map may be accurate only on part of the kernel's box (Gauss-Legendre f
 a band of length scales: :meth:`scalegp.features.FeatureMap.valid_log_bounds`).
 :meth:`Hyperparameters.restricted_to` intersects the box with that region and warns for each
 parameter whose range it narrows, so the optimizer searches where the model holds and says so.
+
+The library's default box is meant to hold the optimum, not to confine it: a parameter that
+learning leaves on a default bound (not one the user gave) has its side of the box widened by
+``WIDENING_FACTOR`` (:meth:`Hyperparameters.default_sides`, :meth:`Hyperparameters.widened`;
+the loop is :func:`scalegp.inference.optimize.learn_widening`).
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._validation import check_bounds, check_positive_scalar, check_within_bounds
-from ..kernels import Kernel
+from ..kernels import DEFAULT_LENGTH_SCALE_BOUNDS, DEFAULT_VARIANCE_BOUNDS, Kernel
 
-__all__ = ["Hyperparameters", "NOISE_NAME"]
+__all__ = ["DEFAULT_NOISE_VARIANCE_BOUNDS", "Hyperparameters", "NOISE_NAME", "WIDENING_FACTOR"]
 
 #: Name of the last entry of theta.
 NOISE_NAME = "noise_variance"
+#: The estimators' default noise-variance box (relative to a standardized target: 1e-6 is
+#: a floor for the conditioning of K + s2 I, 1e5 far above any target's variance).
+DEFAULT_NOISE_VARIANCE_BOUNDS = (1e-6, 1e5)
+#: A default bound that the optimum sits on moves outward by this factor (3 in log10 units).
+WIDENING_FACTOR = 1e3
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,75 @@ class Hyperparameters:
         bounds = self.bounds
         return bounds[:, 0] < bounds[:, 1]
 
+    def default_sides(self) -> np.ndarray:
+        """Which sides of the box are the library's defaults, shape (n_params, 2) of bool
+        (columns: lower, upper): the sides :meth:`widened` may move.
+
+        A group of bounds (the length scales share one pair, then the signal variance, then
+        the noise variance) counts as default when it equals the library's default exactly
+        (:data:`scalegp.kernels.base.DEFAULT_LENGTH_SCALE_BOUNDS`,
+        :data:`~scalegp.kernels.base.DEFAULT_VARIANCE_BOUNDS`,
+        :data:`DEFAULT_NOISE_VARIANCE_BOUNDS`): any other pair is the user's box and is kept.
+        The noise variance's lower bound is never widened (it is a floor for the conditioning
+        of K + s2 I, below scikit-learn's own 1e-5), and a box already narrowed to where a
+        feature map is valid (:meth:`restricted_to`) is not widened on the kernel's side.
+        """
+        sides = np.zeros((self.n_params, 2), dtype=bool)
+        kernel = self.kernel
+        if self.kernel_log_bounds is None:
+            n_scales = kernel.n_params - 1
+            if _same_pair(kernel.length_scale_bounds, DEFAULT_LENGTH_SCALE_BOUNDS):
+                sides[:n_scales] = True
+            if _same_pair(kernel.variance_bounds, DEFAULT_VARIANCE_BOUNDS):
+                sides[n_scales] = True
+        if _same_pair(self.noise_variance_bounds, DEFAULT_NOISE_VARIANCE_BOUNDS):
+            sides[-1, 1] = True
+        return sides & self.free[:, None]
+
+    def widened(self, sides, factor: float = WIDENING_FACTOR) -> "Hyperparameters":
+        """The same values in a box whose marked sides moved outward by ``factor``.
+
+        Parameters
+        ----------
+        sides : array of bool, shape (n_params, 2)
+            Sides to move (columns: lower, upper). The length scales share one pair of
+            bounds, so a side marked for any of them moves for all: lower / factor,
+            upper * factor.
+        factor : float > 1
+
+        Returns
+        -------
+        Hyperparameters
+            With the kernel rebuilt on the wider bounds (its values unchanged).
+        """
+        sides = np.asarray(sides, dtype=bool)
+        if sides.shape != (self.n_params, 2):
+            raise ValueError(f"sides must have shape ({self.n_params}, 2), got {sides.shape}")
+        factor = check_positive_scalar(factor, "factor")
+        if factor <= 1.0:
+            raise ValueError(f"factor must be > 1, got {factor}")
+        if self.kernel_log_bounds is not None and np.any(sides[:-1]):
+            raise ValueError("a box narrowed to where a feature map is valid cannot widen")
+
+        def wider(pair, marked):
+            lower, upper = pair
+            return (lower / factor if marked[:, 0].any() else lower,
+                    upper * factor if marked[:, 1].any() else upper)
+
+        n_scales = self.kernel.n_params - 1
+        changes = {}
+        if sides[:n_scales].any():
+            changes["length_scale_bounds"] = wider(self.kernel.length_scale_bounds,
+                                                   sides[:n_scales])
+        if sides[n_scales].any():
+            changes["variance_bounds"] = wider(self.kernel.variance_bounds,
+                                               sides[n_scales:n_scales + 1])
+        kernel = self.kernel.with_params(**changes) if changes else self.kernel
+        noise_bounds = self.noise_variance_bounds
+        if sides[-1].any():
+            noise_bounds = wider(noise_bounds, sides[-1:])
+        return replace(self, kernel=kernel, noise_variance_bounds=noise_bounds)
+
     def restricted_to(self, valid_log_bounds) -> "Hyperparameters":
         """The box intersected with the region a feature map is valid on (None: unchanged).
 
@@ -171,3 +250,10 @@ class Hyperparameters:
                     f"[{np.exp(box[row, 0]):.4g}, {np.exp(box[row, 1]):.4g}]; raise "
                     "n_components for a wider box", UserWarning, stacklevel=3)
         return replace(self, kernel_log_bounds=np.column_stack([low, high]))
+
+
+def _same_pair(bounds, default) -> bool:
+    """Whether ``bounds`` (a pair or "fixed") is the pair ``default``."""
+    if isinstance(bounds, str):
+        return False
+    return tuple(float(b) for b in bounds) == tuple(float(b) for b in default)

@@ -37,7 +37,7 @@ from ..data.distributed import DaskSource, is_dask_collection
 from ..engine.hyperparameters import Hyperparameters
 from ..engine.systems import EigenSystem
 from ..errors import ConvergenceWarning, FitQualityWarning, NonFiniteResultError
-from ..inference.optimize import learn_hyperparameters
+from ..inference.optimize import learn_hyperparameters, learn_widening
 from .training_data import InMemoryData, Staged, StreamedData, probe_indices
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
 
@@ -82,6 +82,28 @@ def fits_data_sources(estimator) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _learn(make_objective, objective, box, stage, widens, n_restarts, rng):
+    """(hyperparameters, result, objective) learned from ``box``: in a default box that
+    widens where the optimum sits on it
+    (:func:`scalegp.inference.optimize.learn_widening`) when ``widens`` (the objective holds
+    on any box: the exact GP, maps whose state does not depend on the box), else in ``box``.
+    ``make_objective(hyperparameters)`` builds the objective of a wider box (it decodes theta
+    with its own kernel, which clips theta into its bounds); ``objective`` is the one of
+    ``box``, returned unless the box widened."""
+    if not widens:
+        hyperparameters, result = learn_hyperparameters(Staged(objective, stage), box,
+                                                        n_restarts=n_restarts, rng=rng)
+        return hyperparameters, result, objective
+
+    def staged(wider):
+        return Staged(objective if wider is box else make_objective(wider), stage)
+
+    hyperparameters, result = learn_widening(staged, box, n_restarts=n_restarts, rng=rng)
+    if result.widened:
+        objective = make_objective(hyperparameters)
+    return hyperparameters, result, objective
 
 
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -196,10 +218,11 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                     data.noise_variance)
         result = None
         if self.optimize:
-            hyperparameters, result = learn_hyperparameters(
-                Staged(objective, data.stage),
-                hyperparameters.restricted_to(self._valid_log_bounds(state, kernel)),
-                n_restarts=n_restarts, rng=restart_rng)
+            box = hyperparameters.restricted_to(self._valid_log_bounds(state, kernel))
+            hyperparameters, result, objective = _learn(
+                lambda wider: self._objective(state, wider, data.X, data.y, data.progress,
+                                              data.noise_variance),
+                objective, box, data.stage, self._widens_box(state), n_restarts, restart_rng)
             learned = self._learn_state(state, hyperparameters, result, data)
             if learned is not None:
                 state, hyperparameters, result = learned
@@ -223,6 +246,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
     def _check_streaming(self) -> None:
         """Raise when this estimator cannot fit from a data source without its rows."""
+
+    def _widens_box(self, state) -> bool:
+        """Whether the default box may widen (:func:`_learn`): the state holds on any box."""
+        return True
 
     def _learn_state(self, state, hyperparameters, result, data):
         """After learning theta: (state, hyperparameters, result) learned further with the

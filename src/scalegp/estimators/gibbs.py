@@ -282,8 +282,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         mean : ndarray (n_test,)
         std : ndarray (n_test,), if ``return_std``
         """
-        mean, var = self.samples_.predict(self._inputs(X), return_var=True,
-                                          include_noise=include_noise)
+        X = self._inputs(X)              # checks the fit first (NotFittedError)
+        mean, var = self.samples_.predict(X, return_var=True, include_noise=include_noise)
         rowwise.check_finite_rows(mean, "predictive mean", rowwise.UNEVALUABLE)
         rowwise.check_finite_rows(var, "predictive std", rowwise.UNEVALUABLE)
         mean = mean * self.y_train_std_ + self.y_train_mean_
@@ -296,8 +296,8 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         -------
         lower, upper : ndarray (n_test,)
         """
-        lower, upper = self.samples_.interval(self._inputs(X), level,
-                                              include_noise=include_noise)
+        X = self._inputs(X)
+        lower, upper = self.samples_.interval(X, level, include_noise=include_noise)
         rowwise.check_finite_rows(np.column_stack([lower, upper]), "predictive interval",
                                   rowwise.UNEVALUABLE)
         return (lower * self.y_train_std_ + self.y_train_mean_,

@@ -241,6 +241,12 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
                 "themselves, so it fits arrays, not a streaming data source; the maps built "
                 f"from the data's bounding box stream: {', '.join(streaming)}")
 
+    def _widens_box(self, state) -> bool:
+        # a fixed-basis rule (Gauss-Legendre features) is built on the box and resolves only
+        # it, and a local model keeps the box it was set up with; the other maps draw or
+        # pick their state independently of the box (frequencies scaled by theta, knots)
+        return not isinstance(state, (_LocalState, features.FixedBasisFeatureMap))
+
     def _valid_log_bounds(self, state, kernel):
         if isinstance(state, _LocalState):
             if state.feature_map is None:

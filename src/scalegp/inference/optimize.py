@@ -15,6 +15,14 @@ on a window face: L-BFGS-B's first step is the raw gradient, which only the box 
 (:func:`_windowed_search`). A run that reports convergence without leaving a start where the
 projected gradient is not zero is retried in narrower windows and otherwise reported as not
 converged ("NO PROGRESS"), never as converged.
+
+The library's default box widens itself (:func:`learn_widening`): after L-BFGS-B, a parameter
+on a side of the box that is the library's default, not the user's
+(:meth:`~scalegp.engine.hyperparameters.Hyperparameters.default_sides`), has that side moved out
+by ``WIDENING_FACTOR`` (1e3) and learning continues from the optimum, at most
+``MAX_WIDENINGS`` times, until no parameter sits on a default side or a widening gains less
+than ``WIDENING_GAIN`` in log p(y) (the likelihood is flat beyond: an input the function does
+not depend on, whose length scale tends to infinity). A user's bounds are never moved.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import scipy.optimize
 
 from .._limits import MAX_RESTARTS, check_count
 from .._validation import as_generator, check_positive_int
-from ..engine.hyperparameters import Hyperparameters
+from ..engine.hyperparameters import WIDENING_FACTOR, Hyperparameters
 from ..errors import BoundaryWarning, NotPositiveDefiniteError, NumericalWarning
 
 #: An optimum closer than this (in log units) to a bound counts as "on the bound".
@@ -46,6 +54,10 @@ WINDOW_SHRINK = 4.0
 WINDOW_SHRINKS = 3
 #: Window moves of one start before the search is reported as not converged.
 MAX_WINDOW_MOVES = 50
+#: Widenings of the default box at most (each by WIDENING_FACTOR: length scales reach 1e11) ...
+MAX_WIDENINGS = 3
+#: ... stopping early once a widening gains less than this in log p(y) (nats).
+WIDENING_GAIN = 1e-2
 #: L-BFGS-B's own projected-gradient tolerance (scipy's ``gtol``): a point with a larger
 #: projected gradient is not stationary in its box.
 STATIONARITY_TOLERANCE = 1e-5
@@ -61,11 +73,14 @@ class OptimizationResult:
     n_starts: int
     converged: bool
     message: str
+    #: Sides of the default box that were widened: (parameter name, "lower" / "upper", the
+    #: final bound), in the order they moved; empty when the box held the optimum.
+    widened: tuple = ()
 
 
 def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=None,
                         names=None, max_iter: int = 500, windows: bool = False,
-                        ftol: float | None = None) -> OptimizationResult:
+                        ftol: float | None = None, quiet=None) -> OptimizationResult:
     """Maximize ``objective(theta) -> (value, gradient)`` by L-BFGS-B from theta0 and restarts.
 
     Parameters
@@ -92,6 +107,9 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
         either side of the start in moving windows (:func:`_windowed_search`). Without, every
         parameter is searched in its whole box (knot coordinates, which have no scale); a
         run that does not move from a non-stationary start is reported either way.
+    quiet : array of bool, shape (P, 2), optional
+        Sides (lower, upper) of the box on which an optimum does not warn (the caller
+        widens them: :func:`learn_widening`).
     """
     theta0 = np.asarray(theta0, dtype=float)
     bounds = np.asarray(bounds, dtype=float)
@@ -163,7 +181,7 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
             "lower bound)", NumericalWarning, stacklevel=3)
     theta = theta0.copy()
     theta[free] = best.x
-    _warn_on_bounds(theta, bounds, free, names)
+    _warn_on_bounds(theta, bounds, free, names, quiet)
     return OptimizationResult(theta, float(-best.fun), n_evaluations, len(starts),
                               best.converged, best.message)
 
@@ -263,10 +281,19 @@ def _windowed_search(negative, start, box, max_iter, radius, ftol=None) -> _Run:
         x = result.x
 
 
-def _warn_on_bounds(theta, bounds, free, names) -> None:
+def _on_bounds(theta, bounds) -> np.ndarray:
+    """(P, 2) bool: theta[i] within BOUNDARY_TOLERANCE of its lower / upper bound (free
+    parameters only)."""
+    free = (bounds[:, 0] < bounds[:, 1])[:, None]
+    return free & (np.abs(theta[:, None] - bounds) <= BOUNDARY_TOLERANCE)
+
+
+def _warn_on_bounds(theta, bounds, free, names, quiet=None) -> None:
+    quiet = np.zeros(bounds.shape, dtype=bool) if quiet is None else np.asarray(quiet, bool)
     for i in np.flatnonzero(free):
-        for side, limit in (("lower", bounds[i, 0]), ("upper", bounds[i, 1])):
-            if abs(theta[i] - limit) <= BOUNDARY_TOLERANCE:
+        for column, (side, limit) in enumerate((("lower", bounds[i, 0]),
+                                                 ("upper", bounds[i, 1]))):
+            if abs(theta[i] - limit) <= BOUNDARY_TOLERANCE and not quiet[i, column]:
                 warnings.warn(
                     f"the optimum of {names[i]} = {np.exp(theta[i]):.4g} sits on its {side} "
                     f"bound {np.exp(limit):.4g}; consider widening the bounds",
@@ -292,3 +319,73 @@ def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_rest
                                  n_restarts=n_restarts, rng=rng, names=hyperparameters.names,
                                  windows=True, ftol=ftol)
     return hyperparameters.at(result.theta), result
+
+
+def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restarts: int = 0,
+                   rng=None, max_widenings: int = MAX_WIDENINGS,
+                   factor: float = WIDENING_FACTOR) -> tuple[Hyperparameters, OptimizationResult]:
+    """:func:`learn_hyperparameters` in a default box that widens itself where it binds.
+
+    Let B be the box and D its default sides (:meth:`Hyperparameters.default_sides`). After
+    learning theta* in B, each side of D that theta* sits on (within BOUNDARY_TOLERANCE) moves
+    out by ``factor``: lower / factor, upper * factor (the length scales share one pair, so
+    all of them move), and learning continues from theta* in the wider box, with the
+    objective rebuilt for it by ``make_objective(hyperparameters)`` (its kernel clips theta
+    into its own bounds). This repeats at most ``max_widenings`` times and stops early when no
+    default side binds or a widening raised log p(y) by less than ``WIDENING_GAIN``: the
+    likelihood is then flat beyond the bound (an input the function does not depend on, whose
+    length scale tends to infinity), which is recorded in ``result.widened`` without a
+    warning. A side the user set (any pair but the library's default) never moves, and an
+    optimum on it warns (:class:`~scalegp.errors.BoundaryWarning`) as in
+    :func:`learn_hyperparameters`; so does one still on a widened side whose last widening
+    gained more than ``WIDENING_GAIN`` (the optimum may lie further out).
+
+    Parameters
+    ----------
+    make_objective : callable
+        ``make_objective(hyperparameters) -> objective`` (theta -> (log p(y), gradient)).
+    hyperparameters : Hyperparameters
+        The start and the box.
+    n_restarts, rng
+        Restarts of the first run (:func:`maximize_likelihood`); the widened runs start from
+        the optimum only.
+    max_widenings : int
+    factor : float > 1
+
+    Returns
+    -------
+    hyperparameters, result
+        The optimum and its box, and the :class:`OptimizationResult` (evaluations summed
+        over the runs, ``widened`` listing the sides moved).
+    """
+    max_widenings = check_positive_int(max_widenings, "max_widenings", minimum=0)
+    sides = hyperparameters.default_sides()
+    names = hyperparameters.names
+    result = maximize_likelihood(make_objective(hyperparameters), hyperparameters.theta,
+                                 hyperparameters.bounds, n_restarts=n_restarts, rng=rng,
+                                 names=names, windows=True, quiet=sides)
+    hyperparameters = hyperparameters.at(result.theta)
+    evaluations, moved, gain = result.n_evaluations, [], math.inf
+    for _ in range(max_widenings):
+        binding = _on_bounds(result.theta, hyperparameters.bounds) & sides
+        if not binding.any() or gain < WIDENING_GAIN:
+            break
+        wider = hyperparameters.widened(binding, factor)
+        last = result
+        result = maximize_likelihood(make_objective(wider), result.theta, wider.bounds,
+                                     names=names, windows=True, quiet=sides)
+        evaluations += result.n_evaluations
+        gain = result.log_marginal_likelihood - last.log_marginal_likelihood
+        if gain < 0.0:                      # never worse than the optimum in the smaller box
+            result, gain = last, 0.0
+        hyperparameters = wider.at(result.theta)
+        bounds = np.exp(wider.bounds)
+        moved += [(names[i], ("lower", "upper")[j], float(bounds[i, j]))
+                  for i, j in zip(*np.nonzero(binding))]
+    still = _on_bounds(result.theta, hyperparameters.bounds) & sides
+    if still.any() and gain >= WIDENING_GAIN:
+        _warn_on_bounds(result.theta, hyperparameters.bounds, hyperparameters.free, names,
+                        quiet=~still)
+    return hyperparameters, OptimizationResult(
+        result.theta, result.log_marginal_likelihood, evaluations, result.n_starts,
+        result.converged, result.message, tuple(moved))

@@ -1,0 +1,170 @@
+"""The panel of issue 26: explicit configurations and ``auto`` on fixed splits.
+
+For each data set: a fixed split (UCI: the rows of test fold 0 of ``<name>_folds.csv`` are the
+test part; the relief map: 5,000 test rows drawn with seed 0), inputs and targets
+standardized with the training part's mean and std; for each configuration the test RMSE
+and the mean Gaussian negative log predictive density (NLPD, of a new observation), both in
+standardized target units, and the fit time (seconds, wall). ``auto`` is
+:func:`scalegp.estimators.auto.select` with its default budget (its seconds included in the
+fit time) followed by the fit of the configuration it chose; the oracle is the best
+explicit configuration on the test part.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_auto.py --datasets yacht,concrete \\
+        --out benchmarks/results/auto.md
+
+Data: ``../shared/data/uci/<name>.csv`` (inputs x1..xd, target y last) or ``--data-dir``;
+``relief`` is the embedded East Africa relief map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import machine  # noqa: E402
+
+import scalegp as sg  # noqa: E402
+from scalegp.estimators import auto  # noqa: E402
+
+DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
+PANEL = ("yacht", "concrete", "energy", "airfoil", "pol", "elevators", "kin40k", "protein",
+         "keggdirected", "relief")
+#: The exact GP is run up to this many training rows.
+EXACT_ROWS = 3000
+
+
+def load_split(name: str, data_dir: Path):
+    """(X_train, y_train, X_test, y_test), standardized on the training part."""
+    if name == "relief":
+        data = sg.datasets.load_east_africa_relief()
+        X, y = data.X, data.y
+        test_mask = np.zeros(len(y), dtype=bool)
+        test_mask[np.random.default_rng(0).choice(len(y), 5000, replace=False)] = True
+    else:
+        table = np.loadtxt(data_dir / f"{name}.csv", delimiter=",", skiprows=1)
+        folds = np.loadtxt(data_dir / f"{name}_folds.csv", delimiter=",", skiprows=1)
+        X, y = table[:, :-1], table[:, -1]
+        test_mask = folds == 0
+    train, test = ~test_mask, test_mask
+    mean, std = X[train].mean(axis=0), X[train].std(axis=0)
+    std[std == 0] = 1.0
+    y_mean, y_std = y[train].mean(), y[train].std()
+    return ((X[train] - mean) / std, (y[train] - y_mean) / y_std,
+            (X[test] - mean) / std, (y[test] - y_mean) / y_std)
+
+
+def explicit_configurations(n: int, d: int) -> dict:
+    """name -> estimator keyword arguments (``estimator`` names the class)."""
+    configs = {}
+    if n <= EXACT_ROWS:
+        configs["exact"] = {"estimator": "ExactGPRegressor"}
+    configs["nystrom-vfe m=256 learned"] = {
+        "estimator": "LowRankGPRegressor", "approximation": "nystrom", "n_components": 256,
+        "objective": "vfe", "learn_knots": 150, "approximation_options": {"knots": "random"}}
+    configs["rff m=512"] = {"estimator": "LowRankGPRegressor", "approximation": "rff",
+                            "n_components": 512}
+    if d <= 3:
+        configs["glf s=2048"] = {"estimator": "LowRankGPRegressor", "approximation": "glf",
+                                 "n_components": 2048}
+        configs["neighbors k=300"] = {"estimator": "LowRankGPRegressor",
+                                      "approximation": "exact", "local": "neighbors",
+                                      "local_neighbors": 300, "local_learning_centres": 32}
+    return configs
+
+
+def fit_predict(config: dict, X, y, X_test, seed: int = 0):
+    """Fit ``config`` on (X, y) (already standardized) and predict the test rows: (mean,
+    variance of a new observation)."""
+    config = dict(config)
+    estimator = config.pop("estimator")
+    start = config.pop("start", None)
+    config.pop("normalize_X", None), config.pop("normalize_y", None)
+    d = X.shape[1]
+    scale = np.asarray(start["length_scale"]) if start else np.ones(d)
+    kernel = sg.Gaussian(length_scale=scale, variance=start["variance"] if start else 1.0)
+    noise = start["noise_variance"] if start else 1e-2
+    if estimator == "vecchia":
+        model = sg.vecchia.fit_vecchia(X, y, kernel, noise, m=config["m"])
+        mean, var = model.predict(X_test, return_var=True, include_noise=True)
+        return mean, var
+    cls = {"ExactGPRegressor": sg.ExactGPRegressor,
+           "LowRankGPRegressor": sg.LowRankGPRegressor}[estimator]
+    extra = {} if estimator == "ExactGPRegressor" else {"random_state": seed}
+    model = cls(kernel=kernel, noise_variance=max(noise, 1e-6), **config, **extra).fit(X, y)
+    mean, std = model.predict(X_test, return_std=True, include_noise=True)
+    return mean, std ** 2
+
+
+def scores(mean, var, y):
+    rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
+    nlpd = float(np.mean(0.5 * np.log(2 * math.pi * var) + 0.5 * (y - mean) ** 2 / var))
+    return rmse, nlpd
+
+
+def run(name: str, data_dir: Path, with_auto: bool) -> list:
+    X, y, X_test, y_test = load_split(name, data_dir)
+    rows = []
+    for label, config in explicit_configurations(*X.shape).items():
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mean, var = fit_predict(config, X, y, X_test)
+        except Exception as error:                    # reported in the table, not hidden
+            rows.append((name, label, None, None, time.perf_counter() - start, repr(error)))
+            continue
+        rows.append((name, label, *scores(mean, var, y_test), time.perf_counter() - start, ""))
+        print(rows[-1], flush=True)
+    if with_auto:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            selection = auto.select(X, y, random_state=0)
+            mean, var = fit_predict(selection.configuration, X, y, X_test)
+        rows.append((name, f"auto -> {selection.chosen.name}", *scores(mean, var, y_test),
+                     time.perf_counter() - start, selection.reason))
+        print(rows[-1], flush=True)
+        print(selection.table(), flush=True)
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", default=",".join(PANEL[:4]),
+                        help=f"comma-separated, from {', '.join(PANEL)}")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--no-auto", action="store_true", help="explicit configurations only")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in args.datasets.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PANEL))
+    if unknown:
+        parser.error(f"unknown data set(s): {', '.join(unknown)}")
+    rate = machine.gemm_rate(512)
+    rows = [row for name in names for row in run(name, args.data_dir, not args.no_auto)]
+    lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran).",
+             "", "| data set | configuration | test RMSE | test NLPD | fit s | note |",
+             "|---|---|---|---|---|---|"]
+    def fmt(value):
+        return "failed" if value is None else f"{value:.4f}"
+
+    for name, label, rmse, nlpd, seconds, note in rows:
+        lines.append(f"| {name} | {label} | {fmt(rmse)} | {fmt(nlpd)} | {seconds:.1f} | "
+                     f"{note} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+"""``approximation="auto"``: the pilot, the candidates and the choice (issue 26, groundwork).
+
+:func:`select` chooses a configuration for (X, y) in four steps:
+
+(a) **Pilot.** An exact GP (ARD Gaussian kernel, inputs and targets standardized, the better
+    of the starts ``PILOT_STARTS``) on a random subsample of at most ``PILOT_ROWS`` rows, of which ``HOLDOUT_FRACTION`` are
+    held back: its length scales l, signal variance s, noise variance s2, its number of
+    likelihood evaluations E and its measured seconds.
+(b) **Costs.** Each candidate's fit on all n rows is counted in flops and bytes
+    (:mod:`scalegp.estimators.auto_costs`) and priced in seconds by the machine's GEMM rate
+    (measured once per process) at a fixed efficiency, plus the seconds per likelihood
+    evaluation beyond the flops that the pilot measured, times the evaluations. Candidates: the
+    exact GP; Nystrom with the VFE bound and learned knots (m in ``NYSTROM_SIZES``);
+    Gauss-Legendre features (d <= ``LOW_DIMENSION``, only where the rule of s columns resolves
+    the pilot's length scales: :meth:`GaussLegendreFeatures.valid_log_bounds` holds log l and
+    the captured prior variance is within ``GLF_MASS_TOLERANCE`` of 1); neighbourhood-local
+    exact GPs (d <= ``LOW_DIMENSION`` and the pilot's length scale short against the domain,
+    mean l / range < ``ROUGH_LENGTH_RATIO``); Vecchia (d <= ``LOW_DIMENSION``).
+(c) **Predicted accuracy**, as the RMSE ratio rho = RMSE(candidate) / RMSE(exact GP):
+    exact 1; Nystrom sqrt(1 + r / MSE_exact) with r = mean over the held-back rows of
+    k(x, x) - q(x, x), the prior variance m random knots of the pilot rows miss at the
+    pilot's hyperparameters (a model that drops that part of the signal adds it to the
+    squared error: a conservative guess, as learned knots do better); GLF 1 where it resolves
+    (excluded elsewhere); neighbourhoods 1 + exp(-R^2 / 2) with R the radius of a
+    k-neighbourhood in length scales (the correlation with the nearest point left out);
+    Vecchia 1 + (VECCHIA_REFERENCE_M / m)^2 / 100 (an assumption, not a measurement: about
+    1 % at m = 30 in low dimension). Then the **verification**: the chosen candidate is fitted
+    on the pilot's training rows at the pilot's hyperparameters (sizes capped by those rows)
+    and its RMSE ratio and mean KL(exact || candidate) of the predictive distributions
+    (noise included) measured on the held-back rows.
+(d) **The choice.** Without a tolerance: the exact GP when it fits the budgets, otherwise the
+    candidate of best predicted accuracy within them (cheaper first among equals). With a
+    tolerance (an RMSE ratio, or ``{"mean_kl": value}``): the cheapest candidate within the
+    budgets predicted to meet it whose verification meets it; when none does, the best
+    measured one, and the :class:`Selection` says so.
+
+The result is a :class:`Selection`: the candidates' table, the chosen configuration as
+estimator keyword arguments (``configuration``) and why.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import kernels, linalg
+from .._memory import available_bytes
+from .._validation import as_generator, check_matrix, check_vector
+from . import auto_costs
+from .exact import ExactGPRegressor
+from .lowrank import LowRankGPRegressor
+
+__all__ = ["Candidate", "Pilot", "Selection", "select", "run_pilot", "DEFAULT_TIME_BUDGET"]
+
+#: Seconds of fit (the pilot included) a user waiting at a terminal accepts: one minute.
+DEFAULT_TIME_BUDGET = 60.0
+#: Starting length scales of the pilot (standardized units): a long start on a rough field
+#: can end in the noise-only optimum (l large, s2 = var y), a short one finds the field.
+PILOT_STARTS = (1.0, 0.2)
+#: Share of the available memory (``scalegp._memory.available_bytes``) a fit may use.
+DEFAULT_MEMORY_FRACTION = 0.5
+#: Memory assumed when the available memory cannot be read (4 GiB).
+FALLBACK_MEMORY = 4 * 2**30
+#: Rows of the pilot exact GP at most ...
+PILOT_ROWS = 2000
+#: ... of which this share is held back for the predicted and measured accuracies.
+HOLDOUT_FRACTION = 0.2
+#: Inducing points of the Nystrom candidates (learned with ``learn_knots`` iterations).
+NYSTROM_SIZES = (256, 512, 1024, 2048)
+NYSTROM_LEARN_ITERATIONS = 150
+#: Columns of the Gauss-Legendre candidates.
+GLF_SIZES = (1024, 4096)
+#: |captured prior variance - 1| a resolving Gauss-Legendre rule stays within.
+GLF_MASS_TOLERANCE = 0.01
+#: Neighbourhood sizes of the local candidates, and their learning neighbourhoods.
+NEIGHBOR_SIZES = (100, 300)
+LEARNING_CENTRES = 32
+#: Conditioning-set sizes of the Vecchia candidates.
+VECCHIA_SIZES = (15, 30)
+VECCHIA_REFERENCE_M = 30
+#: Spatial / low-dimensional models are candidates up to this many inputs.
+LOW_DIMENSION = 3
+#: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
+#: is below this share of the data's range (both in standardized units).
+ROUGH_LENGTH_RATIO = 0.1
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """The pilot exact GP, in standardized units (X and y scaled by the full data's mean and
+    std): its hyperparameters, the rows it was fitted on and the rows held back."""
+
+    kernel: object              # the learned kernel (its box may have widened)
+    noise_variance: float
+    train: np.ndarray
+    holdout: np.ndarray
+    evaluations: int
+    seconds: float
+    mean: np.ndarray            # exact predictive mean on the held-back rows
+    var: np.ndarray             # and variance, noise included
+    rmse: float                 # of the exact GP on the held-back rows
+
+    @property
+    def length_scale(self) -> np.ndarray:
+        return self.kernel.length_scale
+
+    @property
+    def variance(self) -> float:
+        return float(self.kernel.variance)
+
+
+@dataclass
+class Candidate:
+    """One configuration: its predicted cost and accuracy, and its measured accuracy."""
+
+    name: str
+    configuration: dict
+    seconds: float
+    memory_bytes: float
+    predicted_ratio: float
+    note: str = ""
+    measured_ratio: float | None = None
+    measured_kl: float | None = None
+
+
+@dataclass
+class Selection:
+    """What ``select`` considered and chose."""
+
+    candidates: list
+    chosen: Candidate
+    reason: str
+    pilot: Pilot
+    time_budget: float
+    memory_budget: float
+    tolerance: object
+    rate: float
+    overhead: float             # measured seconds per likelihood evaluation beyond the flops
+    notes: list = field(default_factory=list)
+
+    @property
+    def configuration(self) -> dict:
+        """The chosen configuration as estimator keyword arguments."""
+        return dict(self.chosen.configuration)
+
+    def table(self) -> str:
+        """A Markdown table of the candidates and the choice."""
+        rows = ["| candidate | predicted s | memory MB | predicted RMSE ratio | measured RMSE "
+                "ratio | measured mean KL | |", "|---|---|---|---|---|---|---|"]
+        for c in self.candidates:
+            def number(value, fmt):
+                return "" if value is None else format(value, fmt)
+            mark = "chosen" if c is self.chosen else c.note
+            rows.append(f"| {c.name} | {c.seconds:.3g} | {c.memory_bytes / 1e6:.3g} | "
+                        f"{c.predicted_ratio:.4g} | {number(c.measured_ratio, '.4g')} | "
+                        f"{number(c.measured_kl, '.3g')} | {mark} |")
+        return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"])
+
+
+def _standardize(X, y):
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale[scale == 0] = 1.0
+    y_scale = float(y.std()) or 1.0
+    return (X - mean) / scale, (y - y.mean()) / y_scale
+
+
+def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS) -> Pilot:
+    """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y)."""
+    n = X.shape[0]
+    rows = rng.permutation(n)[:min(n, max_rows)]
+    n_hold = max(1, int(round(HOLDOUT_FRACTION * rows.size)))
+    holdout, train = rows[:n_hold], rows[n_hold:]
+    start = time.perf_counter()
+    fits = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for scale in PILOT_STARTS:
+            fits.append(ExactGPRegressor(kernel=kernels.get("gaussian").with_params(
+                length_scale=np.full(X.shape[1], scale)), noise_variance=0.1).fit(
+                X[train], y[train]))
+    seconds = time.perf_counter() - start
+    model = max(fits, key=lambda fit: fit.log_marginal_likelihood_value_)
+    mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
+    rmse = float(np.sqrt(np.mean((mean - y[holdout]) ** 2)))
+    return Pilot(model.kernel_, float(model.noise_variance_), train, holdout,
+                 sum(fit.optimization_result_.n_evaluations for fit in fits), seconds, mean, std ** 2, rmse)
+
+
+def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
+    """sqrt(1 + r / MSE_exact), r = mean_holdout k(x, x) - q(x, x) with m random knots."""
+    kernel = pilot.kernel
+    m = min(m, pilot.train.size)
+    knots = X[rng.choice(pilot.train, size=m, replace=False)]
+    L, _ = linalg.cholesky(kernel(knots, knots), name="K_ZZ")
+    A = linalg.solve_lower(L, kernel(knots, X[pilot.holdout]))
+    residual = float(np.mean(np.maximum(kernel.diag(X[pilot.holdout]) - np.sum(A * A, 0), 0)))
+    return math.sqrt(1.0 + residual / max(pilot.rmse ** 2, 1e-12))
+
+
+def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str]:
+    """Whether a Gauss-Legendre rule of s columns on X's box resolves the pilot's l."""
+    from ..features import get as get_map
+    kernel = pilot.kernel.with_params(
+        length_scale_bounds=(float(pilot.length_scale.min()) / 2,
+                             float(pilot.length_scale.max()) * 2), variance_bounds="fixed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fmap = get_map("glf").build(X, kernel, s, noise_variance_lower=pilot.noise_variance)
+    valid = fmap.valid_log_bounds(kernel)[:-1]
+    log_l = np.log(pilot.length_scale)
+    inside = bool(np.all((valid[:, 0] <= log_l + 1e-9) & (log_l <= valid[:, 1] + 1e-9)))
+    mass = fmap.captured_mass(kernel)
+    ok = inside and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
+    return ok, (f"captured prior variance {mass:.3f}, pilot length scales "
+                f"{'inside' if inside else 'outside'} the resolved box")
+
+
+def _config(estimator, **options) -> dict:
+    return {"estimator": estimator, "normalize_X": True, "normalize_y": True, **options}
+
+
+def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
+    """Every candidate for standardized X (n x d) with its predicted cost and accuracy."""
+    n, d = X.shape
+    E = max(pilot.evaluations, 10)
+    # starting values for the full fit, clipped into the default boxes (the pilot's box may
+    # have widened; the full fit widens its own where its optimum needs it)
+    low, high = kernels.DEFAULT_LENGTH_SCALE_BOUNDS
+    v_low, v_high = kernels.DEFAULT_VARIANCE_BOUNDS
+    start = {"length_scale": np.clip(pilot.length_scale, low, high).tolist(),
+             "variance": float(np.clip(pilot.variance, v_low, v_high)),
+             "noise_variance": float(np.clip(pilot.noise_variance, 1e-6, 1e5))}
+
+    def priced(name, cost, ratio, config, note=""):
+        return Candidate(name, config, cost.seconds(rate, overhead), cost.memory_bytes,
+                         ratio, note)
+
+    out = [priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
+                  _config("ExactGPRegressor", start=start))]
+    for m in NYSTROM_SIZES:
+        if m >= n:
+            break
+        out.append(priced(
+            f"nystrom-vfe m={m}",
+            auto_costs.nystrom_cost(n, d, m, E, NYSTROM_LEARN_ITERATIONS),
+            _nystrom_ratio(X, pilot, m, rng),
+            _config("LowRankGPRegressor", approximation="nystrom", n_components=m,
+                    objective="vfe", learn_knots=NYSTROM_LEARN_ITERATIONS,
+                    approximation_options={"knots": "random"}, start=start)))
+    if d > LOW_DIMENSION:
+        return out
+    for s in GLF_SIZES:
+        ok, why = _glf_resolves(X, pilot, s)
+        if ok:
+            out.append(priced(f"glf s={s}", auto_costs.glf_cost(n, d, s, E), 1.0,
+                              _config("LowRankGPRegressor", approximation="glf",
+                                      n_components=s, start=start), why))
+    span = float(np.mean(X.max(axis=0) - X.min(axis=0)))
+    if float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
+        for k in NEIGHBOR_SIZES:
+            if k >= n:
+                break
+            # radius of a k-neighbourhood in length scales: (k / n)^(1/d) of the range
+            radius = (k / n) ** (1.0 / d) * span / float(np.mean(pilot.length_scale)) / 2
+            out.append(priced(
+                f"neighbors k={k}", auto_costs.neighbors_cost(n, d, k, E, LEARNING_CENTRES),
+                1.0 + math.exp(-radius ** 2 / 2),
+                _config("LowRankGPRegressor", approximation="exact", local="neighbors",
+                        local_neighbors=k, local_learning_centres=LEARNING_CENTRES,
+                        start=start)))
+    for m in VECCHIA_SIZES:
+        out.append(priced(f"vecchia m={m}", auto_costs.vecchia_cost(n, d, m, E),
+                          1.0 + (VECCHIA_REFERENCE_M / m) ** 2 / 100,
+                          _config("vecchia", m=m, start=start), "predicted by assumption"))
+    return out
+
+
+def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
+    """(RMSE ratio, mean KL(exact || candidate)) on the pilot's held-back rows, the candidate
+    fitted on the pilot's training rows at the pilot's hyperparameters."""
+    config = candidate.configuration
+    Xt, yt, Xh = X[pilot.train], y[pilot.train], X[pilot.holdout]
+    kernel, s2 = pilot.kernel, pilot.noise_variance
+    fixed = dict(kernel=kernel, noise_variance=s2, optimize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if config["estimator"] == "ExactGPRegressor":
+            mean, var = pilot.mean, pilot.var
+        elif config["estimator"] == "vecchia":
+            from ..vecchia import VecchiaGP
+            model = VecchiaGP(kernel, s2, m=min(config["m"], yt.size - 1)).fit(Xt, yt,
+                                                                             learn=False)
+            mean, var = model.predict(Xh, return_var=True, include_noise=True)
+        else:
+            options = {key: value for key, value in config.items()
+                       if key not in ("estimator", "start", "learn_knots")}
+            if "n_components" in options and config.get("approximation") == "nystrom":
+                options["n_components"] = min(options["n_components"], yt.size // 2)
+            if "local_neighbors" in options:
+                options["local_neighbors"] = min(options["local_neighbors"], yt.size // 2)
+            options.pop("objective", None)
+            model = LowRankGPRegressor(**{**options, **fixed, "normalize_X": False,
+                                          "normalize_y": False}, random_state=0).fit(Xt, yt)
+            mean, std = model.predict(Xh, return_std=True, include_noise=True)
+            var = std ** 2
+    yh = y[pilot.holdout]
+    ratio = float(np.sqrt(np.mean((mean - yh) ** 2))) / max(pilot.rmse, 1e-300)
+    kl = 0.5 * (pilot.var / var + (mean - pilot.mean) ** 2 / var - 1 + np.log(var / pilot.var))
+    return ratio, float(np.mean(kl))
+
+
+def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
+    if isinstance(tolerance, dict):
+        limit = tolerance["mean_kl"]
+        return measured and candidate.measured_kl is not None and candidate.measured_kl <= limit
+    ratio = candidate.measured_ratio if measured else candidate.predicted_ratio
+    return ratio is not None and ratio <= tolerance
+
+
+def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None,
+           tolerance=None, random_state=None, rate: float | None = None,
+           pilot: Pilot | None = None) -> Selection:
+    """Choose a configuration for (X, y) (module docstring).
+
+    Parameters
+    ----------
+    X : array (n, d); y : array (n,)
+    time_budget : float, default=60
+        Seconds of the whole fit, the pilot included.
+    memory_budget : int, optional
+        Bytes; default DEFAULT_MEMORY_FRACTION of the available memory.
+    tolerance : None, float or {"mean_kl": float}
+        The accuracy relative to the exact GP: an RMSE ratio (e.g. 1.05), or the mean KL
+        divergence per held-back point.
+    random_state : None, int or Generator
+    rate : float, optional
+        GEMM flops per second (default: :func:`scalegp.estimators.auto_costs.machine_rate`).
+    pilot : Pilot, optional
+        A pilot already run on these data (standardized: :func:`run_pilot`), reused.
+    """
+    X = check_matrix(X, "X")
+    y = check_vector(y, "y", n_samples=X.shape[0])
+    if isinstance(tolerance, dict) and set(tolerance) != {"mean_kl"}:
+        raise ValueError(f"tolerance must be None, an RMSE ratio or {{'mean_kl': value}}, "
+                         f"got {tolerance!r}")
+    if tolerance is not None and not isinstance(tolerance, dict) and not tolerance >= 1.0:
+        raise ValueError(f"an RMSE-ratio tolerance must be >= 1, got {tolerance!r}")
+    if memory_budget is None:
+        available = available_bytes()
+        memory_budget = DEFAULT_MEMORY_FRACTION * (available or FALLBACK_MEMORY)
+    rng = as_generator(random_state)
+    Xs, ys = _standardize(X, y)
+    pilot = run_pilot(Xs, ys, rng) if pilot is None else pilot
+    rate = auto_costs.machine_rate() if rate is None else float(rate)
+    overhead = auto_costs.calibrate(pilot.train.size, X.shape[1], pilot.evaluations,
+                                    pilot.seconds, rate)
+    found = candidates(Xs, pilot, rate, overhead, rng)
+    left = time_budget - pilot.seconds
+    fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
+    for c in found:
+        if c not in fitting:
+            c.note = "over the memory budget" if c.memory_bytes > memory_budget else \
+                "over the time budget"
+    notes = []
+    if not fitting:
+        within_memory = [c for c in found if c.memory_bytes <= memory_budget] or found
+        chosen = min(within_memory, key=lambda c: c.seconds)
+        chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
+        return Selection(found, chosen, "nothing fits the budgets: the cheapest candidate",
+                         pilot, time_budget, memory_budget, tolerance, rate, overhead, notes)
+    if tolerance is None:
+        chosen = min(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
+        chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
+        reason = ("the exact GP fits the budgets" if chosen.name == "exact" else
+                  "the best predicted accuracy within the budgets (the exact GP does not fit)")
+        return Selection(found, chosen, reason, pilot, time_budget, memory_budget, tolerance,
+                         rate, overhead, notes)
+    predicted = [c for c in fitting if isinstance(tolerance, dict) or _meets(c, tolerance,
+                                                                             False)]
+    for c in sorted(predicted, key=lambda c: c.seconds):
+        c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
+        if _meets(c, tolerance, True):
+            return Selection(found, c, "the cheapest candidate within the budgets predicted "
+                             "to meet the tolerance, and verified to", pilot, time_budget,
+                             memory_budget, tolerance, rate, overhead, notes)
+    for c in fitting:
+        if c.measured_ratio is None:
+            c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
+    chosen = min(fitting, key=lambda c: (c.measured_kl if isinstance(tolerance, dict)
+                                         else c.measured_ratio))
+    return Selection(found, chosen, "no candidate within the budgets meets the tolerance: "
+                     "the best measured one", pilot, time_budget, memory_budget, tolerance,
+                     rate, overhead, notes)

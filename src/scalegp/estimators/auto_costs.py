@@ -1,0 +1,149 @@
+"""Cost models of the candidate configurations of ``approximation="auto"`` (issue 26).
+
+Each candidate's fit is counted in floating-point operations, likelihood evaluations and
+bytes, and priced in seconds as
+
+    seconds = flops / (EFFICIENCY rate) + evaluations overhead + loops LOOP_SECONDS,
+
+with rate the machine's GEMM rate, measured once per process (:func:`machine_rate`: the best
+of three square float64 GEMMs, as the benchmarks measure it, ``benchmarks/machine.py``),
+EFFICIENCY the share of it a fit's BLAS-3 work reaches (Cholesky and kernel matrices with
+their exp run below GEMM's rate), and overhead the seconds per likelihood evaluation beyond
+the flops that the pilot measured (:func:`calibrate`: interpreter, small arrays, and the load
+of a shared machine). The Python loops of the local and Vecchia models are priced by
+:data:`LOOP_SECONDS` (an order of magnitude, not measured here).
+
+Counts, with n rows, d inputs, p = d + 2 hyperparameters (ARD) and E likelihood evaluations
+of learning (the pilot's own count):
+
+- exact GP: per evaluation a Cholesky factorization n^3 / 3 and the inverse K^{-1} for the
+  gradient n^3, the kernel matrix and the p gradient traces n^2 (d + 2 p); memory
+  (EXACT_MATRICES + p) n^2 float64.
+- Nystrom, VFE bound, m knots, L knot-learning steps (each about one evaluation plus
+  n m d): per evaluation 2 n m^2 + 2 (p + 1) n m d + m^3; memory the engine's m x m
+  matrices and chunks (``scalegp._memory.required_bytes``).
+- Gauss-Legendre features, s columns: one pass n s^2, then E (s^3 / 3 + p s^2) on the
+  s x s statistics; memory the engine's s x s matrices.
+- neighbourhood-local exact GPs, k neighbours, C learning neighbourhoods: learning
+  E C (4 k^3 / 3 + k^2 (d + 2 p)), fitting N_c k^3 / 3 with N_c = CENTRES_PER_ROW n / k
+  centres (the demo's cover: 3,260 centres for 77,800 rows at k = 300); memory N_c k^2.
+- Vecchia, m neighbours per point: per evaluation n (m^3 / 3 + m^2 (d + 2 p)); memory n m
+  indices and values; one loop step per point and evaluation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._memory import ENGINE_MATRICES, required_bytes
+
+__all__ = ["CostModel", "machine_rate", "calibrate", "exact_cost", "nystrom_cost",
+           "glf_cost", "neighbors_cost", "vecchia_cost"]
+
+#: Side of the square GEMM that measures the machine (about 0.27 GFLOP, tens of ms).
+RATE_MATRIX = 512
+#: n x n float64 matrices an exact likelihood-and-gradient evaluation holds beyond one per
+#: hyperparameter (K, its Cholesky factor, K^{-1}, alpha alpha^T - K^{-1}).
+EXACT_MATRICES = 4
+#: Centres of a neighbourhood cover per training row, times the neighbourhood size k (the
+#: demo's cover on the relief map: 3,260 centres, 77,800 rows, k = 300: 12.6).
+CENTRES_PER_ROW = 12.6
+#: Seconds of Python work per neighbourhood or per Vecchia point that the flop count misses
+#: (a loop iteration with small factorizations; order of magnitude, not measured here).
+LOOP_SECONDS = 2e-5
+#: Share of the GEMM rate a fit's dense work reaches.
+EFFICIENCY = 0.25
+
+
+@functools.lru_cache(maxsize=1)
+def machine_rate() -> float:
+    """GEMM rate of this machine in flops per second, measured once per process: the best of
+    three ``A @ B`` of RATE_MATRIX x RATE_MATRIX float64 (2 n^3 flops each), in wall time."""
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((RATE_MATRIX, RATE_MATRIX)), rng.standard_normal(
+        (RATE_MATRIX, RATE_MATRIX))
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        A @ B
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * RATE_MATRIX ** 3 / max(best, 1e-9)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Flops, likelihood evaluations and bytes of one candidate's fit, and the loop steps
+    the flops do not count."""
+
+    flops: float
+    memory_bytes: float
+    evaluations: float
+    loops: float = 0.0
+
+    def seconds(self, rate: float, overhead: float) -> float:
+        """flops / (EFFICIENCY rate) + evaluations overhead + loops LOOP_SECONDS."""
+        return (self.flops / (EFFICIENCY * rate) + self.evaluations * overhead
+                + self.loops * LOOP_SECONDS)
+
+
+def calibrate(pilot_rows: int, n_dims: int, evaluations: int, seconds: float,
+              rate: float) -> float:
+    """Seconds per likelihood evaluation beyond the flops: (the pilot's measured seconds -
+    exact_cost(pilot).flops / (EFFICIENCY rate)) / (E + 1), at least 0."""
+    cost = exact_cost(pilot_rows, n_dims, evaluations)
+    beyond = seconds - cost.flops / (EFFICIENCY * rate)
+    return max(beyond, 0.0) / cost.evaluations
+
+
+def _parameters(n_dims: int) -> int:
+    return n_dims + 2
+
+
+def exact_cost(n: int, n_dims: int, evaluations: int) -> CostModel:
+    """E (4 n^3 / 3 + n^2 (d + 2 p)) flops, (EXACT_MATRICES + p) n^2 float64."""
+    p = _parameters(n_dims)
+    per = 4.0 * n ** 3 / 3.0 + float(n) ** 2 * (n_dims + 2 * p)
+    return CostModel((evaluations + 1) * per, 8.0 * (EXACT_MATRICES + p) * float(n) ** 2,
+                     evaluations + 1)
+
+
+def nystrom_cost(n: int, n_dims: int, m: int, evaluations: int,
+                 learn_iterations: int = 0) -> CostModel:
+    """(E + L) (2 n m^2 + 2 (p + 1) n m d + m^3) + L n m d flops (L knot-learning steps)."""
+    p = _parameters(n_dims)
+    per = 2.0 * n * m * m + 2.0 * (p + 1) * n * m * n_dims + float(m) ** 3
+    flops = (evaluations + learn_iterations + 1) * per + learn_iterations * n * m * n_dims
+    return CostModel(flops, required_bytes(m, n_matrices=ENGINE_MATRICES["cholesky"]),
+                     evaluations + learn_iterations + 1)
+
+
+def glf_cost(n: int, n_dims: int, s: int, evaluations: int) -> CostModel:
+    """n s^2 + E (s^3 / 3 + p s^2) flops; the engine's s x s matrices."""
+    p = _parameters(n_dims)
+    flops = float(n) * s * s + (evaluations + 1) * (s ** 3 / 3.0 + p * float(s) ** 2)
+    return CostModel(flops, required_bytes(s, n_matrices=ENGINE_MATRICES["cholesky"]),
+                     evaluations + 1)
+
+
+def neighbors_cost(n: int, n_dims: int, k: int, evaluations: int,
+                   learning_centres: int = 32) -> CostModel:
+    """E C (4 k^3 / 3 + k^2 (d + 2 p)) + N_c k^3 / 3 flops, N_c k^2 float64."""
+    p = _parameters(n_dims)
+    k = min(k, n)
+    centres = max(1.0, CENTRES_PER_ROW * n / k)
+    learn = evaluations * learning_centres * (4.0 * k ** 3 / 3.0 + k * k * (n_dims + 2 * p))
+    return CostModel(learn + centres * k ** 3 / 3.0, 8.0 * centres * k * k, evaluations + 1,
+                     loops=evaluations * learning_centres + centres)
+
+
+def vecchia_cost(n: int, n_dims: int, m: int, evaluations: int) -> CostModel:
+    """E n (m^3 / 3 + m^2 (d + 2 p)) flops; n m indices and values."""
+    p = _parameters(n_dims)
+    per = n * (m ** 3 / 3.0 + m * m * (n_dims + 2 * p))
+    return CostModel((evaluations + 1) * per, 16.0 * n * m, evaluations + 1,
+                     loops=(evaluations + 1) * n)

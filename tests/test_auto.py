@@ -1,0 +1,160 @@
+"""approximation="auto" groundwork (issue 26): the pilot, the cost models and the choice."""
+
+import math
+
+import numpy as np
+import pytest
+
+from scalegp.estimators import auto, auto_costs
+
+RATE = 1e10          # a fixed GEMM rate: the choices below do not depend on the machine
+
+
+@pytest.fixture(scope="module")
+def rough_2d():
+    """A 2-D field rougher than its domain (length scale about 1 / 10 of it), 200 rows."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 10, (200, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.05 * rng.standard_normal(200)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def smooth_5d():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 5))
+    return X, X[:, 0] + np.sin(X[:, 1]) + 0.1 * rng.standard_normal(120)
+
+
+@pytest.fixture(scope="module")
+def smooth_pilot(smooth_5d):
+    Xs, ys = auto._standardize(*smooth_5d)
+    return auto.run_pilot(Xs, ys, np.random.default_rng(0))
+
+
+@pytest.fixture(scope="module")
+def rough_pilot(rough_2d):
+    X, y = rough_2d
+    Xs, ys = auto._standardize(X, y)
+    return Xs, ys, auto.run_pilot(Xs, ys, np.random.default_rng(0))
+
+
+def test_cost_models_count_what_they_say():
+    exact = auto_costs.exact_cost(1000, 2, 9)
+    p = 4
+    assert exact.flops == pytest.approx(10 * (4e9 / 3 + 1e6 * (2 + 2 * p)))
+    assert exact.memory_bytes == 8 * (auto_costs.EXACT_MATRICES + p) * 1e6
+    # costs grow with their sizes; the exact GP's as n^3, Nystrom's as n at fixed m
+    assert auto_costs.exact_cost(2000, 2, 9).flops / exact.flops == pytest.approx(8, rel=0.01)
+    small, large = (auto_costs.nystrom_cost(n, 8, 256, 50, 150).flops for n in (10**4, 10**5))
+    assert large / small == pytest.approx(10, rel=0.01)
+    assert auto_costs.glf_cost(10**5, 2, 2048, 50).flops > auto_costs.glf_cost(
+        10**5, 2, 1024, 50).flops
+    assert auto_costs.neighbors_cost(10**5, 2, 300, 50).loops > 0
+    # seconds: flops at EFFICIENCY of the rate plus the measured per-evaluation overhead
+    cost = auto_costs.CostModel(flops=1e9, memory_bytes=0, evaluations=10)
+    assert cost.seconds(1e9, 0.5) == pytest.approx(1 / auto_costs.EFFICIENCY + 5)
+
+
+def test_calibration_is_the_pilots_time_beyond_its_flops():
+    flops = auto_costs.exact_cost(500, 3, 20).flops
+    compute = flops / (auto_costs.EFFICIENCY * RATE)
+    assert auto_costs.calibrate(500, 3, 20, compute + 2.1, RATE) == pytest.approx(2.1 / 21)
+    assert auto_costs.calibrate(500, 3, 20, compute / 2, RATE) == 0.0
+
+
+def test_machine_rate_is_measured_once():
+    rate = auto_costs.machine_rate()
+    assert rate > 1e7 and auto_costs.machine_rate() is rate
+
+
+def test_pilot_holds_back_rows(rough_pilot):
+    Xs, ys, pilot = rough_pilot
+    assert pilot.holdout.size == round(auto.HOLDOUT_FRACTION * 200)
+    assert np.intersect1d(pilot.train, pilot.holdout).size == 0
+    assert pilot.evaluations > 0 and pilot.seconds > 0
+    # the pilot resolves the field's short length scale
+    assert np.all(pilot.length_scale < 0.5)
+    assert pilot.rmse < 0.5 * float(np.std(ys[pilot.holdout]))
+
+
+def test_rough_low_dimensional_field_gets_local_and_spatial_candidates(rough_pilot):
+    Xs, _, pilot = rough_pilot
+    names = [c.name for c in auto.candidates(Xs, pilot, RATE, 0.0, np.random.default_rng(0))]
+    assert "exact" in names and "neighbors k=100" in names
+    assert any(name.startswith("vecchia") for name in names)
+    assert not any(name.startswith("nystrom") for name in names)     # m >= n: none
+
+
+def test_nystrom_predicted_accuracy_improves_with_m(rough_pilot):
+    Xs, _, pilot = rough_pilot
+    rng = np.random.default_rng(0)
+    few, many = (auto._nystrom_ratio(Xs, pilot, m, rng) for m in (10, 150))
+    assert few > many >= 1.0
+    assert few > 1.2                 # 10 knots cannot carry a field this rough
+
+
+def test_high_dimension_has_no_low_dimensional_candidates(smooth_5d, smooth_pilot):
+    X, y = smooth_5d
+    selection = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6,
+                            pilot=smooth_pilot)
+    names = [c.name for c in selection.candidates]
+    assert not any(name.split()[0] in ("glf", "neighbors", "vecchia") for name in names)
+    # without a tolerance the exact GP is chosen when it fits the budgets
+    assert selection.chosen.name == "exact"
+    assert selection.configuration["estimator"] == "ExactGPRegressor"
+    assert selection.configuration["normalize_X"] and selection.configuration["normalize_y"]
+    assert "chosen" in selection.table()
+    # the start is inside the default box, so a default kernel accepts it
+    start = selection.configuration["start"]
+    assert all(0.01 <= value <= 100 for value in start["length_scale"])
+
+
+def test_smooth_low_dimensional_field_gets_glf_not_neighborhoods():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (100, 1))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(100)
+    Xs, ys = auto._standardize(X, y)
+    pilot = auto.run_pilot(Xs, ys, np.random.default_rng(0))
+    found = auto.candidates(Xs, pilot, RATE, 0.0, np.random.default_rng(0))
+    glf = [c for c in found if c.name.startswith("glf")]
+    assert glf and "inside the resolved box" in glf[0].note
+    assert not any(c.name.startswith("neighbors") for c in found)
+
+
+def test_budgets_exclude_candidates(smooth_5d, smooth_pilot):
+    X, y = smooth_5d
+    tiny = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e-9, pilot=smooth_pilot)
+    assert tiny.reason.startswith("nothing fits the budgets")
+    assert tiny.chosen.seconds == min(c.seconds for c in tiny.candidates)
+    assert tiny.chosen.measured_ratio is not None          # verified even then
+    memory = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6, memory_budget=1.0,
+                         pilot=smooth_pilot)
+    assert all(c.note == "over the memory budget" for c in memory.candidates)
+
+
+def test_tolerance_picks_a_verified_candidate(rough_2d, rough_pilot):
+    X, y = rough_2d
+    pilot = rough_pilot[2]
+    selection = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6,
+                            tolerance=1.05, pilot=pilot)
+    chosen = selection.chosen
+    assert chosen.measured_ratio is not None
+    if selection.reason.startswith("the cheapest"):
+        assert chosen.measured_ratio <= 1.05
+        cheaper = [c for c in selection.candidates if c.seconds < chosen.seconds
+                   and c.predicted_ratio <= 1.05 and c.note == ""]
+        # every cheaper candidate predicted to meet it was verified and failed
+        assert all(c.measured_ratio is not None and c.measured_ratio > 1.05 for c in cheaper)
+    kl = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6,
+                     tolerance={"mean_kl": 0.05}, pilot=pilot)
+    assert kl.chosen.measured_kl is not None and math.isfinite(kl.chosen.measured_kl)
+    if kl.reason.startswith("the cheapest"):
+        assert kl.chosen.measured_kl <= 0.05
+
+
+@pytest.mark.parametrize("tolerance", [0.9, {"rmse": 1.1}])
+def test_bad_tolerance_is_refused(smooth_5d, tolerance):
+    X, y = smooth_5d
+    with pytest.raises(ValueError, match="tolerance"):
+        auto.select(X, y, tolerance=tolerance)
