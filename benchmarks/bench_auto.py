@@ -68,16 +68,18 @@ def explicit_configurations(n: int, d: int) -> dict:
     if n <= EXACT_ROWS:
         configs["exact"] = {"estimator": "ExactGPRegressor"}
     configs["nystrom-vfe m=256 learned"] = {
-        "estimator": "LowRankGPRegressor", "approximation": "nystrom", "n_components": 256,
-        "objective": "vfe", "learn_knots": 150, "approximation_options": {"knots": "random"}}
-    configs["rff m=512"] = {"estimator": "LowRankGPRegressor", "approximation": "rff",
-                            "n_components": 512}
+        "estimator": "LowRankGPRegressor",
+        "approximation": sg.Nystrom(n_components=256, knots="random", objective="vfe",
+                                    learn_knots=150)}
+    configs["rff m=512"] = {"estimator": "LowRankGPRegressor",
+                            "approximation": sg.Features("rff", n_components=512)}
     if d <= 3:
-        configs["glf s=2048"] = {"estimator": "LowRankGPRegressor", "approximation": "glf",
-                                 "n_components": 2048}
+        configs["glf s=2048"] = {"estimator": "LowRankGPRegressor",
+                                 "approximation": sg.Features("glf", n_components=2048)}
         configs["neighbors k=300"] = {"estimator": "LowRankGPRegressor",
-                                      "approximation": "exact", "local": "neighbors",
-                                      "local_neighbors": 300, "local_learning_centres": 32}
+                                      "approximation": "exact",
+                                      "local": sg.Neighbors(n_neighbors=300,
+                                                            learning_centers=32)}
     return configs
 
 

@@ -46,11 +46,13 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.base import clone
 
 from .. import kernels, linalg
 from .._memory import available_bytes
 from .._validation import as_generator, check_matrix, check_vector
 from . import auto_costs
+from .configuration import Exact, Features, Neighbors, Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 
@@ -248,17 +250,19 @@ def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
             f"nystrom-vfe m={m}",
             auto_costs.nystrom_cost(n, d, m, E, NYSTROM_LEARN_ITERATIONS),
             _nystrom_ratio(X, pilot, m, rng),
-            _config("LowRankGPRegressor", approximation="nystrom", n_components=m,
-                    objective="vfe", learn_knots=NYSTROM_LEARN_ITERATIONS,
-                    approximation_options={"knots": "random"}, start=start)))
+            _config("LowRankGPRegressor",
+                    approximation=Nystrom(n_components=m, knots="random", objective="vfe",
+                                          learn_knots=NYSTROM_LEARN_ITERATIONS),
+                    start=start)))
     if d > LOW_DIMENSION:
         return out
     for s in GLF_SIZES:
         ok, why = _glf_resolves(X, pilot, s)
         if ok:
             out.append(priced(f"glf s={s}", auto_costs.glf_cost(n, d, s, E), 1.0,
-                              _config("LowRankGPRegressor", approximation="glf",
-                                      n_components=s, start=start), why))
+                              _config("LowRankGPRegressor",
+                                      approximation=Features("glf", n_components=s),
+                                      start=start), why))
     span = float(np.mean(X.max(axis=0) - X.min(axis=0)))
     if float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
         for k in NEIGHBOR_SIZES:
@@ -269,8 +273,8 @@ def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
             out.append(priced(
                 f"neighbors k={k}", auto_costs.neighbors_cost(n, d, k, E, LEARNING_CENTRES),
                 1.0 + math.exp(-radius ** 2 / 2),
-                _config("LowRankGPRegressor", approximation="exact", local="neighbors",
-                        local_neighbors=k, local_learning_centres=LEARNING_CENTRES,
+                _config("LowRankGPRegressor", approximation=Exact(),
+                        local=Neighbors(n_neighbors=k, learning_centers=LEARNING_CENTRES),
                         start=start)))
     for m in VECCHIA_SIZES:
         out.append(priced(f"vecchia m={m}", auto_costs.vecchia_cost(n, d, m, E),
@@ -297,12 +301,17 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
             mean, var = model.predict(Xh, return_var=True, include_noise=True)
         else:
             options = {key: value for key, value in config.items()
-                       if key not in ("estimator", "start", "learn_knots")}
-            if "n_components" in options and config.get("approximation") == "nystrom":
-                options["n_components"] = min(options["n_components"], yt.size // 2)
-            if "local_neighbors" in options:
-                options["local_neighbors"] = min(options["local_neighbors"], yt.size // 2)
-            options.pop("objective", None)
+                       if key not in ("estimator", "start")}
+            approximation = clone(options["approximation"])
+            if isinstance(approximation, Nystrom):    # at the pilot's theta: no learning
+                approximation.set_params(
+                    n_components=min(approximation.n_components, yt.size // 2),
+                    objective="dtc", learn_knots=0)
+            local = options.get("local")
+            if local is not None:
+                local = clone(local).set_params(n_neighbors=min(local.n_neighbors,
+                                                                yt.size // 2))
+            options.update(approximation=approximation, local=local)
             model = LowRankGPRegressor(**{**options, **fixed, "normalize_X": False,
                                           "normalize_y": False}, random_state=0).fit(Xt, yt)
             mean, std = model.predict(Xh, return_std=True, include_noise=True)
