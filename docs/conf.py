@@ -1,0 +1,227 @@
+"""Sphinx configuration of the scalegp documentation site.
+
+Build (from the repository root; the README's docs command):
+``sphinx-build -W --keep-going -n -b html docs docs/_build/html``.
+
+Why Sphinx rather than MkDocs: the docstrings are numpydoc, which numpydoc renders as they are
+written (MkDocs' mkdocstrings reads them too, but through a second parser with its own rules);
+autosummary generates one page per public module recursively, so a name added later appears
+without editing a page; sphinx-gallery runs the examples at build time and renders their
+figures; myst-parser reads the markdown notes of ``docs/`` unchanged as the theory part; and
+``-n`` (nitpicky) turns every unresolved cross-reference into a warning, which ``-W`` makes an
+error. These are the tools of scikit-learn, GPyTorch and GPflow's documentation.
+
+``-D plot_gallery=0`` (sphinx-gallery's switch) builds the gallery pages without running the
+examples (no figures, no output): a quick check of everything else. ``-D
+sphinx_gallery_conf.filename_pattern=...`` does not work from the command line; set
+``SCALEGP_DOCS_EXAMPLES`` to a regular expression to run only the matching examples.
+"""
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))        # the checkout's package, also without an install
+
+import scalegp  # noqa: E402
+
+project = "scalegp"
+author = "the scalegp authors"
+copyright = "2026, the scalegp authors"
+release = scalegp.__version__
+version = release
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "myst_parser",
+]
+
+extensions.append("sphinx_gallery.gen_gallery")
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+
+# Every reference must resolve (-n on the command line, and here for builds without it).
+nitpicky = True
+# The signatures carry no annotations: the docstrings give the types in words, and names such
+# as numpy.typing.ArrayLike would need intersphinx (network access at build time) to resolve.
+autodoc_typehints = "none"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autosummary_generate = True
+autosummary_ignore_module_all = True         # each name on the page of the module defining it
+autosummary_imported_members = False
+
+numpydoc_show_class_members = False          # the autosummary template lists the members
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False             # types are words ("array of shape (n, d)")
+numpydoc_validation_checks = set()
+
+myst_enable_extensions = ["dollarmath"]
+myst_heading_anchors = 3
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"scalegp {release}"
+html_theme_options = {
+    "navigation_depth": 2,
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+}
+html_static_path = []
+
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": os.environ.get("SCALEGP_DOCS_EXAMPLES", r"/plot_"),
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "abort_on_example_error": False,       # report every failing example, then fail (-W)
+    "only_warn_on_example_error": False,
+    "reset_modules": ("matplotlib",),
+}
+
+# matplotlib draws off screen while the examples run.
+os.environ.setdefault("MPLBACKEND", "Agg")
+# The UCI example reads the local copy next to the repository where there is one (as the
+# tests do); elsewhere fetch_uci downloads the file once into its cache, checked by SHA-256.
+if "SCALEGP_UCI_DIR" not in os.environ and (ROOT.parent / "shared" / "data" / "uci").is_dir():
+    os.environ["SCALEGP_UCI_DIR"] = str(ROOT.parent / "shared" / "data" / "uci")
+warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
+
+
+# -- Plain-text formulas in docstrings ------------------------------------------------------
+# The docstrings write formulas in plain text (docs/README.md): |det M|, |x - c|, and name
+# fitted attributes as scikit-learn does (kernel_). In reStructuredText "|...|" is a
+# substitution and "word_" a link; outside inline literals and directives, "|" and a word's
+# trailing "_" are escaped here so that they render as written. Nothing else is changed.
+import re  # noqa: E402
+
+_LITERAL = re.compile(r"(``.+?``|`[^`]+`_?)")
+
+
+_TRAILING_UNDERSCORE = re.compile(r"(?<=\w)_(?=\W|$)")
+
+
+def _escape_plain(part: str) -> str:
+    return _TRAILING_UNDERSCORE.sub(r"\\_", part.replace("|", r"\|"))
+
+
+def _escape_bars(line: str) -> str:
+    stripped = line.strip()
+    if stripped.startswith(("+", "|")) and stripped.endswith(("+", "|")):
+        return line                             # a grid table or a line block: leave it alone
+    if stripped.startswith(".."):
+        return line                             # a directive (numpydoc's own output included)
+    parts = _LITERAL.split(line)
+    return "".join(part if i % 2 else _escape_plain(part) for i, part in enumerate(parts))
+
+
+def _plain_text_formulas(app, what, name, obj, options, lines):
+    if what in ("data", "attribute") and obj is not None and lines:
+        own = getattr(type(obj), "__doc__", None)
+        if own and "\n".join(lines).strip() == " ".join(own.split()).strip() or (
+                own and lines[0].strip() == own.strip().splitlines()[0].strip()):
+            lines[:] = []                       # the docstring of its type (tuple, dict): none
+            return
+    lines[:] = [_escape_bars(line) for line in lines]
+
+
+# -- Members inherited from other packages ---------------------------------------------------
+# A scalegp class documents what scalegp defines, also in its own base classes; what it
+# inherits from scikit-learn or the standard library (get_params, set_output, args, ...) is
+# documented there and its docstrings refer to that project's own pages.
+def _skip_foreign_members(app, what, name, obj, skip, options):
+    if skip or what not in ("class", "exception"):
+        return None
+    module = getattr(obj, "__module__", None) or ""
+    if hasattr(obj, "__func__"):
+        module = getattr(obj.__func__, "__module__", module) or module
+    if isinstance(obj, property) and obj.fget is not None:
+        module = obj.fget.__module__ or ""
+    if module and not module.startswith("scalegp"):
+        return True
+    return None
+
+
+# -- References ------------------------------------------------------------------------------
+# Names re-exported by a package (scalegp.LowRankGPRegressor) are documented once, on the page
+# of the module defining them (scalegp.estimators.lowrank.LowRankGPRegressor); a reference
+# through the package resolves there. Anything else unresolved stays a warning (nitpicky).
+def _home_of(target: str):
+    """The documented full name of the object ``target`` names through a re-export
+    (scalegp.kernels.Kernel.theta -> scalegp.kernels.base.Kernel.theta), or None."""
+    import importlib
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        owner_name = ".".join(parts[:cut])
+        try:
+            for i, attr in enumerate(parts[cut:]):
+                parent, obj = obj, getattr(obj, attr)
+                home = getattr(obj, "__module__", None)
+                qualname = getattr(obj, "__qualname__", None)
+                if isinstance(obj, type) and home and qualname:
+                    owner_name = f"{home}.{qualname}"
+                elif i == len(parts[cut:]) - 1:
+                    owner_name = f"{owner_name}.{attr}"
+                else:
+                    owner_name = f"{owner_name}.{attr}"
+        except AttributeError:
+            return None
+        return owner_name if owner_name != target else None
+    return None
+
+
+def _resolve_reexports(app, env, node, contnode):
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    domain = env.get_domain("py")
+    if not target.startswith("scalegp."):
+        # A short name (DataSummary, verdicts.SEED_RULE) written in a module other than its
+        # own: resolved when exactly one documented object of the package ends with it.
+        matches = domain.find_obj(env, None, None, target, None, 1)
+        if len(matches) == 1:
+            return domain.resolve_xref(env, node.get("refdoc"), app.builder, node["reftype"],
+                                       matches[0][0], node, contnode)
+        return None
+    new_target = _home_of(target)
+    if new_target is None:
+        return None
+    return domain.resolve_xref(env, node.get("refdoc"), app.builder, node["reftype"],
+                               new_target, node, contnode)
+
+
+# Other projects' names (numpy, scipy, scikit-learn, the standard library) cannot resolve
+# without intersphinx, which downloads their inventories at build time; the build stays
+# offline, so they render as code. Private names are not part of the reference either.
+nitpick_ignore_regex = [
+    (r"py:.*", r"(numpy|np|scipy|sklearn|dask|distributed|matplotlib|pyarrow|threadpoolctl)"
+               r"(\..*)?"),
+    (r"py:.*", r"(abc|typing|collections|dataclasses|enum|pathlib|os|io|numbers|warnings|"
+               r"concurrent|contextlib|argparse|builtins)(\..*)?"),
+    (r"py:.*", r"(Exception|ValueError|RuntimeError|TypeError|UserWarning|Warning|"
+               r"RuntimeWarning|FileNotFoundError|OSError|NotImplementedError|object|str|int|"
+               r"float|bool|dict|list|tuple|Path|callable|None|Iterator|Iterable|Sequence|"
+               r"Mapping|ArrayLike|NDArray)"),
+    (r"py:.*", r"(.*\.)?_[A-Za-z0-9].*"),      # private names
+]
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _plain_text_formulas, priority=600)  # after numpydoc
+    app.connect("autodoc-skip-member", _skip_foreign_members)
+    app.connect("missing-reference", _resolve_reexports)
