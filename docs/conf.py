@@ -221,7 +221,41 @@ nitpick_ignore_regex = [
 ]
 
 
+# -- The top-level names ---------------------------------------------------------------------
+# scalegp re-exports the names most users need (scalegp.__all__); the API page lists them with
+# links to their documentation, from __all__ at build time, so a name added there appears.
+def _write_top_level_names(app):
+    import importlib
+    lines = []
+    for name in scalegp.__all__:
+        obj = getattr(scalegp, name)
+        if isinstance(obj, type(scalegp)):
+            lines.append(f"   * - :mod:`{obj.__name__}`\n     - {_first_line(obj)}")
+        elif hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
+            home = importlib.import_module(obj.__module__)
+            kind = "exc" if isinstance(obj, type) and issubclass(obj, BaseException) else (
+                "class" if isinstance(obj, type) else "func")
+            lines.append(f"   * - :{kind}:`scalegp.{name} <{home.__name__}.{obj.__qualname__}>`"
+                         f"\n     - {_first_line(obj)}")
+        else:
+            lines.append(f"   * - ``scalegp.{name}``\n     - ``{obj!r}``")
+    table = (".. list-table::\n   :header-rows: 1\n   :widths: 35 65\n\n"
+             "   * - name\n     - what it is\n" + "\n".join(lines) + "\n")
+    target = Path(app.srcdir) / "generated" / "top_level_names.inc"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.is_file() or target.read_text(encoding="utf-8") != table:
+        target.write_text(table, encoding="utf-8")
+
+
+def _first_line(obj) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip().split("\n\n")[0]
+    text = " ".join(doc.split())
+    sentence = text.split(". ")[0].rstrip(".")
+    return _escape_bars(sentence) + "." if sentence else ""
+
+
 def setup(app):
+    app.connect("builder-inited", _write_top_level_names)
     app.connect("autodoc-process-docstring", _plain_text_formulas, priority=600)  # after numpydoc
     app.connect("autodoc-skip-member", _skip_foreign_members)
     app.connect("missing-reference", _resolve_reexports)

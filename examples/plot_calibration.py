@@ -19,12 +19,12 @@ X = rng.uniform(-3, 3, size=(6_000, 2))
 y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.2 * rng.standard_normal(len(X))
 X_train, y_train, X_test, y_test = X[:5_000], y[:5_000], X[5_000:], y[5_000:]
 
-kernel = sg.Matern(nu=2.5, length_scale=1.0, length_scale_bounds=(0.1, 10.0),
-                   variance_bounds=(0.1, 10.0))
+kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.4, 2.0),
+                     variance_bounds=(0.1, 10.0))
 exact = sg.ExactGPRegressor(kernel=kernel).fit(X_train[:600], y_train[:600])
-glf = sg.LowRankGPRegressor(approximation="glf", n_components=256, kernel=kernel,
+glf = sg.LowRankGPRegressor(approximation="glf", n_components=1024, kernel=kernel,
                             noise_variance_bounds=(1e-4, 1.0)).fit(X_train, y_train)
-overconfident = sg.LowRankGPRegressor(approximation="glf", n_components=256,
+overconfident = sg.LowRankGPRegressor(approximation="glf", n_components=1024,
                                       kernel=glf.kernel_,
                                       noise_variance=glf.noise_variance_ / 10,
                                       optimize=False).fit(X_train, y_train)

@@ -18,11 +18,12 @@ from scalegp import plot
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-3, 3, size=(100_000, 2))
-y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(len(X))
+y = np.sin(2 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.1 * rng.standard_normal(len(X))
 
-kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.1, 10.0),
+# the length-scale box Theta the Gauss-Legendre rule is built for (docs/gauss-legendre.md)
+kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.4, 2.0),
                      variance_bounds=(0.1, 10.0))
-options = dict(approximation="glf", n_components=256, kernel=kernel, noise_variance=0.01,
+options = dict(approximation="glf", n_components=1024, kernel=kernel, noise_variance=0.01,
                noise_variance_bounds=(1e-4, 1.0))
 
 with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,

@@ -5,8 +5,8 @@ Bayesian hyperparameters: intervals from the Gibbs sampler
 :class:`scalegp.GibbsGPRegressor` samples the noise precision, the kernel variance and the
 length scale (on a grid) by the Gibbs sampler of Banerjee, Dunson & Tokdar (2013), instead of
 maximizing the marginal likelihood. Its predictive distribution is a mixture over the kept
-draws, and ``predict_interval`` gives the mixture's equal-tailed interval. With 40 points,
-where the length scale is poorly determined, the mixture's interval is compared with the
+draws, and ``predict_interval`` gives the mixture's equal-tailed interval. With 100 noisy
+points, where the length scale is not sharply determined, the mixture's interval is compared with the
 Gaussian band of the maximum-likelihood fit.
 """
 
@@ -16,13 +16,16 @@ import scalegp as sg
 from scalegp import plot
 
 rng = np.random.default_rng(3)
-X = np.sort(rng.uniform(0, 10, size=(40, 1)), axis=0)
+X = np.sort(rng.uniform(0, 10, size=(100, 1)), axis=0)
 y = np.sin(X[:, 0]) + 0.2 * rng.standard_normal(len(X))
 
-gibbs = sg.GibbsGPRegressor(approximation="glf", n_components=64, collapsed=True,
-                            n_iter=1500, burn_in=500, random_state=0).fit(X, y)
-ml = sg.LowRankGPRegressor(approximation="glf", n_components=64, normalize_y=True,
-                           kernel=sg.Gaussian(length_scale=1.0, length_scale_bounds=(0.05, 20)),
+# theta1 = 1 / (2 l^2) on a grid of length scales from 0.6 to 4
+theta1_grid = 1 / (2 * np.geomspace(0.6, 4.0, 40) ** 2)
+gibbs = sg.GibbsGPRegressor(approximation="glf", n_components=32, collapsed=True,
+                            theta1_grid=theta1_grid, n_iter=1500, burn_in=500,
+                            random_state=0).fit(X, y)
+ml = sg.LowRankGPRegressor(approximation="glf", n_components=32, normalize_y=True,
+                           kernel=sg.Gaussian(length_scale=1.0, length_scale_bounds=(0.6, 4.0)),
                            random_state=0).fit(X, y)
 
 print("posterior means:", {k: round(float(v), 4) for k, v in gibbs.posterior_means_.items()})

@@ -8,6 +8,7 @@ with the gallery's examples run. Here the examples are not run (sphinx-gallery's
 Skipped, with its reason, where Sphinx and the ``docs`` extra are not installed.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,8 +33,8 @@ def test_site_builds_without_warnings(tmp_path):
     shutil.copytree(ROOT / "examples", source / "examples")
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info"))
     out = tmp_path / "html"
-    env = {"SCALEGP_DOCS_EXAMPLES": r"/plot_glf_vs_exact_1d", "MPLBACKEND": "Agg",
-           "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "SCALEGP_DOCS_EXAMPLES": r"/plot_glf_vs_exact_1d",
+           "MPLBACKEND": "Agg"}
     result = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",
          str(source / "docs"), str(out)],
