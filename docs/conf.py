@@ -64,7 +64,7 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False             # types are words ("array of shape (n, d)")
 numpydoc_validation_checks = set()
 
-myst_enable_extensions = ["dollarmath"]
+myst_enable_extensions = []             # the notes write formulas in plain text; "$" is a literal
 myst_heading_anchors = 3
 
 html_theme = "pydata_sphinx_theme"
@@ -169,16 +169,14 @@ def _home_of(target: str):
             continue
         owner_name = ".".join(parts[:cut])
         try:
-            for i, attr in enumerate(parts[cut:]):
-                parent, obj = obj, getattr(obj, attr)
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
                 home = getattr(obj, "__module__", None)
                 qualname = getattr(obj, "__qualname__", None)
                 if isinstance(obj, type) and home and qualname:
-                    owner_name = f"{home}.{qualname}"
-                elif i == len(parts[cut:]) - 1:
-                    owner_name = f"{owner_name}.{attr}"
+                    owner_name = f"{home}.{qualname}"       # a class: its defining module
                 else:
-                    owner_name = f"{owner_name}.{attr}"
+                    owner_name = f"{owner_name}.{attr}"     # a member of what came before
         except AttributeError:
             return None
         return owner_name if owner_name != target else None
