@@ -129,6 +129,7 @@ def _escape_bars(line: str) -> str:
 def _plain_text_formulas(app, what, name, obj, options, lines):
     if what in ("data", "attribute") and obj is not None and lines:
         own = getattr(type(obj), "__doc__", None)
+        own = own if isinstance(own, str) else None
         if own and "\n".join(lines).strip() == " ".join(own.split()).strip() or (
                 own and lines[0].strip() == own.strip().splitlines()[0].strip()):
             lines[:] = []                       # the docstring of its type (tuple, dict): none
@@ -157,30 +158,43 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
 # Names re-exported by a package (scalegp.LowRankGPRegressor) are documented once, on the page
 # of the module defining them (scalegp.estimators.lowrank.LowRankGPRegressor); a reference
 # through the package resolves there. Anything else unresolved stays a warning (nitpicky).
-def _home_of(target: str):
-    """The documented full name of the object ``target`` names through a re-export
-    (scalegp.kernels.Kernel.theta -> scalegp.kernels.base.Kernel.theta), or None."""
+def _lookup(dotted: str):
+    """The object a dotted name names (a module, then attributes), or raise LookupError."""
     import importlib
-    parts = target.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
             continue
-        owner_name = ".".join(parts[:cut])
         try:
             for attr in parts[cut:]:
                 obj = getattr(obj, attr)
-                home = getattr(obj, "__module__", None)
-                qualname = getattr(obj, "__qualname__", None)
-                if isinstance(obj, type) and home and qualname:
-                    owner_name = f"{home}.{qualname}"       # a class: its defining module
-                else:
-                    owner_name = f"{owner_name}.{attr}"     # a member of what came before
         except AttributeError:
-            return None
-        return owner_name if owner_name != target else None
-    return None
+            raise LookupError(dotted) from None
+        return obj, ".".join(parts[:cut]), parts[cut:]
+    raise LookupError(dotted)
+
+
+def _home_of(target: str):
+    """The documented full name of the object ``target`` names through a re-export
+    (scalegp.kernels.Kernel.theta -> scalegp.kernels.base.Kernel.theta), or None."""
+    import inspect
+    try:
+        _, module_name, attrs = _lookup(target)
+    except LookupError:
+        return None
+    import importlib
+    obj, name = importlib.import_module(module_name), module_name
+    for attr in attrs:
+        obj = getattr(obj, attr)
+        home = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", None)
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and home and qualname:
+            name = f"{home}.{qualname}"              # a class or function: where it is defined
+        else:
+            name = f"{name}.{attr}"                  # a member of what came before
+    return name
 
 
 def _resolve_reexports(app, env, node, contnode):
@@ -188,19 +202,33 @@ def _resolve_reexports(app, env, node, contnode):
         return None
     target = node.get("reftarget", "")
     domain = env.get_domain("py")
-    if not target.startswith("scalegp."):
-        # A short name (DataSummary, verdicts.SEED_RULE) written in a module other than its
-        # own: resolved when exactly one documented object of the package ends with it.
+
+    def resolve(name):
+        return domain.resolve_xref(env, node.get("refdoc"), app.builder, node["reftype"],
+                                   name, node, contnode)
+
+    if target.startswith("scalegp."):
+        candidates = [target]
+    else:
+        # a name relative to the module or class the reference is written in
+        module, cls = node.get("py:module"), node.get("py:class")
+        candidates = [f"{module}.{cls}.{target}"] if module and cls else []
+        candidates += [f"{module}.{target}"] if module else []
+        # a short name (verdicts.SEED_RULE) written elsewhere: one documented object ends with it
         matches = domain.find_obj(env, None, None, target, None, 1)
         if len(matches) == 1:
-            return domain.resolve_xref(env, node.get("refdoc"), app.builder, node["reftype"],
-                                       matches[0][0], node, contnode)
-        return None
-    new_target = _home_of(target)
-    if new_target is None:
-        return None
-    return domain.resolve_xref(env, node.get("refdoc"), app.builder, node["reftype"],
-                               new_target, node, contnode)
+            return resolve(matches[0][0])
+    for candidate in candidates:
+        home = _home_of(candidate)
+        if home is None:
+            continue                                 # no such object: try the next reading
+        ref = resolve(home)
+        if ref is not None:
+            return ref
+        # The object exists but has no page of its own (a special method such as __call__,
+        # a constant without a doc comment): shown as code, as any name without a link.
+        return contnode
+    return None
 
 
 # Other projects' names (numpy, scipy, scikit-learn, the standard library) cannot resolve

@@ -6,8 +6,8 @@ Bayesian hyperparameters: intervals from the Gibbs sampler
 length scale (on a grid) by the Gibbs sampler of Banerjee, Dunson & Tokdar (2013), instead of
 maximizing the marginal likelihood. Its predictive distribution is a mixture over the kept
 draws, and ``predict_interval`` gives the mixture's equal-tailed interval. With 100 noisy
-points, where the length scale is not sharply determined, the mixture's interval is compared with the
-Gaussian band of the maximum-likelihood fit.
+points, where the length scale is not sharply determined, the mixture's interval is compared
+with the Gaussian band of the maximum-likelihood fit.
 """
 
 import numpy as np

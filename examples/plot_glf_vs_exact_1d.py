@@ -37,7 +37,7 @@ print(f"largest difference of the means on [-5, 5]: {np.abs(mean_glf - mean_exac
 print(f"largest difference of the stds on [-5, 5]:  {np.abs(std_glf - std_exact).max():.2e}")
 
 # %%
-# The 95 % bands of the latent function; outside the data (|x| > 4) both widen to the prior.
+# The 95 % bands of the latent function; outside the data (``|x| > 4``) both widen to the prior.
 fig, axes = plot.new_figure(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
 plot.plot_prediction(glf, X_plot, X_train=X, y_train=y, ax=axes[0])
 plot.plot_prediction(exact, X_plot, X_train=X, y_train=y, ax=axes[1])

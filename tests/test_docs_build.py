@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_site_builds_without_warnings(tmp_path):
-    pytest.importorskip("sphinx", reason="the docs extra is not installed (pip install -e '.[docs]')")
+    pytest.importorskip("sphinx",
+                        reason="the docs extra is not installed (pip install -e '.[docs]')")
     for module in ("numpydoc", "sphinx_gallery", "myst_parser", "pydata_sphinx_theme"):
         pytest.importorskip(module, reason="the docs extra is not installed")
     source = tmp_path / "repo"

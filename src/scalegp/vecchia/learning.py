@@ -5,7 +5,7 @@ are computed in u = x / l, and l is what learning changes. Learning therefore al
 
     1. build the structure (ordering, neighbours, blocks) at the current length scales;
     2. maximize the Vecchia log likelihood at that fixed structure with L-BFGS-B
-       (:func:`scalegp.optimize.learn_hyperparameters`: kernel log-parameters and the log
+       (:func:`scalegp.inference.optimize.learn_hyperparameters`: kernel log-parameters and the log
        noise variance inside their box);
     3. if some learned length scale differs from the one the structure was built with by
        more than a factor ``rebuild_factor``, go back to 1 (at most ``max_structures``
@@ -57,7 +57,7 @@ class VecchiaGP:
     max_structures, rebuild_factor : int, float
         Scaled Vecchia's rebuilds during learning (module docstring).
     n_restarts : int
-        Extra L-BFGS-B starts per stage (:func:`scalegp.optimize.maximize_likelihood`).
+        Extra L-BFGS-B starts per stage (:func:`scalegp.inference.optimize.maximize_likelihood`).
     n_jobs : int
         Threads over blocks and test points.
     random_state : None, int or Generator
