@@ -9,6 +9,7 @@ features on all training points with learned hyperparameters, and the same model
 noise variance set ten times too small, whose intervals are too narrow.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -38,8 +39,8 @@ for name, model in models.items():
 
 # %%
 # Coverage against level; the diagonal is perfect calibration.
-fig, axes = plot.new_figure(1, 3, figsize=(12, 4), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(12, 4), sharey=True, layout="constrained")
 for ax, (name, model) in zip(axes, models.items()):
     plot.plot_calibration(model, X_test, y_test, ax=ax)
     ax.set_title(name)
-fig
+plt.show()

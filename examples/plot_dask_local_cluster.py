@@ -10,6 +10,7 @@ fit equals the in-memory fit on the same rows to rounding.
 """
 
 import dask.array as da
+import matplotlib.pyplot as plt
 import numpy as np
 from distributed import Client, LocalCluster
 
@@ -42,7 +43,7 @@ print("largest difference of the predictions: "
 # %%
 # The standard deviation of the Dask-fitted model: flat inside the data, growing outside.
 grid = np.linspace(-4, 4, 80)
-fig, ax = plot.new_figure(figsize=(5.5, 4.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
 plot.plot_map(on_dask, grid, grid, what="std", ax=ax)
 ax.set_title("predictive std of the model fitted on Dask")
-fig
+plt.show()

@@ -10,6 +10,7 @@ points, where the length scale is not sharply determined, the mixture's interval
 with the Gaussian band of the maximum-likelihood fit.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -41,9 +42,9 @@ print(f"mean width of the 95 % interval: Gibbs mixture {np.mean(upper - lower):.
 # %%
 # Left: the mixture's 95 % interval (Gibbs); right: mean +- 1.96 std at the
 # maximum-likelihood hyperparameters.
-fig, axes = plot.new_figure(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
 plot.plot_prediction(gibbs, X_plot, X_train=X, y_train=y, ax=axes[0])
 plot.plot_prediction(ml, X_plot, X_train=X, y_train=y, ax=axes[1])
 axes[0].set_title("Gibbs sampler: mixture over 1,000 draws")
 axes[1].set_title("maximum likelihood")
-fig
+plt.show()

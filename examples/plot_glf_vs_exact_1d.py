@@ -9,6 +9,7 @@ On a 1-D problem with 300 points the exact GP is cheap, and the two fits can be 
 directly: learned hyperparameters, log marginal likelihood and the predictive bands.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -38,9 +39,9 @@ print(f"largest difference of the stds on [-5, 5]:  {np.abs(std_glf - std_exact)
 
 # %%
 # The 95 % bands of the latent function; outside the data (``|x| > 4``) both widen to the prior.
-fig, axes = plot.new_figure(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
 plot.plot_prediction(glf, X_plot, X_train=X, y_train=y, ax=axes[0])
 plot.plot_prediction(exact, X_plot, X_train=X, y_train=y, ax=axes[1])
 axes[0].set_title("Gauss-Legendre features (s = 64)")
 axes[1].set_title("exact GP")
-fig
+plt.show()

@@ -12,6 +12,7 @@ predictive marginals. Neither reproduces the exact GP with 16 features, and both
 (the ``ApproximationWarning`` lines in the output): the warnings are part of the result.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -46,9 +47,9 @@ for name, model in (("RFF", rff), ("local Maclaurin", maclaurin)):
 
 # %%
 # The 95 % bands of the three models; RFF's 16 features leave visible wiggles.
-fig, axes = plot.new_figure(1, 3, figsize=(13, 3.8), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True, layout="constrained")
 for ax, (name, model) in zip(axes, (("exact GP", exact), ("RFF, D = 16", rff),
                                     ("local Maclaurin, D = 16", maclaurin))):
     plot.plot_prediction(model, X_test, X_train=X, y_train=y, ax=ax)
     ax.set_title(name)
-fig
+plt.show()

@@ -11,6 +11,7 @@ at m = 24, with one length scale per input. An input whose length scale runs to 
 bound is one the model finds irrelevant (the ``BoundaryWarning`` lines say which).
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -37,8 +38,8 @@ for name, learn in (("fixed knots", 0), ("learned knots", 30)):
 
 # %%
 # The learned length scales of both fits, one per input, with the search box.
-fig, axes = plot.new_figure(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True, layout="constrained")
 for ax, (name, model) in zip(axes, results.items()):
     plot.plot_length_scales(model, ax=ax)
     ax.set_title(name)
-fig
+plt.show()

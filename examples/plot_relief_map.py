@@ -15,6 +15,7 @@ scattered held-out points); this example uses 10,000 points and k = 100 so that 
 seconds.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -41,7 +42,7 @@ print(f"{len(y_train)} training points, {model.n_centres_} centres; test RMSE on
 # Mean and standard deviation on a 150 x 150 grid; the held-out square is outlined in red.
 lon = np.linspace(X[:, 0].min(), X[:, 0].max(), 150)
 lat = np.linspace(X[:, 1].min(), X[:, 1].max(), 150)
-fig, (ax_mean, ax_std) = plot.new_figure(1, 2, figsize=(11, 4.5), layout="constrained")
+fig, (ax_mean, ax_std) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
 plot.plot_map(model, lon, lat, what="mean", ax=ax_mean, cmap="terrain")
 plot.plot_map(model, lon, lat, what="std", ax=ax_std)
 for ax in (ax_mean, ax_std):
@@ -51,4 +52,4 @@ for ax in (ax_mean, ax_std):
     ax.set_ylabel("latitude")
 ax_mean.set_title("predictive mean (m)")
 ax_std.set_title("predictive std (m)")
-fig
+plt.show()

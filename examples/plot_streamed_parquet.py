@@ -12,6 +12,7 @@ of 20,000); the same code fits a file of billions of rows in O(chunk m + m^2) me
 import tempfile
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -48,7 +49,7 @@ folder.cleanup()
 # %%
 # The streamed model's mean over the square.
 grid = np.linspace(-3, 3, 80)
-fig, ax = plot.new_figure(figsize=(5.5, 4.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
 plot.plot_map(streamed, grid, grid, what="mean", ax=ax)
 ax.set_title("mean of the model fitted from the Parquet file")
-fig
+plt.show()

@@ -9,6 +9,7 @@ subsample of the relief map, at fixed hyperparameters, against the exact GP on t
 points.
 """
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import scalegp as sg
@@ -34,11 +35,9 @@ print(f"exact GP:       test RMSE {np.sqrt(np.mean((exact.predict(X_test) - y_te
 
 # %%
 # Test predictions of the m = 30 model against the exact GP's.
-from scalegp import plot  # noqa: E402
-
-fig, ax = plot.new_figure(figsize=(4.5, 4.5), layout="constrained")
+fig, ax = plt.subplots(figsize=(4.5, 4.5), layout="constrained")
 ax.scatter(exact.predict(X_test), gp.predict(X_test), s=6)
 ax.axline((0, 0), slope=1, color="grey", lw=1)
 ax.set_xlabel("exact GP mean")
 ax.set_ylabel("Vecchia mean, m = 30")
-fig
+plt.show()
