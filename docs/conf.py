@@ -134,7 +134,15 @@ def _plain_text_formulas(app, what, name, obj, options, lines):
                 own and lines[0].strip() == own.strip().splitlines()[0].strip()):
             lines[:] = []                       # the docstring of its type (tuple, dict): none
             return
-    lines[:] = [_escape_bars(line) for line in lines]
+    out, literal_indent = [], None                 # inside a literal block ("::"): as is
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if literal_indent is not None and line.strip() and indent <= literal_indent:
+            literal_indent = None
+        out.append(line if literal_indent is not None else _escape_bars(line))
+        if literal_indent is None and line.rstrip().endswith("::"):
+            literal_indent = indent
+    lines[:] = out
 
 
 # -- Members inherited from other packages ---------------------------------------------------
