@@ -222,6 +222,9 @@ def _resolve_reexports(app, env, node, contnode):
         module, cls = node.get("py:module"), node.get("py:class")
         candidates = [f"{module}.{cls}.{target}"] if module and cls else []
         candidates += [f"{module}.{target}"] if module else []
+        # a generated page is named after its object (the class of a methods table)
+        page = (node.get("refdoc") or "").rsplit("/", 1)[-1]
+        candidates += [f"{page}.{target}"] if page.startswith("scalegp.") else []
         # a short name (verdicts.SEED_RULE) written elsewhere: one documented object ends with it
         matches = domain.find_obj(env, None, None, target, None, 1)
         if len(matches) == 1:
