@@ -17,8 +17,8 @@ Three models, all chosen as the library chooses them for any user, with no hand-
   model (:mod:`scalegp.local.neighborhoods`) of exact GPs on every training point, one per centre of
   an adaptive cover, each on its ``n_neighbors`` nearest points, blended continuously; the
   shared hyperparameters maximize the composite likelihood of ``LEARNING_CENTRES`` random
-  neighbourhoods. A rough field is what global low-rank models resolve worst (README,
-  "Local models").
+  neighbourhoods. A rough field is what global low-rank models resolve worst
+  (docs/guide/local.md).
 - ``model="global"``: one low-rank GP on ``subsample`` points, Gauss-Legendre features with
   ``n_nodes="auto"`` capped at the budget ``n_components`` (2,048: a fit of about ten seconds
   on two cores); the optimizer searches the part of the bounds that rule resolves
@@ -65,8 +65,8 @@ EXACT_SUBSAMPLE_VECCHIA = 1000
 #: The demo's models (module docstring).
 DEMO_MODELS = ("vecchia", "neighbors", "global")
 #: Training points per neighbourhood of the default model: on this map k = 200, 300 and 500
-#: reached the same test RMSE (50 to 52 m), and 300 needs the least time (README, "Local
-#: models").
+#: reached the same test RMSE (50 to 52 m), and 300 needs the least time
+#: (docs/guide/local.md; benchmarks/results/local.md).
 N_NEIGHBORS = 300
 #: Neighbourhoods the default model learns its hyperparameters on.
 LEARNING_CENTRES = 32

@@ -48,8 +48,8 @@ class TensorGrid:
 
 
 class GridSource(DataSource):
-    """y on every cell of the grid ``axes[0] x ... x axes[d-1]``: ``values`` has shape
-    (len(axes[0]), ..., len(axes[d-1])), row ``i`` of the source is the cell
+    """y on every cell of the grid spanned by ``axes`` (their Cartesian product): ``values``
+    has shape (len(axes[0]), ..., len(axes[d-1])), row ``i`` of the source is the cell
     ``np.unravel_index(i, values.shape)``.
 
     Axes are 1-D, non-empty and finite (any order; repeated coordinates are allowed and count

@@ -97,8 +97,8 @@ def _log_marginal_likelihood(statistics: Statistics, system: FactorizedSystem) -
 class MarginalLikelihood:
     """The low-rank objective: log p(y | theta), its gradient, and the posterior at theta.
 
-    theta = [kernel.theta..., log noise_variance], owned by :class:`~scalegp.engine.hyperparameters.
-    Hyperparameters` (a kernel alone is taken as its hyperparameters). For a
+    theta = [kernel.theta..., log noise_variance], owned by
+    :class:`~scalegp.engine.hyperparameters.Hyperparameters` (a kernel alone is taken as its hyperparameters). For a
     :class:`FixedBasisFeatureMap` and homoscedastic noise the basis statistics are accumulated
     once in the constructor and each call costs O(m^3), independent of n; otherwise each call
     makes two streaming passes over the data (statistics, then the gradient's shares). How

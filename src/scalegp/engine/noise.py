@@ -10,7 +10,7 @@ Three diagonals (docs/engine.md, "Noise models"):
   k(x_i, x_i).
 
 The engine writes every diagonal through row weights relative to the noise variance,
-w^_i = s2 / d_i (1 for the homoscedastic model): with W^ = diag(w^),
+w^_i = s2 / d_i (1 for the homoscedastic model): with W^ = diag(w^)::
 
     M = s2 S + Psi^T W^ Psi,   b = Psi^T W^ y,   beta = M^{-1} b,
     log p(y) = -1/2 [ (y^T W^ y - b^T beta) / s2 + (n - m) log s2 + log|det M|
@@ -135,8 +135,8 @@ class NoiseModel:
 
     def row_variances_grad(self, at_map, chunk, Psi, dPsi, noise_variance: float) -> np.ndarray:
         """d d_i / d theta for theta = [kernel log-parameters..., log s2], shape (P + 1, rows);
-        ``dPsi`` is the chunk's feature gradient operator (:class:`~scalegp.features.base.
-        FeatureGradient`).
+        ``dPsi`` is the chunk's feature gradient operator
+        (:class:`~scalegp.features.base.FeatureGradient`).
 
         d d_i / d log s2 = s2; for FITC, where c_i > 0,
         d c_i / d theta_j = d k(x_i, x_i) / d theta_j - 2 psi_i^T S dpsi_ij (0 where floored).

@@ -125,12 +125,12 @@ class QRMarginalLikelihood:
     Per theta, with h = sqrt(w(theta)) and B = R_V diag(h), the R-factor of the (2s x s) matrix
     [B; sqrt(s2) I] = Q R gives R^T R = M = s2 I + diag(h) Phi^T Phi diag(h) without forming
     Phi^T Phi, so L = R^T is M's Cholesky factor. With b = B^T t_y (= diag(h) Phi^T y) and
-    u = L^{-1} b (= Q_1^T t_y):
+    u = L^{-1} b (= Q_1^T t_y)::
 
         beta = M^{-1} b = R^{-1} u,   y^T K^{-1} y = (|y|^2 - |u|^2) / s2,
         log det K = (n - s) log s2 + 2 sum_i log R_ii,   diag(M^{-1}) = row norms^2 of R^{-1},
 
-    so that (docs/engine.md, "Gradient"; derivation in docs/gauss-legendre.md, section 8)
+    so that (docs/engine.md, "Gradient"; derivation in docs/gauss-legendre.md, section 8)::
 
         d log p / d theta_i = 1/2 sum_l g_il [beta_l^2 - (1 - s2 (M^{-1})_ll)],
         d log p / d log s2 = s2 / 2 [(|y|^2 - 2|u|^2 + |B beta|^2) / s2^2

@@ -241,7 +241,7 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     function of the chunk given the factorized system, so shares add in any order.
 
     With r = y - Psi beta, W^ the relative row weights (1 when homoscedastic) and
-    Q = Psi M^{-1} (docs/engine.md, "Gradient"):
+    Q = Psi M^{-1} (docs/engine.md, "Gradient")::
 
         kernel part:  sum_i w^_i r_i (dpsi_ij^T beta) / s2 - sum_i w^_i q_i^T dpsi_ij,
         diagonal:     1/2 sum_i (d d_i / d theta_j) [w^_i^2 r_i^2 / s2^2 - w^_i / s2

@@ -1,5 +1,5 @@
-"""The preparation of a low-rank fit (a mixin of :class:`scalegp.estimators.lowrank.
-LowRankGPRegressor`, split off by job): the feature map, the checks of the options that one
+"""The preparation of a low-rank fit (a mixin of
+:class:`scalegp.estimators.lowrank.LowRankGPRegressor`, split off by job): the feature map, the checks of the options that one
 configuration reads (local models, learned knots, threads, memory), and the local models'
 maps, neighbourhoods and objectives.
 """

@@ -126,13 +126,13 @@ class StochasticFullySymmetricFeatures(FourierFeatureMap, name="sfs"):
     Liu et al. Eqs. (10)-(16), real-valued form (docs/decisions.md, "S-FS in real form"). The
     randomized weights a~_0(omega) = 1 - |omega|^2/lambda^2, a~_j(omega) = |omega|^2 /
     (2 d lambda^2) (Eq. 11) give the control variate M(omega) = 1 - |omega|^2 (1 - Q)/d with
-    E[M] = Q (Eq. 10). The estimator (Eqs. 12-14)
+    E[M] = Q (Eq. 10). The estimator (Eqs. 12-14)::
 
         R(z) = (1/D) sum_i [cos(omega_i^T z) - M(omega_i)] + Q(z)
              = (1/D) sum_i cos(omega_i^T z) - c sum_j (1 - cos(lambda z_j)),
         c = (d - S) / (d lambda^2),   S = (1/D) sum_i |omega_i|^2,
 
-    is unbiased (Theorem 1) with variance (Theorem 2, :func:`sfs_variance`)
+    is unbiased (Theorem 1) with variance (Theorem 2, :func:`sfs_variance`)::
 
         V[R] = V_RFF + (2 (1 - Q) / (D d)) (1 - Q - |z|^2 exp(-|z|^2/2)),
         V_RFF = (1 - exp(-|z|^2))^2 / (2D),

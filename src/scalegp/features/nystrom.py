@@ -6,11 +6,12 @@ With K_ZZ = k(Z, Z) = L L^T (Cholesky) the inductive map is
 
 the subset-of-regressors / predictive-process kernel (Banerjee, Dunson & Tokdar 2013, Eq. 2;
 Williams & Seeger 2001). On any inputs Q = Psi Psi^T is the orthogonal projection of k onto the
-span of k(., Z) in the RKHS, so K - Q is positive semidefinite (:attr:`bounded_by_kernel`): the
-missing prior variance k(x, x) - |psi(x)|^2 is >= 0 (up to rounding) and the VFE trace term is
-a bound (docs/nystrom.md, section 3). The knots are the map's saved state; they are chosen once,
-in :meth:`NystromFeatures.build`, from the training inputs ("random" = PP1, "grid",
-"pivoted_cholesky" = PP2, "kmeans") or given by the user.
+span of k(., Z) in the RKHS, so K - Q is positive semidefinite
+(:attr:`NystromFeatures.bounded_by_kernel`): the missing prior variance k(x, x) - |psi(x)|^2
+is >= 0 (up to rounding) and the VFE trace term is a bound (docs/nystrom.md, section 3). The
+knots are the map's saved state; they are chosen once, in :meth:`NystromFeatures.build`,
+from the training inputs ("random" = PP1, "grid", "pivoted_cholesky" = PP2, "kmeans") or
+given by the user.
 
 The derivative in a log-parameter theta_j, with dK_ZZ = L dL^T + dL L^T solved for the
 lower-triangular dL (Murray 2016, "Differentiation of the Cholesky decomposition"):

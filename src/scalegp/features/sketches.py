@@ -36,7 +36,7 @@ import math
 import numpy as np
 from scipy.linalg import hadamard
 
-#: The sketch types; "complex-*" ones have 2 real columns per feature.
+#: The sketch types; the ``"complex-*"`` ones have 2 real columns per feature.
 SKETCHES = ("rademacher", "gaussian", "complex-rademacher", "complex-gaussian", "srht",
             "complex-srht", "tensorsketch")
 

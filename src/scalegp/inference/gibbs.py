@@ -389,7 +389,7 @@ def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *
         Sweeps in all (>= 1), discarded first sweeps (< n_iter), thinning (>= 1).
     collapsed : bool
     diag_correction : bool
-        The FITC-style diagonal eps (cost model "rows-*"; without: "statistics").
+        The FITC-style diagonal eps (cost model ``"rows-*"``; without: ``"statistics"``).
     rng : numpy.random.Generator or int or None
     progress : callable, optional
         ``progress(done, total, stage)`` after each grid point of the precomputation

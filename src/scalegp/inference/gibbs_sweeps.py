@@ -21,7 +21,7 @@ from .gibbs_model import (DIAG_FLOOR, FEATURE_CACHE_BYTES, AtomMaps, GammaPrior,
 class StatisticsBackend:
     """Weight-space conditionals from the m x m statistics of every grid point (no diagonal).
 
-    With G_h = U_h diag(lam_h) U_h^T and z_h = U_h^T b_h (Eq. G5-G8 of docs/gibbs.md):
+    With G_h = U_h diag(lam_h) U_h^T and z_h = U_h^T b_h (Eq. G5-G8 of docs/gibbs.md)::
 
         w | y, tau, theta2, h ~ N(U (tau lam + theta2)^{-1} tau z, U (tau lam + theta2)^{-1} U^T)
         tau | y, w, h ~ Ga(a1 + n/2, b1 + RSS_h(w)/2),  RSS_h(w) = y^T y - 2 z^T v + lam^T v^2
@@ -112,7 +112,7 @@ class RowsBackend:
 
     Q_h = Psi_h Psi_h^T + C_h with C_h = diag(c_h) (unit variance), g = f(X) ~ N(0, Q_h /
     theta2). Per grid point, independent of tau and theta2: c_h (floored), the Cholesky
-    factor L_h of I + Psi_h^T C_h^{-1} Psi_h and log|Q_h| = sum log c_h + 2 sum log diag L_h.
+    factor L_h of I + Psi_h^T C_h^{-1} Psi_h and log|Q_h| = sum log c_h + 2 sum log diag L_h::
 
         g | y, tau, theta2, h: w ~ N(A^{-1} Psi^T R y, A^{-1}), A = theta2 I + Psi^T R Psi,
             R = diag(1 / (c / theta2 + 1 / tau)); u_i | w ~ N(tau r_i / (tau + theta2 / c_i),

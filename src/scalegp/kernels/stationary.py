@@ -96,9 +96,11 @@ class Matern(Kernel, names={"matern12": {"nu": 0.5}, "matern32": {"nu": 1.5},
 
     nu = 1/2: s exp(-r); 3/2: s (1 + sqrt3 r) exp(-sqrt3 r);
     5/2: s (1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r).
-    Spectral density (docs/conventions.md; R&W eq. 4.15 times s):
-    p(eta) = s Gamma(nu + d/2) / Gamma(nu) (2 pi / nu)^{d/2} prod_j l_j
-             (1 + (2 pi^2 / nu) sum_j l_j^2 eta_j^2)^{-(nu + d/2)};
+    Spectral density (docs/conventions.md; R&W eq. 4.15 times s)::
+
+        p(eta) = s Gamma(nu + d/2) / Gamma(nu) (2 pi / nu)^{d/2} prod_j l_j
+                 (1 + (2 pi^2 / nu) sum_j l_j^2 eta_j^2)^{-(nu + d/2)};
+
     standardized angular frequencies omega follow a multivariate Student t with 2 nu dof.
     """
 

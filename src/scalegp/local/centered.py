@@ -415,8 +415,8 @@ class LocalModel(abc.ABC):
 
     @classmethod
     def learning_objective(cls, context: LocalContext, hyperparameters):
-        """The cluster-centred objective at ``context.threshold`` (:class:`LocalMarginal
-        Likelihood`), whose posterior is this kind's ``fit``."""
+        """The cluster-centred objective at ``context.threshold``
+        (:class:`LocalMarginalLikelihood`), whose posterior is this kind's ``fit``."""
         return LocalMarginalLikelihood(
             context, hyperparameters,
             lambda kernel, noise_variance: cls.fit(context, kernel, noise_variance))

@@ -365,8 +365,8 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
 
     @classmethod
     def learning_objective(cls, context: LocalContext, hyperparameters):
-        """The block composite likelihood of the context's cover (:class:`Neighborhood
-        Likelihood`)."""
+        """The block composite likelihood of the context's cover
+        (:class:`NeighborhoodLikelihood`)."""
         return NeighborhoodLikelihood(
             hyperparameters, context.neighborhoods, context.source.X, context.source.y,
             feature_map=context.feature_map, learning_centres=context.learning_centres,

@@ -81,7 +81,7 @@ class VecchiaGP:
         (2.2e-9, about 3e-4 nats on the 77,800-point relief map, where the learned
         hyperparameters stop moving long before).
     n_restarts : int
-        Extra L-BFGS-B starts per stage (:func:`scalegp.optimize.maximize_likelihood`).
+        Extra L-BFGS-B starts per stage (:func:`scalegp.inference.optimize.maximize_likelihood`).
     n_jobs : int
         Threads over blocks and test points.
     random_state : None, int or Generator

@@ -190,8 +190,9 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
 
 class VecchiaLikelihood:
     """The Vecchia objective theta = [kernel.theta..., log noise_variance] -> (log p(y),
-    gradient) for :func:`scalegp.optimize.maximize_likelihood`, at a fixed structure;
-    theta is owned by ``hyperparameters`` (as :class:`scalegp.exact.ExactMarginalLikelihood`)."""
+    gradient) for :func:`scalegp.inference.optimize.maximize_likelihood`, at a fixed
+    structure; theta is owned by ``hyperparameters`` (as
+    :class:`scalegp.engine.exact.ExactMarginalLikelihood`)."""
 
     def __init__(self, hyperparameters, X, y, structure: VecchiaStructure, *, n_jobs: int = 1):
         self.hyperparameters = Hyperparameters.of(hyperparameters)
