@@ -14,6 +14,7 @@ import numpy as np
 
 import scalegp as sg
 from scalegp import plot
+from scalegp.estimators.configuration import make_approximation
 
 rng = np.random.default_rng(2)
 X = rng.uniform(-3, 3, size=(6_000, 2))
@@ -23,12 +24,11 @@ X_train, y_train, X_test, y_test = X[:5_000], y[:5_000], X[5_000:], y[5_000:]
 kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.4, 2.0),
                      variance_bounds=(0.1, 10.0))
 exact = sg.ExactGPRegressor(kernel=kernel).fit(X_train[:600], y_train[:600])
-glf = sg.LowRankGPRegressor(approximation="glf", n_components=1024, kernel=kernel,
-                            noise_variance_bounds=(1e-4, 1.0)).fit(X_train, y_train)
-overconfident = sg.LowRankGPRegressor(approximation="glf", n_components=1024,
-                                      kernel=glf.kernel_,
+glf = sg.LowRankGPRegressor(kernel=kernel,
+                            noise_variance_bounds=(1e-4, 1.0), approximation=make_approximation("glf", n_components=1024)).fit(X_train, y_train)
+overconfident = sg.LowRankGPRegressor(kernel=glf.kernel_,
                                       noise_variance=glf.noise_variance_ / 10,
-                                      optimize=False).fit(X_train, y_train)
+                                      optimize=False, approximation=make_approximation("glf", n_components=1024)).fit(X_train, y_train)
 models = {"exact GP, 600 points": exact, "GLF, 5,000 points": glf,
           "GLF, noise variance / 10": overconfident}
 print(f"learned noise variance {glf.noise_variance_:.4f} (the data's: 0.04)")

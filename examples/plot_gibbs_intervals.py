@@ -15,6 +15,7 @@ import numpy as np
 
 import scalegp as sg
 from scalegp import plot
+from scalegp.estimators.configuration import make_approximation
 
 rng = np.random.default_rng(3)
 X = np.sort(rng.uniform(0, 10, size=(100, 1)), axis=0)
@@ -22,12 +23,12 @@ y = np.sin(X[:, 0]) + 0.2 * rng.standard_normal(len(X))
 
 # theta1 = 1 / (2 l^2) on a grid of length scales from 0.6 to 4
 theta1_grid = 1 / (2 * np.geomspace(0.6, 4.0, 40) ** 2)
-gibbs = sg.GibbsGPRegressor(approximation="glf", n_components=32, collapsed=True,
+gibbs = sg.GibbsGPRegressor(collapsed=True,
                             theta1_grid=theta1_grid, n_iter=1500, burn_in=500,
-                            random_state=0).fit(X, y)
-ml = sg.LowRankGPRegressor(approximation="glf", n_components=32, normalize_y=True,
+                            random_state=0, approximation=make_approximation("glf", n_components=32)).fit(X, y)
+ml = sg.LowRankGPRegressor(normalize_y=True,
                            kernel=sg.Gaussian(length_scale=1.0, length_scale_bounds=(0.6, 4.0)),
-                           random_state=0).fit(X, y)
+                           random_state=0, approximation=make_approximation("glf", n_components=32)).fit(X, y)
 
 print("posterior means:", {k: round(float(v), 4) for k, v in gibbs.posterior_means_.items()})
 print("effective sample sizes:",

@@ -14,6 +14,7 @@ import numpy as np
 
 import scalegp as sg
 from scalegp import plot
+from scalegp.estimators.configuration import make_approximation
 
 rng = np.random.default_rng(0)
 X = np.sort(rng.uniform(-4, 4, size=(300, 1)), axis=0)
@@ -21,8 +22,8 @@ y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(5 * X[:, 0]) + 0.1 * rng.standard_normal(
 
 kernel = sg.Gaussian(length_scale=1.0, length_scale_bounds=(0.3, 3.0),
                      variance_bounds=(0.1, 10.0))
-glf = sg.LowRankGPRegressor(approximation="glf", n_components=64, kernel=kernel,
-                            noise_variance=0.01, noise_variance_bounds=(1e-4, 1.0)).fit(X, y)
+glf = sg.LowRankGPRegressor(kernel=kernel,
+                            noise_variance=0.01, noise_variance_bounds=(1e-4, 1.0), approximation=make_approximation("glf", n_components=64)).fit(X, y)
 exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01,
                             noise_variance_bounds=(1e-4, 1.0)).fit(X, y)
 

@@ -18,6 +18,7 @@ import numpy as np
 import scalegp as sg
 from scalegp import plot
 from scalegp.datasets import fetch_uci
+from scalegp.estimators.configuration import make_approximation
 
 data = fetch_uci("concrete")
 train, test = data.test_fold != 0, data.test_fold == 0
@@ -29,7 +30,7 @@ common = dict(approximation="nystrom", n_components=32, kernel=kernel, objective
               normalize_X=True, normalize_y=True, random_state=0)
 results = {}
 for name, learn in (("fixed knots", 0), ("learned knots", 30)):
-    model = sg.LowRankGPRegressor(learn_knots=learn, **common)
+    model = sg.LowRankGPRegressor(**common, approximation=make_approximation("rff", learn_knots=learn))
     model.fit(data.X[train], data.y[train])
     mean = model.predict(data.X[test])
     rmse = np.sqrt(np.mean((mean - data.y[test]) ** 2))

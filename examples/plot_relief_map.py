@@ -21,6 +21,7 @@ import numpy as np
 import scalegp as sg
 from scalegp import plot
 from scalegp.datasets import load_east_africa_relief
+from scalegp.estimators.configuration import Neighbors
 
 relief = load_east_africa_relief(subsample=10_000, random_state=0)
 X, y = relief.X, relief.y
@@ -30,9 +31,8 @@ centre = np.median(X, axis=0)
 held_out = np.all(np.abs(X - centre) < 1.5, axis=1)
 X_train, y_train = X[~held_out], y[~held_out]
 
-model = sg.LowRankGPRegressor(approximation="exact", local="neighbors", local_neighbors=100,
-                              local_learning_centres=16, kernel="matern52",
-                              normalize_X=True, normalize_y=True, random_state=0)
+model = sg.LowRankGPRegressor(approximation="exact", kernel="matern52",
+                              normalize_X=True, normalize_y=True, random_state=0, local=Neighbors(n_neighbors=100, learning_centers=16))
 model.fit(X_train, y_train)
 rmse = np.sqrt(np.mean((model.predict(X[held_out]) - y[held_out]) ** 2))
 print(f"{len(y_train)} training points, {model.n_centres_} centres; test RMSE on the "
