@@ -90,7 +90,7 @@ def keeping_n_components(estimator):
             super().__setattr__(name, value)
 
     KeepsNComponents.__name__ = type(estimator).__name__
-    return KeepsNComponents(**estimator.get_params())
+    return KeepsNComponents(**estimator.get_params(deep=False))
 
 
 #: One kernel per family (the Matern nu only changes the spectral density's tail).
@@ -150,10 +150,25 @@ def low_rank(approximation="rff", **params):
                      for name in list(params) if name in FLAT_LOCAL}
     params.setdefault("normalize_X", False)
     params.setdefault("normalize_y", False)
-    if approximation_options or not isinstance(approximation, str):
-        approximation = (make_approximation(approximation, **approximation_options)
-                         if isinstance(approximation, str) else approximation)
+    if approximation_options:
+        if not isinstance(approximation, str):
+            raise TypeError(f"flat options {sorted(approximation_options)} with a "
+                            f"configuration object {approximation!r}")
+        approximation = make_approximation(approximation, **approximation_options)
     local = params.pop("local", None)
     if local_options:
         local = make_local(local, **local_options)
     return sg.LowRankGPRegressor(approximation=approximation, local=local, **params)
+
+
+def gibbs(approximation="rff", **params):
+    """A GibbsGPRegressor from flat parameters (``n_components=``, ``approximation_options=``
+    given to the approximation's configuration object); raw inputs unless ``normalize_X``
+    is given (the default these tests were written for)."""
+    from scalegp.estimators.configuration import make_approximation
+    options = {FLAT_APPROXIMATION[name]: params.pop(name)
+               for name in list(params) if name in FLAT_APPROXIMATION}
+    params.setdefault("normalize_X", False)
+    if options and isinstance(approximation, str):
+        approximation = make_approximation(approximation, **options)
+    return sg.GibbsGPRegressor(approximation, **params)

@@ -213,7 +213,7 @@ FIT_FLAGS = {
     "--objective": (["dtc", "fitc", "vfe"], ["elbo"]),
     "--local": (["clusters", "test-points", "neighbors"], ["everywhere"]),
     "--local-threshold": POSITIVE, "--local-neighbors": COUNTS,
-    "--local-learning-centres": SMALL_COUNTS, "--local-lazy": SWITCH,
+    "--local-learning-centers": SMALL_COUNTS, "--local-lazy": SWITCH,
     "--local-reoptimize": SWITCH,
     "--noise-variance-column": (["v"], ["y", "a", "nope", "2", "9"]),
     "--drop-missing": SWITCH, "--n-jobs": (["1", "2", "-1"], ["0", "x", "-7"]),
@@ -226,6 +226,10 @@ FIT_FLAGS = {
     "--tau-prior": ([("1", "0.1")], [("0", "1"), ("1e300", "1e-300")]),
     "--theta2-prior": ([("1", "1")], [("-1", "1")]),
     "--collapsed": SWITCH, "--diag-correction": SWITCH, "--seed": SEEDS, "--target": TARGETS,
+    "--signed-rule": (["repair", "keep"], ["maybe"]),
+    "--knots": (["pivoted_cholesky", "random", "grid", "kmeans"], ["everywhere"]),
+    "--learn-knots": (["0", "3"], ["-1", "x"]), "--map-per-atom": SWITCH,
+    "--feature-cache-bytes": (["0", "1000000"], ["-5", "x"]),
 }
 EVALUATE_FLAGS = {
     "--approximations": (["rff", "rff,glf", "nystrom,orf"], ["exact", "nope", "", "rff,,rff"]),

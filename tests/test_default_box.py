@@ -12,6 +12,7 @@ import scalegp as sg
 from scalegp.engine.hyperparameters import (DEFAULT_NOISE_VARIANCE_BOUNDS, WIDENING_FACTOR,
                                             Hyperparameters)
 from scalegp.inference import optimize
+from scalegp.estimators.configuration import make_approximation
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +150,9 @@ def test_a_fixed_basis_map_keeps_its_box(trend_data):
     X, y = trend_data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        glf = sg.LowRankGPRegressor(approximation="glf", n_components=64,
-                                    kernel=sg.Gaussian(length_scale=[1.0, 1.0])).fit(X, y)
-        nystrom = sg.LowRankGPRegressor(approximation="nystrom", n_components=40,
-                                        kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
-                                        random_state=0).fit(X, y)
+        glf = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=[1.0, 1.0]), approximation=make_approximation("glf", n_components=64)).fit(X, y)
+        nystrom = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
+                                        random_state=0, approximation=make_approximation("nystrom", n_components=40)).fit(X, y)
     assert glf.optimization_result_.widened == ()
     assert glf.kernel_.length_scale_bounds == sg.Gaussian().length_scale_bounds
     assert nystrom.optimization_result_.widened

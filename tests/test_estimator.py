@@ -81,7 +81,8 @@ def test_low_rank_approaches_exact_with_many_features():
     X, y = sine_data(0)
     Xs = np.linspace(-3, 3, 50)[:, None]
     kernel = sg.Gaussian(length_scale=0.8, variance=1.0)
-    settings = dict(kernel=kernel, noise_variance=0.05, optimize=False)
+    settings = dict(kernel=kernel, noise_variance=0.05, optimize=False, normalize_X=False,
+                    normalize_y=False)
     mean_ref, std_ref = sg.ExactGPRegressor(**settings).fit(X, y).predict(Xs, return_std=True)
 
     def rms_errors(n_components, seed):
@@ -213,7 +214,8 @@ def test_random_state_reproducible_and_streams_independent():
 def test_float32_features_give_close_predictions():
     X, y = sine_data(8)
     Xs = np.linspace(-3, 3, 7)[:, None]
-    params = dict(n_components=40, random_state=0, optimize=False)
+    params = dict(approximation=sg.Features("rff", n_components=40), random_state=0,
+                  optimize=False, normalize_X=False, normalize_y=False)
     single = sg.LowRankGPRegressor(dtype="float32", **params).fit(X, y)
     double = sg.LowRankGPRegressor(**params).fit(X, y)
     mean32, std32 = single.predict(Xs, return_std=True)
@@ -277,12 +279,9 @@ def test_bad_parameters_are_named(estimator, params, error, match):
 
 @pytest.mark.parametrize("params, error, match", [
     ({"approximation": "magic"}, ValueError, r"approximation must be one of .*rff.*got 'magic'"),
-    ({"approximation_options": [1]}, TypeError,
-     r"'approximation_options' parameter of LowRankGPRegressor must be an instance of "
-     r"'collections.abc.Mapping' or None\. Got \[1\]"),
-    ({"n_components": 0}, ValueError,
-     r"'n_components' parameter of LowRankGPRegressor must be an int in the range \[1, inf\) "
-     r"or None\. Got 0"),
+    ({"approximation__options": [1]}, TypeError, r"options must be a dict of keyword arguments of the map's build, or None; got list"),
+    ({"approximation__n_components": 0}, ValueError,
+     r"approximation n_components must be an integer >= 1 or None, got 0"),
     ({"dtype": "int64"}, ValueError, r"dtype must be float64 or float32, got int64"),
 ])
 def test_bad_low_rank_parameters_are_named(params, error, match):

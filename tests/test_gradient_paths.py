@@ -69,7 +69,7 @@ BUDGET = feature_cache_budget(np.float64)
 def test_each_configuration_gets_its_path(name, options, path, expected):
     X, y, v = data()
     if name == "signed-glf":
-        fmap = SignedGLF(**build("glf", X).state())
+        fmap = SignedGLF(**build("glf", X).to_state())
     elif name == "sfs":
         rng = np.random.default_rng(11)            # benchmarks/engine_reference.py's case
         X = rng.uniform(-2, 2, size=(150, 5))

@@ -10,6 +10,7 @@ import pytest
 from sklearn.base import clone
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp.engine import exact
 from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.statistics import accumulate_gradient, features_by_chunk
@@ -228,15 +229,15 @@ def fit(X, y, **kw):
     params.update(kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sg.LowRankGPRegressor(**params).fit(X, y)
+        return low_rank(**params).fit(X, y)
 
 
 def test_estimator_learn_knots(data, tmp_path):
     X, y = data
     fixed = fit(X, y)
     learned = fit(X, y, learn_knots=40)
-    assert learned.get_params()["learn_knots"] == 40
-    assert clone(learned).get_params()["learn_knots"] == 40
+    assert learned.get_params()["approximation__learn_knots"] == 40
+    assert clone(learned).get_params()["approximation__learn_knots"] == 40
     assert learned.feature_map_.selection == "learned"
     assert learned.log_marginal_likelihood_value_ > fixed.log_marginal_likelihood_value_
     assert learned.optimization_result_.n_evaluations > fixed.optimization_result_.n_evaluations
@@ -246,19 +247,19 @@ def test_estimator_learn_knots(data, tmp_path):
     path = tmp_path / "model.npz"
     sg.save(learned, path)
     loaded = sg.load(path)
-    assert loaded.learn_knots == 40 and loaded.feature_map_.selection == "learned"
+    assert loaded.approximation.learn_knots == 40 and loaded.feature_map_.selection == "learned"
     np.testing.assert_array_equal(loaded.feature_map_.knots, learned.feature_map_.knots)
     np.testing.assert_array_equal(loaded.predict(X[:5]), learned.predict(X[:5]))
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"approximation": "rff"}, "approximation='nystrom'"),
-    ({"objective": "dtc"}, "objective='vfe'"),
-    ({"optimize": False}, "optimize=True"),
+@pytest.mark.parametrize("params, error, message", [
+    ({"approximation": "rff"}, TypeError, r"Features \(rff\) has no option learn_knots"),
+    ({"objective": "dtc"}, ValueError, "objective='vfe'"),
+    ({"optimize": False}, ValueError, "optimize=True"),
 ])
-def test_estimator_refuses_learn_knots_where_it_does_not_apply(params, message, data):
+def test_estimator_refuses_learn_knots_where_it_does_not_apply(params, error, message, data):
     X, y = data
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         fit(X, y, learn_knots=5, **params)
     with pytest.raises(NotImplementedError, match="matern12"):
         fit(X, y, learn_knots=5, kernel="matern12")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import _memory
 from scalegp._limits import (MAX_GIBBS_SWEEPS, MAX_KNOT_ITERATIONS, MAX_RESTARTS,
                              MAX_THETA1_ATOMS, check_count)
@@ -214,7 +215,7 @@ COUNTS = {
         (InsufficientMemoryError, "n_components=1000000000000 needs about"),
     (sg.LowRankGPRegressor, (("n_components", 16), ("local", "neighbors")), "local_neighbors"):
         None,
-    (sg.LowRankGPRegressor, (("n_components", 16), ("local", "clusters")),
+    (sg.LowRankGPRegressor, (("n_components", 16), ("local", "neighbors")),
      "local_learning_centres"): None,
     (sg.LowRankGPRegressor, (("n_components", 8), ("approximation", "nystrom"),
                              ("objective", "vfe")), "learn_knots"):
@@ -246,19 +247,40 @@ def integer_parameters(cls):
                                               for c in constraints)}
 
 
+#: The integer options of the configuration objects, by the flat names COUNTS uses
+#: (tests/conftest.py FLAT_APPROXIMATION, FLAT_LOCAL).
+CONFIGURATION_COUNTS = {"n_components", "learn_knots", "local_neighbors",
+                        "local_learning_centres"}
+
+
 def test_every_integer_parameter_has_a_bound_here():
     """A new count must join COUNTS (a limit, a memory check, or a clamp to the data)."""
     for cls in (sg.LowRankGPRegressor, sg.ExactGPRegressor, GibbsGPRegressor,
                 sg.FeatureMapTransformer):
         listed = {name for (owner, _, name) in COUNTS if owner is cls}
+        if cls is not sg.FeatureMapTransformer:
+            listed -= CONFIGURATION_COUNTS
         assert integer_parameters(cls) == listed, cls.__name__
+    owned = {name for (owner, _, name) in COUNTS if owner is sg.LowRankGPRegressor}
+    assert CONFIGURATION_COUNTS <= owned
+
+
+def _estimator(cls, **params):
+    """The estimator from flat parameters (the configuration objects own n_components,
+    learn_knots, local_neighbors ...: tests/conftest.py ``low_rank``)."""
+    if cls is sg.LowRankGPRegressor:
+        return low_rank(**params)
+    if cls is GibbsGPRegressor:
+        n_components = params.pop("n_components", None)
+        return cls(make_approximation("rff", n_components=n_components), **params)
+    return cls(**params)
 
 
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("key", list(COUNTS), ids=[f"{k[0].__name__}-{k[2]}" for k in COUNTS])
 def test_a_huge_count_is_refused_up_front_or_clamped(key, data):
     cls, settings, name = key
-    estimator = cls(**dict(settings), **{name: HUGE})
+    estimator = _estimator(cls, **dict(settings), **{name: HUGE})
     X, y = data
     start = time.perf_counter()
     fit = (lambda: estimator.fit(X)) if cls is sg.FeatureMapTransformer else \

@@ -11,11 +11,11 @@ import pytest
 from scipy.special import gammaincc
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import features
 from scalegp.features.maclaurin import (AllocationStatistics, optimize_allocation,
                                         uniform_allocation)
 from scalegp.features.sketches import SKETCHES
-from scalegp.estimators.configuration import make_approximation
 
 Maclaurin = features.get("maclaurin")
 
@@ -165,7 +165,7 @@ def test_far_from_data_vanilla_collapses_and_local_returns_to_prior():
     far = np.array([[12.0], [-15.0]])
     common = dict(approximation="maclaurin", n_components=10, kernel=kernel,
                   noise_variance=0.01, optimize=False, random_state=0)
-    vanilla = sg.LowRankGPRegressor(**common).fit(X, y)
+    vanilla = low_rank(**common).fit(X, y)
     mean, std = vanilla.predict(far, return_std=True)
     assert np.all(np.abs(mean) < 1e-12) and np.all(std < 1e-12)
     # the bound of docs/maclaurin.md, "Options and limits", for x = y: k_p(x, x) = s e^{-|x~|^2}
@@ -174,7 +174,7 @@ def test_far_from_data_vanilla_collapses_and_local_returns_to_prior():
     bound = np.exp(-(far[:, 0] / 0.3) ** 2) * sum((far[:, 0] / 0.3) ** (2 * n)
                                                  / math.factorial(n) for n in range(10))
     np.testing.assert_allclose(np.sum(Psi**2, axis=1), bound, rtol=1e-10)
-    centred = sg.LowRankGPRegressor(**common, local="test-points").fit(X, y)
+    centred = low_rank(**common, local="test-points").fit(X, y)
     mean, std = centred.predict(far, return_std=True)
     np.testing.assert_allclose(mean, 0.0, atol=1e-10)
     np.testing.assert_allclose(std, 1.0, rtol=1e-10)
@@ -215,8 +215,8 @@ def test_short_length_scale_local_beats_vanilla_and_rff(seed):
     for name, options in [("rff", dict(approximation="rff")),
                           ("vanilla", dict(approximation="maclaurin")),
                           ("local", dict(approximation="maclaurin", local="test-points"))]:
-        model = sg.LowRankGPRegressor(kernel=kernel, noise_variance=noise,
-                                      optimize=False, random_state=seed, **options, approximation=make_approximation("rff", n_components=10)).fit(X, y)
+        model = low_rank(kernel=kernel, noise_variance=noise, optimize=False,
+                         random_state=seed, n_components=10, **options).fit(X, y)
         mean, std = model.predict(X_test, return_std=True)
         kl[name] = summed_kl(mean, std**2 + noise, mean_ref, std_ref**2 + noise)
     assert kl["local"] < kl["vanilla"] and kl["local"] < kl["rff"], kl

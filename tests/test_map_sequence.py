@@ -12,6 +12,7 @@ from scalegp.features import MapSequence
 from scalegp.inference.gibbs import sample_posterior
 from scalegp.inference.gibbs_model import AtomMaps
 from scalegp.local.centered import LocalContext
+from scalegp.estimators.configuration import make_approximation
 
 KERNEL = sg.Gaussian(length_scale=[0.8, 1.1])
 
@@ -71,8 +72,8 @@ def test_local_models_receive_one_map_per_centre():
     assert isinstance(maps, MapSequence) and maps.shared and len(maps) == centres.shape[0]
     with pytest.raises(ValueError, match="one per centre"):
         local.centred_statistics((fmap.at(KERNEL),) * 2, ArraySource(X, y), centres[:3])
-    model = sg.LowRankGPRegressor(kernel=KERNEL, n_components=12, local="clusters",
-                                  optimize=False, random_state=0).fit(X, y)
+    model = sg.LowRankGPRegressor(kernel=KERNEL, local="clusters",
+                                  optimize=False, random_state=0, approximation=make_approximation("rff", n_components=12)).fit(X, y)
     assert model.local_model_.maps.shared and not model.local_model_.reoptimized
     assert len(model.local_model_.maps) == model.local_model_.centres.shape[0]
 

@@ -731,7 +731,9 @@ def test_signs_disagreeing_with_the_feature_map_are_refused(saved, tmp_path):
 
 
 @pytest.mark.parametrize("name, value, match", [
-    ("n_components", -1, r"The 'n_components' parameter of LowRankGPRegressor must be"),
+    ("approximation", {"class": "Features", "params": {"name": "rff", "n_components": -1}},
+     r"n_components must be an integer >= 1 or None, got -1"),
+    ("n_components", -1, r"approximation n_components must be an integer >= 1"),
     ("optimize", "no", r"The 'optimize' parameter of LowRankGPRegressor must be"),
     ("dtype", "float32", r"metadata 'params\.dtype' = 'float32', but the fitted model's "
                          r"'dtype' is 'float64'"),

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp.engine import exact
 from scalegp.local import neighborhoods as nb
 from scalegp.engine.hyperparameters import Hyperparameters
@@ -214,7 +215,7 @@ def neighbors_estimator(**params):
     defaults = dict(approximation="exact", local="neighbors", local_neighbors=40,
                     local_learning_centres=6, kernel=sg.Matern(nu=1.5, length_scale=[0.5, 0.7]),
                     noise_variance=0.03, random_state=0)
-    return sg.LowRankGPRegressor(**{**defaults, **params})
+    return low_rank(**{**defaults, **params})
 
 
 def test_estimator_with_every_point_in_every_neighbourhood_is_the_exact_gp():
@@ -262,11 +263,11 @@ def test_estimator_clone_grid_search_and_low_rank_local_maps():
     from sklearn.model_selection import GridSearchCV
     X, y = rough_data(200)
     search = GridSearchCV(neighbors_estimator(optimize=False),
-                          {"local_neighbors": [20, 60], "approximation": ["exact", "rff"]},
+                          {"local__n_neighbors": [20, 60], "approximation": ["exact", "rff"]},
                           cv=2).fit(X, y)
-    assert search.best_params_["local_neighbors"] in (20, 60)
+    assert search.best_params_["local__n_neighbors"] in (20, 60)
     model = clone(search.best_estimator_)
-    assert model.get_params()["local"] == "neighbors"
+    assert model.get_params()["local"].kind == "neighbors"
     glf = neighbors_estimator(approximation="glf", n_components=64, optimize=False).fit(X, y)
     assert glf.feature_map_.name == "glf" and glf.n_centres_ > 1
     assert "glf" in glf.local_model_.describe()
@@ -276,11 +277,11 @@ def test_estimator_refuses_exact_outside_neighbourhoods_and_short_memory(monkeyp
     X, y = rough_data(60)
     for local_kind in (None, "clusters"):
         with pytest.raises(ValueError, match="approximation='exact'.*needs local='neighbors'"):
-            neighbors_estimator(local=local_kind).fit(X, y)
-    with pytest.raises(ValueError, match="'local_neighbors' parameter"):
+            low_rank("exact", local=local_kind).fit(X, y)
+    with pytest.raises(ValueError, match="n_neighbors must be an integer >= 1"):
         neighbors_estimator(local_neighbors=0).fit(X, y)
     monkeypatch.setattr(nb, "available_bytes", lambda: 10_000)
-    with pytest.raises(sg.errors.InsufficientMemoryError, match="local_neighbors"):
+    with pytest.raises(sg.errors.InsufficientMemoryError, match="n_neighbors"):
         neighbors_estimator().fit(X, y)
 
 
@@ -298,8 +299,9 @@ def test_model_file_round_trip_and_tampering(approximation, tmp_path):
     import json
     import zipfile
     X, y = rough_data(120)
-    model = neighbors_estimator(approximation=approximation, n_components=36,
-                                normalize_X=True, normalize_y=True).fit(X, y)
+    size = {} if approximation == "exact" else {"n_components": 36}
+    model = neighbors_estimator(approximation=approximation, normalize_X=True,
+                                normalize_y=True, **size).fit(X, y)
     path = tmp_path / "m.npz"
     sg.save(model, path)
     loaded = sg.load(path)
@@ -328,10 +330,9 @@ def test_cli_fits_and_predicts_exact_neighbourhoods(tmp_path):
     model, out = tmp_path / "m.npz", tmp_path / "p.csv"
     assert main(["fit", str(tmp_path / "train.csv"), "--target", "y", "--approximation",
                  "exact", "--local", "neighbors", "--local-neighbors", "50",
-                 "--local-learning-centres", "4", "--out", str(model), "--quiet"]) == 0
+                 "--local-learning-centers", "4", "--out", str(model), "--quiet"]) == 0
     loaded = sg.load(model)
-    assert (loaded.local, loaded.local_neighbors, loaded.local_learning_centres) == (
-        "neighbors", 50, 4)
+    assert loaded.local == sg.Neighbors(n_neighbors=50, learning_centers=4)
     assert main(["predict", str(model), str(tmp_path / "test.csv"), "--out", str(out),
                  "--quiet"]) == 0
     predicted = np.loadtxt(out, delimiter=",", skiprows=1)

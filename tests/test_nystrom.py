@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 import scalegp.testing
 from scalegp.engine import exact
 from scalegp import features, kernels, linalg
@@ -310,8 +311,8 @@ def test_float32_objective_close_to_float64(data):
 def fit(objective, X, y, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sg.LowRankGPRegressor(kernel="matern32", random_state=0,
-                                     **kw, approximation=make_approximation("nystrom", n_components=15, objective=objective)).fit(X, y)
+        return low_rank("nystrom", kernel="matern32", random_state=0, n_components=15,
+                        objective=objective, **kw).fit(X, y)
 
 
 @pytest.mark.parametrize("objective", ["dtc", "fitc", "vfe"])
@@ -375,11 +376,11 @@ def test_fitc_floored_rows_counts_the_knots_rounding(data):
 def test_estimator_refuses_vfe_for_fourier_maps_and_exact_diag_correction(data):
     X, y = data
     with pytest.raises(ValueError, match="the VFE objective needs a map"):
-        sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=10, objective="vfe"), normalize_X=False, normalize_y=False).fit(X, y)
+        low_rank(approximation=make_approximation("rff", n_components=10, objective="vfe"), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(ValueError, match="objective"):
-        sg.LowRankGPRegressor(approximation=make_approximation("rff", objective="titsias"), normalize_X=False, normalize_y=False).fit(X, y)
+        low_rank(approximation=make_approximation("rff", objective="titsias"), normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(NotImplementedError, match="local models use objective='dtc'"):
-        sg.LowRankGPRegressor(local="clusters", approximation=make_approximation("nystrom", n_components=10, objective="fitc"), normalize_X=False, normalize_y=False).fit(X, y)
+        low_rank(local="clusters", approximation=make_approximation("nystrom", n_components=10, objective="fitc"), normalize_X=False, normalize_y=False).fit(X, y)
     model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
     with pytest.raises(ValueError, match="diag_correction applies to low-rank models"):
         model.predict(X[:2], return_std=True, diag_correction=True)
@@ -391,7 +392,7 @@ def test_model_file_keeps_knots_and_objective(data, tmp_path):
     path = tmp_path / "model.npz"
     sg.save(model, path)
     loaded = sg.load(path)
-    assert loaded.objective == "vfe" and loaded.feature_map_.selection == "kmeans"
+    assert loaded.approximation.objective == "vfe" and loaded.feature_map_.selection == "kmeans"
     np.testing.assert_array_equal(loaded.feature_map_.knots, model.feature_map_.knots)
     for a, b in zip(loaded.predict(X[:7], return_std=True), model.predict(X[:7],
                                                                           return_std=True)):
@@ -411,5 +412,5 @@ def test_cli_fit_objective(data, tmp_path):
                      "--option", "knots=random", "--out", str(out), "--quiet"])
     assert code in (0, None)
     model = sg.load(out)
-    assert model.objective == "fitc" and model.feature_map_.selection == "random"
-    assert json.loads(json.dumps(model.get_params()["objective"])) == "fitc"
+    assert model.approximation.objective == "fitc" and model.feature_map_.selection == "random"
+    assert json.loads(json.dumps(model.get_params()["approximation__objective"])) == "fitc"

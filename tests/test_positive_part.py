@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import features
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 from scalegp.engine.statistics import Statistics
@@ -172,7 +173,7 @@ def test_unknown_signed_rule_is_refused():
 
 def test_repaired_model_saves_and_loads_to_identical_predictions(tmp_path):
     X, y, Xs = data(5, 0)
-    model = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
+    model = low_rank(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
                                   optimize=False, random_state=0, approximation=make_approximation("dfs", n_components=64), normalize_X=False, normalize_y=False).fit(X, y)
     assert model.posterior_.system.positive_part is not None
     sg.save(model, tmp_path / "m.npz")
@@ -198,17 +199,17 @@ def test_estimator_fits_signed_rules_where_keeping_the_signs_is_refused(name):
                     kernel=sg.Gaussian(length_scale=2.0, length_scale_bounds=(0.5, 20.0),
                                        variance_bounds=(0.1, 10.0)),
                     noise_variance_bounds=(1e-3, 1.0), random_state=1)
-    signed = sg.LowRankGPRegressor(optimize=False, **settings, approximation=make_approximation("rff", signed_rule="keep"))
+    signed = low_rank(optimize=False, signed_rule="keep", **settings)
     if name == "ssr":
         kept = signed.fit(X, y).predict(X_test)
-        repaired = sg.LowRankGPRegressor(optimize=False, **settings).fit(X, y).predict(X_test)
+        repaired = low_rank(optimize=False, **settings).fit(X, y).predict(X_test)
         # measured 3.5e-3: the repaired kernel also differs off the training inputs
         assert np.linalg.norm(kept - repaired) / np.linalg.norm(kept) < 1e-2
     else:
         with pytest.raises(sg.NotPositiveDefiniteError, match="signed_rule='repair'"):
             signed.fit(X, y)
     with pytest.warns(sg.NumericalWarning, match="positive part .* dropped the negative part"):
-        model = sg.LowRankGPRegressor(optimize=True, **settings).fit(X, y)
+        model = low_rank(optimize=True, **settings).fit(X, y)
     assert any("positive part" in text for text in model.fit_warnings_)
     assert model.log_marginal_likelihood_value_ > model.noise_only_log_marginal_likelihood_ + 50
     mean, std = model.predict(X_test, return_std=True)
@@ -223,7 +224,7 @@ def test_estimator_fits_signed_rules_where_keeping_the_signs_is_refused(name):
 
 def test_tampered_repaired_spectrum_is_refused(tmp_path):
     X, y, _ = data(5, 0)
-    model = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
+    model = low_rank(kernel=sg.Gaussian(length_scale=2.0), noise_variance=0.05,
                                   optimize=False, random_state=0, approximation=make_approximation("dfs", n_components=64), normalize_X=False, normalize_y=False).fit(X, y)
     sg.save(model, tmp_path / "m.npz")
     with np.load(tmp_path / "m.npz") as archive:

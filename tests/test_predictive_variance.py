@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import features, kernels
 from scalegp.cli import main
 from scalegp.engine.noise import default_diag_correction
@@ -34,11 +35,11 @@ def _data(n=60, d=2, seed=0):
 def _low_rank(approximation, X, y, kernel, m=None, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")       # K_ZZ jitter notes
-        return sg.LowRankGPRegressor(
-            kernel=kernel, noise_variance=0.01,
-            optimize=False, normalize_y=True, random_state=0,
-            **options, approximation=make_approximation(approximation, n_components=m or X.shape[0], options={"knots": X} if approximation == "nystrom" and m is None
-            else None)).fit(X, y)
+        return low_rank(approximation, kernel=kernel, noise_variance=0.01, optimize=False,
+                        normalize_y=True, random_state=0, n_components=m or X.shape[0],
+                        approximation_options=({"knots": X} if approximation == "nystrom"
+                                               and m is None else None),
+                        **options).fit(X, y)
 
 
 def _test_points(rng, d):
@@ -190,7 +191,8 @@ def test_scalegp_predict_refuses_the_flag_for_models_without_the_choice(tmp_path
                                                                         capsys, fit_flags):
     train, far = table
     model_path = tmp_path / "model.npz"
-    assert main(["fit", str(train), "--target", "y", "--n-components", "16", *fit_flags,
+    size = [] if "exact" in fit_flags else ["--n-components", "16"]   # exact has no features
+    assert main(["fit", str(train), "--target", "y", *size, *fit_flags,
                  "--out", str(model_path), "--quiet"]) == 0
     out = tmp_path / "pred.csv"
     capsys.readouterr()

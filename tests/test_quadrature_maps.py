@@ -401,7 +401,8 @@ def test_estimator_and_transformer_by_name(name, options, n_components):
     y, y_test = (np.sin(2 * Z[:, 0]) * np.cos(Z[:, 1]) + 0.05 * rng.standard_normal(len(Z))
                  for Z in (X, X_test))
     kernel = sg.Gaussian(length_scale=1.0)
-    settings = dict(kernel=kernel, noise_variance=0.01, optimize=False)
+    settings = dict(kernel=kernel, noise_variance=0.01, optimize=False, normalize_X=False,
+                    normalize_y=False)
     est = sg.LowRankGPRegressor(random_state=0,
                                 **settings, approximation=make_approximation(name, n_components=n_components, options=options)).fit(X, y)
     exact_rmse = sg.metrics.rmse(y_test, sg.ExactGPRegressor(**settings).fit(X, y).predict(X_test))

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp import cli, features, linalg, rowwise
 from scalegp.inference import gibbs
 from scalegp import local
 from scalegp.errors import NonFiniteResultError
-from scalegp.estimators.configuration import Clusters, Neighbors, make_approximation
+from scalegp.estimators.configuration import Clusters, Neighbors, as_local, make_approximation
 
 ORDINARY = np.random.default_rng(7).uniform(-2.5, 2.5, size=(10, 2))
 #: Rows far from the training inputs: farther than any length scale, than float64's squares
@@ -42,36 +43,35 @@ def _map_models():
         options = ({"approximation_options": {"epsilon": 0.2}} if name == "random-projection"
                    else {})
         kernel = "reciprocal_semigroup" if name == "glf-semigroup" else "gaussian"
-        yield name, lambda name=name, kernel=kernel, options=options: sg.LowRankGPRegressor(
-            kernel=kernel, optimize=False,
-            random_state=0, **options, approximation=make_approximation(name, n_components=16))
+        yield name, lambda name=name, kernel=kernel, options=options: low_rank(
+            name, kernel=kernel, optimize=False, random_state=0, n_components=16, **options)
 
 
 #: name -> a fresh estimator; each is fitted once (module fixture), on small data.
 MODELS = {
     **dict(_map_models()),
-    "signed-sfs": lambda: sg.LowRankGPRegressor(noise_variance=0.5, optimize=False,
+    "signed-sfs": lambda: low_rank(noise_variance=0.5, optimize=False,
                                                 random_state=0, approximation=make_approximation("sfs", n_components=32, signed_rule="keep"), normalize_X=False, normalize_y=False),
-    "nystrom-fitc": lambda: sg.LowRankGPRegressor(optimize=False,
+    "nystrom-fitc": lambda: low_rank(optimize=False,
                                                   random_state=0, approximation=make_approximation("nystrom", n_components=12, objective="fitc"), normalize_X=False, normalize_y=False),
-    "rff-normalized": lambda: sg.LowRankGPRegressor(normalize_X=True,
+    "rff-normalized": lambda: low_rank(normalize_X=True,
                                                     normalize_y=True, optimize=False,
                                                     random_state=0, approximation=make_approximation("rff", n_components=16)),
-    "rff-float32": lambda: sg.LowRankGPRegressor(dtype="float32",
+    "rff-float32": lambda: low_rank(dtype="float32",
                                                  optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
     "exact": lambda: sg.ExactGPRegressor(normalize_y=True, optimize=False, normalize_X=False),
     "exact-matern-ard": lambda: sg.ExactGPRegressor(
         kernel=sg.Matern(nu=2.5, length_scale=[0.7, 1.3]), optimize=False, normalize_X=False, normalize_y=False),
     "exact-laplacian": lambda: sg.ExactGPRegressor(kernel="laplacian", optimize=False, normalize_X=False, normalize_y=False),
-    "test-points": lambda: sg.LowRankGPRegressor(local="test-points",
+    "test-points": lambda: low_rank(local="test-points",
                                                  optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False),
-    "clusters": lambda: sg.LowRankGPRegressor(optimize=False,
+    "clusters": lambda: low_rank(optimize=False,
                                               random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0), normalize_X=False, normalize_y=False),
-    "clusters-lazy": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, lazy=True), normalize_X=False, normalize_y=False),
-    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", optimize=False,
+    "clusters-lazy": lambda: low_rank(optimize=False, random_state=0, approximation=make_approximation("rff", n_components=16), local=Clusters(threshold=1.0, lazy=True), normalize_X=False, normalize_y=False),
+    "neighbors": lambda: low_rank(approximation="exact", optimize=False,
                                                random_state=0, local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
-    "neighbors-glf": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
-    "maclaurin-test-points": lambda: sg.LowRankGPRegressor(
+    "neighbors-glf": lambda: low_rank(optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
+    "maclaurin-test-points": lambda: low_rank(
         local="test-points", optimize=False,
         random_state=0, approximation=make_approximation("maclaurin", n_components=16), normalize_X=False, normalize_y=False),
     "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0, 2.0],
@@ -85,7 +85,8 @@ MODELS = {
 def test_every_kind_the_estimators_accept_is_covered():
     covered = {name for name in MODELS if name in features.names()}
     assert covered == set(features.names())
-    kinds = {MODELS[name]().local for name in MODELS if hasattr(MODELS[name](), "local")}
+    kinds = {getattr(as_local(MODELS[name]().local), "kind", None) for name in MODELS
+             if hasattr(MODELS[name](), "local")}
     assert set(local.LOCAL_KINDS) <= kinds
 
 
@@ -195,7 +196,7 @@ def test_test_point_predictions_do_not_depend_on_the_block_they_share():
     with 96 others (mutation caught: the chunk sized default // points in the block, which
     splits the 1,400 rows into two chunks for the block and one for a point alone)."""
     X, y = training_data(n=1400, seed=5)
-    model = sg.LowRankGPRegressor(local="test-points", optimize=False,
+    model = low_rank(local="test-points", optimize=False,
                                   random_state=0, approximation=make_approximation("rff", n_components=16), normalize_X=False, normalize_y=False).fit(X, y)
     T = np.random.default_rng(6).uniform(-2, 2, size=(97, 2))
     together = np.column_stack(model.predict(T, return_std=True))
@@ -216,7 +217,7 @@ def issue_data(n=120, seed=3):
 
 ISSUE_MODELS = {
     "exact": lambda: sg.ExactGPRegressor(normalize_y=True, normalize_X=False),
-    "neighbors": lambda: sg.LowRankGPRegressor(approximation="exact", normalize_y=True,
+    "neighbors": lambda: low_rank(approximation="exact", normalize_y=True,
                                                random_state=0, local=Neighbors(n_neighbors=40), normalize_X=False),
 }
 
@@ -265,7 +266,7 @@ def test_a_row_the_map_cannot_evaluate_is_named(name, references):
 
 def test_an_input_that_overflows_its_standardization_is_named():
     X, y = training_data()
-    model = sg.LowRankGPRegressor(normalize_X=True, optimize=False,
+    model = low_rank(normalize_X=True, optimize=False,
                                   random_state=0, approximation=make_approximation("rff", n_components=16), normalize_y=False).fit(0.1 * X, y)       # scales below 1
     with pytest.raises(NonFiniteResultError, match="standardized input is not finite at "
                                                    "test row 3 ") as error:

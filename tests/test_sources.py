@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
+from tests.conftest import low_rank
 from scalegp.data import sources
 from scalegp.data.readers import TableError
 from scalegp.data.sources import CsvSource, NpySource, ParquetSource, open_source
@@ -79,9 +80,9 @@ def test_streaming_from_each_format_equals_the_in_memory_fit(files, data, option
     X, y, _ = data
     params = dict(n_components=32, normalize_X=True, normalize_y=True, random_state=0,
                   **options)
-    in_memory = sg.LowRankGPRegressor(**params).fit(X, y)
+    in_memory = low_rank(**params).fit(X, y)
     for name, source in files.items():
-        streamed = sg.LowRankGPRegressor(**params).fit(source)
+        streamed = low_rank(**params).fit(source)
         assert streamed.n_features_in_ == 2, name
         assert_same_fit(streamed, in_memory, X)
         # log_marginal_likelihood(theta) streams from the source again
@@ -98,11 +99,11 @@ def test_known_noise_variances_and_float32_stream_too(tmp_path, data):
     params = dict(approximation="rff", n_components=32, normalize_X=True, normalize_y=True,
                   random_state=1, optimize=False, kernel=sg.Gaussian(length_scale=0.5),
                   noise_variance=0.05)
-    in_memory = sg.LowRankGPRegressor(**params).fit(X, y, sample_noise_variance=noise)
-    assert_same_fit(sg.LowRankGPRegressor(**params).fit(source), in_memory, X)
+    in_memory = low_rank(**params).fit(X, y, sample_noise_variance=noise)
+    assert_same_fit(low_rank(**params).fit(source), in_memory, X)
     single = dict(params, dtype="float32")
-    assert_same_fit(sg.LowRankGPRegressor(**single).fit(source),
-                    sg.LowRankGPRegressor(**single).fit(X, y, sample_noise_variance=noise), X)
+    assert_same_fit(low_rank(**single).fit(source),
+                    low_rank(**single).fit(X, y, sample_noise_variance=noise), X)
 
 
 def test_every_pass_is_reported_by_name(files, data):
@@ -113,7 +114,7 @@ def test_every_pass_is_reported_by_name(files, data):
         rows.append(rows_done)
 
     progress.start_pass = lambda name, total: passes.append((name, total))
-    sg.LowRankGPRegressor(normalize_X=True,
+    low_rank(normalize_X=True,
                           random_state=0, approximation=make_approximation("rff", n_components=16), normalize_y=False).fit(files["npy"], progress=progress)
     names = [name for name, _ in passes]
     # rff: no pass to build the objective; each evaluation reads the statistics, then the
@@ -130,13 +131,13 @@ def test_every_pass_is_reported_by_name(files, data):
 def test_models_that_hold_their_rows_refuse_a_source(files):
     source = files["npy"]
     with pytest.raises(ValueError, match="local='clusters' needs the training rows"):
-        sg.LowRankGPRegressor(local="clusters", normalize_X=False, normalize_y=False).fit(source)
+        low_rank(local="clusters", normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="ExactGPRegressor builds n x n matrices"):
         sg.ExactGPRegressor(normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="n_nodes='auto' searches on the training rows"):
-        sg.LowRankGPRegressor(approximation=make_approximation("glf", options={"n_nodes": "auto"}), normalize_X=False, normalize_y=False).fit(source)
+        low_rank(approximation=make_approximation("glf", options={"n_nodes": "auto"}), normalize_X=False, normalize_y=False).fit(source)
     with pytest.raises(ValueError, match="y must be None when X is a data source"):
-        sg.LowRankGPRegressor(normalize_X=False, normalize_y=False).fit(source, np.zeros(N))
+        low_rank(normalize_X=False, normalize_y=False).fit(source, np.zeros(N))
 
 
 # ----------------------------------------------------------------- bad input
@@ -224,8 +225,8 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
 PEAK = r"""
 import sys, numpy as np, scalegp as sg
 from scalegp.data.sources import NpySource
-sg.LowRankGPRegressor(approximation="rff", n_components=64, optimize=False,
-                      normalize_X=True, random_state=0).fit(NpySource(sys.argv[1], 2))
+sg.LowRankGPRegressor(sg.Features("rff", n_components=64), optimize=False,
+                      random_state=0).fit(NpySource(sys.argv[1], 2))
 print([int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0])
 """
 
@@ -309,21 +310,23 @@ def test_dtype_auto_rule():
     from scalegp.cli.fit import _dtype
     args = Namespace(dtype="auto", no_optimize=False, noise_variance=None, quiet=True,
                      noise_variance_bounds=(1e-2, 1e5), n_components=256, solver="cholesky",
-                     local=None)
-    assert _dtype(args, 10**6) == "float32"              # N m^2 = 6.6e10
-    assert _dtype(args, 10**5) == "float64"              # 6.6e9: too little work to pay
+                     local=None, approximation="rff")
+    assert _dtype(args, 10**6, 256) == "float32"              # N m^2 = 6.6e10
+    assert _dtype(args, 10**5, 256) == "float64"              # 6.6e9: too little work to pay
     args.noise_variance_bounds = (1e-6, 1e5)             # the default box reaches 1e-6
-    assert _dtype(args, 10**6) == "float64"
+    assert _dtype(args, 10**6, 256) == "float64"
     args.no_optimize, args.noise_variance = True, 0.05   # fixed noise: its value counts
-    assert _dtype(args, 10**6) == "float32"
+    assert _dtype(args, 10**6, 256) == "float32"
     args.solver = "qr"
-    assert _dtype(args, 10**6) == "float64"
+    assert _dtype(args, 10**6, 256) == "float64"
+    args.solver = "cholesky"                             # None: the map's default m (256)
+    assert _dtype(args, 10**6, None) == "float32"
 
 
 def test_progress_bars_name_each_pass_with_rate_and_time_left(files, capsys):
     from scalegp.data.sources import ProgressBars
     bars = ProgressBars()
-    sg.LowRankGPRegressor(normalize_X=True,
+    low_rank(normalize_X=True,
                           normalize_y=True, approximation=make_approximation("glf", n_components=16)).fit(files["csv"], progress=bars)
     bars.close()
     err = capsys.readouterr().err
@@ -351,6 +354,6 @@ def test_a_dask_source_fits_on_its_workers_equal_to_the_in_memory_fit(data, monk
             params = dict(n_components=32, normalize_X=True, normalize_y=True, random_state=0,
                           **options)
             source = DaskSource(da.from_array(X, chunks=(170, 2)), da.from_array(y, chunks=170))
-            assert_same_fit(sg.LowRankGPRegressor(**params).fit(source),
-                            sg.LowRankGPRegressor(**params).fit(X, y), X)
+            assert_same_fit(low_rank(**params).fit(source),
+                            low_rank(**params).fit(X, y), X)
     assert driver_passes == []

@@ -38,7 +38,7 @@ def test_the_issue_example_through_the_api_reaches_the_default_box_optimum():
     """RFF, Gaussian kernel, 1-D: the wide box gives the default box's optimum (measured:
     211.72 both; before, -494.92 at the start values, reported as converged)."""
     X, y = _data_1d()
-    options = dict(approximation="rff", n_components=64, random_state=0)
+    options = dict(approximation=sg.Features("rff", n_components=64), random_state=0)
     default = _fit(sg.LowRankGPRegressor, X, y, "gaussian", (1e-2, 1e3), **options)
     wide = _fit(sg.LowRankGPRegressor, X, y, "gaussian", (1e-20, 1e20), **options)
     assert wide.optimization_result_.converged
@@ -83,8 +83,8 @@ def test_absurd_widths_reach_the_default_box_optimum(lower, kernel_name, model):
     X = rng.uniform(-3, 3, size=(80, 2))
     y = np.sin(2 * X.sum(axis=1)) + 0.05 * rng.standard_normal(80)
     model_class, options = ((sg.ExactGPRegressor, {}) if model == "exact" else
-                            (sg.LowRankGPRegressor, dict(approximation="nystrom",
-                                                         n_components=40, random_state=0)))
+                            (sg.LowRankGPRegressor, dict(approximation=sg.Nystrom(
+                                n_components=40), random_state=0)))
     default = _fit(model_class, X, y, kernel_name, (1e-2, 1e3), **options)
     wide = _fit(model_class, X, y, kernel_name, (lower, 1 / lower), **options)
     assert wide.optimization_result_.converged

@@ -22,6 +22,7 @@ first replaced by its object with the defaults: :func:`as_approximation`, :func:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -292,6 +293,9 @@ def _resolve_approximation(config) -> dict:
     if isinstance(config, Exact):
         return {"approximation": "exact"}
     _check_int(config.n_components, "approximation n_components", 1, allow_none=True)
+    if config.options is not None and not isinstance(config.options, Mapping):
+        raise TypeError(f"options must be a dict of keyword arguments of the map's build, or "
+                        f"None; got {type(config.options).__name__}")
     options = dict(config.options or {})
     if isinstance(config, Nystrom):
         _check_choice(config.objective, OBJECTIVES, "Nystrom objective")
@@ -307,8 +311,7 @@ def _resolve_approximation(config) -> dict:
     if map_class.name == "nystrom":
         raise ValueError("Features('nystrom'): use scalegp.Nystrom(...), which holds the "
                          "knots and the sparse objectives")
-    _check_choice(config.objective, set(OBJECTIVES) - {"vfe"} if not getattr(
-        map_class, "bounded_by_kernel", False) else OBJECTIVES, f"{map_class.name} objective")
+    _check_choice(config.objective, OBJECTIVES, f"{map_class.name} objective")
     _check_choice(config.solver, SOLVERS, "solver")
     _check_choice(config.signed_rule, {"repair", "keep"}, "signed_rule")
     if config.signed_rule != "repair" and not map_class.may_have_negative_weights:
@@ -435,7 +438,7 @@ def from_flat_parameters(params: dict) -> dict:
     flat = {name: params.pop(name) for name in list(params) if name in FLAT_PARAMETERS}
     if not flat:
         return params
-    approximation = as_approximation(params.get("approximation", "rff"))
+    approximation = as_approximation(from_json(params.get("approximation", "rff")))
     changes = {FLAT_PARAMETERS[name][1]: value for name, value in flat.items()
                if FLAT_PARAMETERS[name][0] == "approximation"}
     if isinstance(approximation, Exact):

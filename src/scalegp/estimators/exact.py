@@ -19,7 +19,7 @@ class ExactGPRegressor(_GPRegressor):
     optimizer restarts.
     """
 
-    def __init__(self, kernel="gaussian", noise_variance=1e-2,
+    def __init__(self, kernel="gaussian", noise_variance=0.1,
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
                  normalize_y=True, normalize_X=True, random_state=None):
         self.kernel = kernel

@@ -93,7 +93,7 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
         Nested parameters ``kernel__<name>`` (``set_params``, ``GridSearchCV``) replace it by
         a copy with those constructor arguments changed (kernels are immutable).
         Its hyperparameters are the starting point, and its bounds the box, of learning.
-    noise_variance : float, default=1e-2
+    noise_variance : float, default=0.1
         Observation noise variance s2 (starting point when ``optimize``).
     noise_variance_bounds : (float, float) or "fixed", default=(1e-6, 1e5)
     optimize : bool, default=True
@@ -209,7 +209,7 @@ class LowRankGPRegressor(LowRankFit, _GPRegressor):
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, approximation="rff", kernel="gaussian", noise_variance=1e-2,
+    def __init__(self, approximation="rff", kernel="gaussian", noise_variance=0.1,
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
                  normalize_y=True, normalize_X=True, dtype="float64", local=None,
                  random_state=None, n_jobs=None):
