@@ -24,12 +24,13 @@ y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(len(X))
 X_test = np.linspace(-3.5, 3.5, 300)[:, None]
 
 kernel = sg.Gaussian(length_scale=0.5)
-common = dict(n_components=16, kernel=kernel, noise_variance=0.01, optimize=False,
-              random_state=0)
-exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False).fit(X, y)
-rff = sg.LowRankGPRegressor(approximation="rff", **common).fit(X, y)
-maclaurin = sg.LowRankGPRegressor(approximation="maclaurin", local="test-points",
-                                  **common).fit(X, y)
+raw = dict(normalize_X=False, normalize_y=False)     # the kernel is in the data's units
+common = dict(kernel=kernel, noise_variance=0.01, optimize=False, random_state=0, **raw)
+exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01, optimize=False,
+                            **raw).fit(X, y)
+rff = sg.LowRankGPRegressor(sg.Features("rff", n_components=16), **common).fit(X, y)
+maclaurin = sg.LowRankGPRegressor(sg.Features("maclaurin", n_components=16),
+                                  local="test-points", **common).fit(X, y)
 
 mean_exact, std_exact = exact.predict(X_test, return_std=True, include_noise=True)
 

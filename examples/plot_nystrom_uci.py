@@ -18,7 +18,6 @@ import numpy as np
 import scalegp as sg
 from scalegp import plot
 from scalegp.datasets import fetch_uci
-from scalegp.estimators.configuration import make_approximation
 
 data = fetch_uci("concrete")
 train, test = data.test_fold != 0, data.test_fold == 0
@@ -26,11 +25,11 @@ print(f"concrete: {len(data.y)} rows, {data.X.shape[1]} inputs; "
       f"{train.sum()} train / {test.sum()} test")
 
 kernel = sg.Matern(nu=1.5, length_scale=np.ones(data.X.shape[1]))        # one scale per input
-common = dict(approximation="nystrom", n_components=32, kernel=kernel, objective="vfe",
-              normalize_X=True, normalize_y=True, random_state=0)
 results = {}
 for name, learn in (("fixed knots", 0), ("learned knots", 30)):
-    model = sg.LowRankGPRegressor(**common, approximation=make_approximation("rff", learn_knots=learn))
+    model = sg.LowRankGPRegressor(sg.Nystrom(n_components=32, objective="vfe",
+                                             learn_knots=learn),
+                                  kernel=kernel, random_state=0)
     model.fit(data.X[train], data.y[train])
     mean = model.predict(data.X[test])
     rmse = np.sqrt(np.mean((mean - data.y[test]) ** 2))
