@@ -54,7 +54,8 @@ class _Configuration(BaseEstimator):
 # --------------------------------------------------------------------------- approximations
 class Features(_Configuration):
     """A feature map of :mod:`scalegp.features` (any registered name but ``"nystrom"``, which
-    has :class:`Nystrom`), with the engine options that apply to feature maps.
+    has :class:`~scalegp.estimators.configuration.Nystrom`), with the engine options that
+    apply to feature maps.
 
     Parameters
     ----------

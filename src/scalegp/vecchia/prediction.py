@@ -107,7 +107,7 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
 
         [[K_N, k, y_N], [k^T, k(x, x) + s2, 0], [y_N^T, 0, c]]  (K_N with s2 on its diagonal)
 
-    has the rows [v^T, l, 0] and [z^T, -v^T z / l, *] below L, with v = L^{-1} k,
+    has the rows [v^T, l, 0] and [z^T, -v^T z / l, (any)] below L, with v = L^{-1} k,
     z = L^{-1} y_N and l^2 = k(x, x) + s2 - |v|^2: so mean = v^T z (the dot product of the
     two rows' leading parts), the variance with noise is l^2 and the latent one l^2 - s2.
     c only has to keep the matrix positive definite (:func:`_bordered`); no entry used
