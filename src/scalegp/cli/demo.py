@@ -235,6 +235,12 @@ def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_optio
     model = LowRankGPRegressor(
         approximation=config, kernel=kernel, noise_variance=NOISE_VARIANCE_START,
         normalize_X=True, normalize_y=True, random_state=seed, **local_options)
+    return _fit_explained(model, X, y, EXPLAINED_WARNINGS)
+
+
+def _fit_explained(model, X, y, explained):
+    """(model, texts of the warnings of the ``explained`` categories, fit seconds): the
+    other warnings are passed on."""
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -242,10 +248,10 @@ def _fit_low_rank(X, y, kernel, approximation, n_components, seed, **local_optio
     seconds = time.perf_counter() - start
     notes = []
     for warning in caught:
-        if warning.category in EXPLAINED_WARNINGS:
+        if warning.category in explained:
             notes.append(str(warning.message))
         else:
-            warnings.warn(warning.message, warning.category, stacklevel=3)
+            warnings.warn(warning.message, warning.category, stacklevel=4)
     return model, list(dict.fromkeys(notes)), seconds
 
 
@@ -254,18 +260,7 @@ def _fit_vecchia(X, y, kernel, seed):
     from .demo_vecchia import VecchiaDemoModel
 
     model = VecchiaDemoModel(kernel, NOISE_VARIANCE_START, seed=seed)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X, y)
-    seconds = time.perf_counter() - start
-    notes = []
-    for warning in caught:
-        if warning.category is BoundaryWarning:
-            notes.append(str(warning.message))
-        else:
-            warnings.warn(warning.message, warning.category, stacklevel=3)
-    return model, list(dict.fromkeys(notes)), seconds
+    return _fit_explained(model, X, y, (BoundaryWarning,))
 
 
 def _fit_exact(X, y, model, seed):
