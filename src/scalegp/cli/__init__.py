@@ -252,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "subset-of-regressors std, which vanishes away from Nystrom "
                               "knots); default: the model's own, on for nystrom and "
                               "random-projection and for the fitc and vfe objectives")
+    predict.add_argument("--plot", default=None, metavar="FILE.png",
+                         help="also draw the predictions for the table's rows (.png): one "
+                              "input, the mean and 95 %% band with the rows as points; two "
+                              "inputs, maps of mean and std; more, a calibration plot if the "
+                              "table has the model's target column, else the learned length "
+                              "scales. Checked before any work, like --out. " + OUT_RULES
+                              + " (default: no figure)")
     _add_header_option(predict)
     predict.set_defaults(handler=command_predict)
 
