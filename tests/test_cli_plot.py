@@ -160,3 +160,27 @@ def test_rows_are_thinned_to_the_cap(tmp_path, monkeypatch):
     assert rows.shape == (50, 1)
     np.testing.assert_array_equal(rows[:, 0], X[::8, 0])
     np.testing.assert_array_equal(targets, y[::8])
+
+
+def test_without_matplotlib_demo_and_plot_stop_before_any_work(tmp_path, monkeypatch, capsys):
+    """Installed without the cli/plot extra, `scalegp demo` and `predict --plot` say what to
+    install before fitting or predicting (the wheel check found the demo failing with an
+    internal error after its whole fit)."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["demo", "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "matplotlib, which is not installed" in error and "scalegp[cli]" in error
+    assert os.listdir(tmp_path) == []
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    X, y = _data(60, 1)
+    model_path, data = _fit(tmp_path, X, y)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert cli.main(["predict", str(model_path), str(data), "--out", str(tmp_path / "p.csv"),
+                     "--plot", str(tmp_path / "f.png"), "--quiet"]) == 2
+    assert "--plot draws with matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "p.csv").exists()

@@ -25,7 +25,7 @@ from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
 from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
-from .common import CommandError, _log, _warnings_as_lines
+from .common import CommandError, _log, _warnings_as_lines, require_matplotlib
 from .fit import command_fit
 from .options import (DEFAULT_DIFFERENCES, add_flag, add_gibbs_flags, add_kernel_flags,
                       add_learning_flags, differences_epilog, int_at_least, parameter_default,
@@ -92,6 +92,7 @@ def command_demo(args) -> None:
     named = args.out is not None
     check_output_path(args.out if named else demo_module.DEFAULT_OUT, suffixes=PNG_SUFFIXES,
                       replace=named)
+    require_matplotlib("scalegp demo")
     demo_module.run_demo(
         model=args.model, subsample=args.subsample, n_components=args.n_components,
         approximation=args.approximation, n_neighbors=args.local_neighbors, out=args.out,

@@ -19,7 +19,8 @@ from ..engine.noise import power_of_two_scale
 from ..errors import NonFiniteResultError
 from ..estimators.configuration import make_approximation
 from . import options
-from .common import CommandError, _describe_header, _log, _parse_options, _progress
+from .common import (CommandError, _describe_header, _log, _parse_options, _progress,
+                     require_matplotlib)
 from .fit import _training_source
 
 
@@ -32,7 +33,7 @@ def command_predict(args) -> None:
         check_output_path(args.out, inputs=inputs, suffixes=CSV_SUFFIXES)
     if args.plot is not None:
         check_output_path(args.plot, inputs=inputs, suffixes=PNG_SUFFIXES, what="--plot")
-        _check_matplotlib()
+        require_matplotlib("--plot")
     model = load(args.model)
     variance = _variance_option(args, model)
     content = sys.stdin.buffer.read() if from_stdin else None     # read once, parsed twice
@@ -81,14 +82,6 @@ def command_predict(args) -> None:
     _log(args, f"wrote {written} predictions ({', '.join(names)}) to {where}")
     if args.plot is not None:
         _plot(args, model, reader, columns, variance, inputs, written)
-
-
-def _check_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise CommandError("--plot draws with matplotlib, which is not installed: "
-                           "pip install 'scalegp[plot]'") from None
 
 
 def _plot(args, model, reader, columns, variance, inputs, n_rows) -> None:
