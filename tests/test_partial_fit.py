@@ -200,3 +200,15 @@ def test_log_marginal_likelihood_of_theta_refuses_after_update():
     model.partial_fit(X[150:], y[150:])
     with pytest.raises(ValueError, match="partial_fit"):
         model.log_marginal_likelihood(np.zeros(model.kernel_.n_params + 1))
+
+
+def test_updated_model_saves_and_loads(tmp_path):
+    import scalegp
+    X, y, X_test = _data()
+    model = _fixed(Features("rff", n_components=64)).fit(X[:300], y[:300]).partial_fit(
+        X[300:], y[300:])
+    path = tmp_path / "model.npz"
+    scalegp.save(model, path)
+    loaded = scalegp.load(path)
+    np.testing.assert_array_equal(loaded.predict(X_test), model.predict(X_test))
+    assert loaded.posterior_.n_samples == X.shape[0]
