@@ -87,10 +87,9 @@ def files(tmp_path_factory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = make().fit(X, y)
-        model.input_columns_ = [f"x{j}" for j in range(X.shape[1])]
-        model.target_column_ = "y"
         path = folder / "model.npz"
-        sg.save(model, path)
+        sg.save(model, path, table_columns=sg.io.TableColumns(
+            tuple(f"x{j}" for j in range(X.shape[1])), "y"))
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files if key != "metadata"}
             metadata = json.loads(npz["metadata"].tobytes().decode("utf-8"))

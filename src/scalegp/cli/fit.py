@@ -36,7 +36,7 @@ def _training_source(args, progress, dtype=None):
     """The training file as a streaming source, after its summary pass (which checks every
     row by the rules of :mod:`scalegp.data.sources` and counts the dropped ones)."""
     source = open_source(args.data, args.target,
-                         noise_variance=getattr(args, "noise_variance_column", None),
+                         noise_variance_column=getattr(args, "noise_variance_column", None),
                          header=args.header, drop_missing=args.drop_missing, dtype=dtype)
     if not source.reader.has_header:       # the rule decided: say how the first line was read
         _log(args, f"{args.data}: {_describe_header(source.reader)}")
@@ -47,6 +47,15 @@ def _training_source(args, progress, dtype=None):
         raise CommandError(f"{args.data}: need at least 2 complete rows, got "
                            f"{summary.n_samples}")
     return source
+
+
+def _table_columns(source):
+    """The table's columns, stored with the model so that ``predict`` finds the inputs by
+    name; None for a table without a header (matched by position)."""
+    from ..io import TableColumns
+    if not source.reader.has_header:
+        return None
+    return TableColumns(tuple(source.input_columns), source.target_column)
 
 
 def _dtype(args, n_samples: int, n_components: int | None) -> str:
@@ -150,10 +159,7 @@ def command_fit(args) -> None:
             else:
                 estimator.fit(X, y, sample_noise_variance=variances)
         elapsed = time.perf_counter() - start
-    if source.reader.has_header:           # a table without a header is matched by position
-        estimator.input_columns_ = list(source.input_columns)
-    estimator.target_column_ = source.target_column
-    save(estimator, args.out)
+    save(estimator, args.out, table_columns=_table_columns(source))
     if gibbs:
         _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {source.n_dims} "
                    f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
@@ -240,7 +246,7 @@ def _fit_on_dask(args) -> None:
     try:
         start = time.perf_counter()
         source, file_source, info = dask_file_source(
-            args.data, args.target, noise_variance=args.noise_variance_column,
+            args.data, args.target, noise_variance_column=args.noise_variance_column,
             header=args.header, drop_missing=args.drop_missing, client=client,
             block_rows=args.dask_block_rows)
         if not file_source.reader.has_header:
@@ -252,7 +258,7 @@ def _fit_on_dask(args) -> None:
                                f"{source.n_samples}")
         estimator = _make_estimator(args, source.n_dims, source.n_samples)
         if estimator.dtype != "float64":
-            source = type(source)(source.X, source.y, source.noise_variance,
+            source = type(source)(source.X, source.y, source.sample_noise_variance,
                                   dtype=estimator.dtype, client=client)
         n_workers = len(client.scheduler_info().get("workers", {}))
         _log(args, f"Dask scheduler {client.scheduler.address} ({n_workers} worker(s)): "
@@ -267,10 +273,7 @@ def _fit_on_dask(args) -> None:
                            f"{text}); nothing was written") from None
     finally:
         client.close(timeout=args.dask_timeout)
-    if file_source.reader.has_header:
-        estimator.input_columns_ = list(file_source.input_columns)
-    estimator.target_column_ = file_source.target_column
-    save(estimator, args.out)
+    save(estimator, args.out, table_columns=_table_columns(file_source))
     _log(args, f"fitted {options.approximation_name(args.approximation)} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in {elapsed:.2f} s on the Dask scheduler "
                f"{args.dask_scheduler} ({source.n_blocks} block(s)); log marginal likelihood "

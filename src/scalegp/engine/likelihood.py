@@ -128,7 +128,7 @@ class MarginalLikelihood:
         self.feature_map = feature_map
         self.hyperparameters = Hyperparameters.of(hyperparameters)
         self.dtype = check_dtype(dtype)
-        self.source = as_source(X, y, noise_variance=sample_noise_variance, dtype=self.dtype)
+        self.source = as_source(X, y, sample_noise_variance=sample_noise_variance, dtype=self.dtype)
         self.chunk_size = chunk_size
         self.n_jobs = parallel.resolve_n_jobs(n_jobs)
         self.progress = progress

@@ -215,19 +215,19 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         # a single pass over the data.
         data.stage("statistics pass")
         objective = self._objective(state, hyperparameters, data.X, data.y, data.progress,
-                                    data.noise_variance)
+                                    data.sample_noise_variance)
         result = None
         if self.optimize:
             box = hyperparameters.restricted_to(self._valid_log_bounds(state, kernel))
             hyperparameters, result, objective = _learn(
                 lambda wider: self._objective(state, wider, data.X, data.y, data.progress,
-                                              data.noise_variance),
+                                              data.sample_noise_variance),
                 objective, box, data.stage, self._widens_box(state), n_restarts, restart_rng)
             learned = self._learn_state(state, hyperparameters, result, data)
             if learned is not None:
                 state, hyperparameters, result = learned
                 objective = self._objective(state, hyperparameters, data.X, data.y,
-                                            data.progress, data.noise_variance)
+                                            data.progress, data.sample_noise_variance)
         data.stage("conditioning pass")
         posterior = objective.posterior(hyperparameters)
         noise_only = getattr(posterior, "noise_only_log_marginal_likelihood", None)

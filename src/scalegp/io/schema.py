@@ -144,6 +144,15 @@ SECTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class TableColumns:
+    """The columns of the table a command-line model was fitted on (metadata
+    ``input_columns`` and ``target_column``): the inputs in the model's order, and the target."""
+
+    inputs: tuple
+    target: str
+
+
 #: The metadata of schema version 1 ("format" and "schema_version" are checked first).
 METADATA_ENTRIES = (
     _Entry("scalegp_version", "str"),
