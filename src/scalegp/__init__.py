@@ -15,6 +15,7 @@ from .estimators.exact import ExactGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
 from .estimators.lowrank import LowRankGPRegressor
 from .estimators.transformers import FeatureMapTransformer
+from .estimators.vecchia import VecchiaGPRegressor
 from .inference.optimize import learn_hyperparameters
 from .io import load, save
 from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
@@ -26,7 +27,7 @@ __all__ = [
     "FitQualityWarning", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
     "Laplacian", "LowRankGPRegressor", "MarginalLikelihood", "Matern", "NonFiniteResultError",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
-    "UnsafeOutputError", "__version__", "learn_hyperparameters", "load", "save",
+    "UnsafeOutputError", "VecchiaGPRegressor", "__version__", "learn_hyperparameters", "load", "save",
     # the wings (docs/extending.md, "The layout of the package")
     "data", "datasets", "engine", "estimators", "features", "inference", "io", "kernels",
     "linalg", "local", "metrics", "vecchia",
