@@ -145,3 +145,48 @@ def test_the_refusals():
         sg.VecchiaGPRegressor(optimizer="adam").fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors"):
         sg.VecchiaGPRegressor(n_neighbors=0).fit(X, y)
+
+
+# ----------------------------------------------------------------------------- configuration
+def test_the_configuration_object_sets_the_estimators_parameters():
+    config = sg.Vecchia(n_neighbors=12, ordering="random", optimizer="fisher")
+    assert config.kind == "vecchia"
+    assert config.estimator_parameters() == {"n_neighbors": 12, "ordering": "random",
+                                             "optimizer": "fisher",
+                                             "n_neighbors_predict": None}
+    defaults = sg.Vecchia().estimator_parameters()
+    estimator = sg.VecchiaGPRegressor()
+    assert defaults == {name: estimator.get_params()[name] for name in defaults}
+    X, y = field(80, seed=13)
+    a = sg.VecchiaGPRegressor(optimize=False, random_state=0,
+                              **config.estimator_parameters()).fit(X, y)
+    b = sg.VecchiaGPRegressor(optimize=False, n_neighbors=12, ordering="random",
+                              optimizer="fisher", random_state=0).fit(X, y)
+    assert a.log_marginal_likelihood_value_ == b.log_marginal_likelihood_value_
+
+
+def test_the_configuration_object_round_trips_through_json_and_clone():
+    from scalegp.estimators import configuration
+    config = sg.Vecchia(n_neighbors=7, ordering="grid-maximin", n_neighbors_predict=20)
+    stored = configuration.to_json(config)
+    assert stored == {"class": "Vecchia", "params": {
+        "n_neighbors": 7, "ordering": "grid-maximin", "optimizer": "lbfgs",
+        "n_neighbors_predict": 20}}
+    assert configuration.from_json(stored) == config
+    assert clone(config).set_params(n_neighbors=9) == sg.Vecchia(
+        n_neighbors=9, ordering="grid-maximin", n_neighbors_predict=20)
+    assert config.n_neighbors == 7
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"n_neighbors": 0}, "Vecchia n_neighbors must be an integer >= 1"),
+    ({"n_neighbors": 2.5}, "Vecchia n_neighbors must be an integer >= 1"),
+    ({"n_neighbors_predict": 0}, "Vecchia n_neighbors_predict must be an integer >= 1 or None"),
+    ({"ordering": "hilbert"}, "Vecchia ordering must be one of"),
+    ({"optimizer": "adam"}, "Vecchia optimizer must be one of"),
+])
+def test_the_configuration_object_refuses_bad_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        sg.Vecchia(**options).estimator_parameters()
+    with pytest.raises(TypeError):
+        sg.Vecchia(threshold=2.0)

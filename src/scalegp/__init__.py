@@ -10,7 +10,7 @@ from .errors import (ApproximationWarning, BoundaryWarning, ConvergenceWarning, 
                      InvalidModelFileError, NonFiniteResultError, NotPositiveDefiniteError,
                      NumericalWarning, UnsafeOutputError)
 from .estimators.configuration import (Clusters, Exact, Features, Neighbors, Nystrom,
-                                       TestPoints)
+                                       TestPoints, Vecchia)
 from .estimators.exact import ExactGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
 from .estimators.lowrank import LowRankGPRegressor
@@ -22,7 +22,7 @@ from .kernels import Cauchy, Gaussian, Kernel, Laplacian, Matern
 
 __all__ = [
     "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "Clusters",
-    "ConvergenceWarning", "Exact", "Features", "Neighbors", "Nystrom", "TestPoints",
+    "ConvergenceWarning", "Exact", "Features", "Neighbors", "Nystrom", "TestPoints", "Vecchia",
     "ExactGPRegressor", "ExactMarginalLikelihood", "ExactPosterior", "FeatureMapTransformer",
     "FitQualityWarning", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
     "Laplacian", "LowRankGPRegressor", "MarginalLikelihood", "Matern", "NonFiniteResultError",
