@@ -49,15 +49,14 @@ def _args(*extra):
 
 
 CONFIGURATIONS = {
-    "rff": ((), sg.LowRankGPRegressor()),
-    "nystrom": (("--approximation", "nystrom"),
-                sg.LowRankGPRegressor(approximation="nystrom")),
+    "nystrom": ((), sg.LowRankGPRegressor()),
+    "rff": (("--approximation", "rff"), sg.LowRankGPRegressor(approximation="rff")),
     "exact": (("--approximation", "exact"), sg.ExactGPRegressor()),
     "exact-neighbors": (("--approximation", "exact", "--local", "neighbors"),
                         sg.LowRankGPRegressor(approximation="exact", local="neighbors")),
-    "rff-clusters": (("--local", "clusters"), sg.LowRankGPRegressor(local="clusters")),
-    "rff-test-points": (("--local", "test-points"),
-                        sg.LowRankGPRegressor(local="test-points")),
+    "nystrom-clusters": (("--local", "clusters"), sg.LowRankGPRegressor(local="clusters")),
+    "nystrom-test-points": (("--local", "test-points"),
+                            sg.LowRankGPRegressor(local="test-points")),
     "gibbs": (("--sampler", "gibbs"), sg.GibbsGPRegressor()),
 }
 

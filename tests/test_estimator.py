@@ -44,6 +44,13 @@ def test_scikit_learn_checks(estimator, check):
     check(estimator)
 
 
+@parametrize_with_checks([sg.GPRegressor(), sg.LowRankGPRegressor(), sg.ExactGPRegressor()])
+def test_scikit_learn_checks_with_default_parameters(estimator, check):
+    """Issue 26: every exported estimator passes with its defaults (GibbsGPRegressor and
+    FeatureMapTransformer in their own files, VecchiaGPRegressor in test_vecchia_estimator)."""
+    check(estimator)
+
+
 @pytest.mark.parametrize("check_name", ONE_COMPONENT_CHECKS)
 def test_checks_that_set_one_component(check_name):
     estimator = keeping_n_components(sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=20), normalize_X=False, normalize_y=False))

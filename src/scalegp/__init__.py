@@ -13,6 +13,7 @@ from .estimators.configuration import (Clusters, Exact, Features, Neighbors, Nys
                                        TestPoints, Vecchia)
 from .estimators.exact import ExactGPRegressor
 from .estimators.gibbs import GibbsGPRegressor
+from .estimators.gp_regressor import GPRegressor
 from .estimators.lowrank import LowRankGPRegressor
 from .estimators.transformers import FeatureMapTransformer
 from .estimators.vecchia import VecchiaGPRegressor
@@ -24,7 +25,7 @@ __all__ = [
     "ApproximationWarning", "BasisStatistics", "BoundaryWarning", "Cauchy", "Clusters",
     "ConvergenceWarning", "Exact", "Features", "Neighbors", "Nystrom", "TestPoints", "Vecchia",
     "ExactGPRegressor", "ExactMarginalLikelihood", "ExactPosterior", "FeatureMapTransformer",
-    "FitQualityWarning", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
+    "FitQualityWarning", "GPRegressor", "Gaussian", "GibbsGPRegressor", "InvalidModelFileError", "Kernel",
     "Laplacian", "LowRankGPRegressor", "MarginalLikelihood", "Matern", "NonFiniteResultError",
     "NotPositiveDefiniteError", "NumericalWarning", "Posterior", "Statistics",
     "UnsafeOutputError", "VecchiaGPRegressor", "__version__", "learn_hyperparameters", "load", "save",

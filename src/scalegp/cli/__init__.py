@@ -23,6 +23,7 @@ from .._output import PNG_SUFFIXES, check_output_dir, check_output_path
 from .._version import __version__
 from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
+from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines
@@ -195,10 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="drop rows with missing values instead of failing (default: off)")
     _add_header_option(data)
     model = fit.add_argument_group("model")
-    model.add_argument("--approximation",
-                       default=parameter_default(LowRankGPRegressor, "approximation"),
+    model.add_argument("--approximation", default=None,
                        help="the feature map (see `scalegp list`), or exact (case-insensitive) "
-                            "(default: %(default)s)")
+                            f"(default: {parameter_default(LowRankGPRegressor, 'approximation')}"
+                            f", and {parameter_default(GibbsGPRegressor, 'approximation')} "
+                            "with --sampler gibbs: the estimators' defaults)")
     _add_approximation_flags(model, full=True)
     _add_local_flags(fit.add_argument_group("local models (--local)"))
     add_kernel_flags(fit.add_argument_group("kernel"))

@@ -81,6 +81,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     """The estimator the flags declare (:mod:`scalegp.cli.options`): its class, its
     configuration objects and their options, the kernel; a flag that the chosen
     configuration would ignore is refused."""
+    options.fill_approximation(args)
     estimator, params, approximation_options, local_options = options.model_arguments(args)
     name = options.approximation_name(args.approximation)
     kernel = options.kernel_from_args(args, n_dims)
@@ -138,6 +139,7 @@ def _memory_report(estimator) -> str:
 def command_fit(args) -> None:
     from ..io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
+    options.fill_approximation(args)
     if args.dask_scheduler is not None:
         _fit_on_dask(args)
         return

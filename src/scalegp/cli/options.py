@@ -243,9 +243,19 @@ def theta1_grid(triple):
     return np.linspace(start, stop, int(count))
 
 
+def fill_approximation(args) -> None:
+    """``--approximation`` when not given: the default of the estimator the other flags
+    choose (LowRankGPRegressor's, or GibbsGPRegressor's with ``--sampler gibbs``)."""
+    if getattr(args, "approximation", None) is None:
+        owner = (GibbsGPRegressor if getattr(args, "sampler", "optimize") == "gibbs"
+                 else LowRankGPRegressor)
+        args.approximation = parameter_default(owner, "approximation")
+
+
 def chosen_parts(args) -> tuple:
     """(estimator class, approximation configuration class or None, local configuration
     class or None) that the command line's flags choose."""
+    fill_approximation(args)
     name = approximation_name(args.approximation)
     kind = getattr(args, "local", None)
     local_class = None if kind is None else type(configuration.as_local(kind))

@@ -233,6 +233,8 @@ class Neighbors(_Configuration):
 
 
 APPROXIMATIONS = {"nystrom": Nystrom, "exact": Exact}
+#: The type of every configuration object (for scikit-learn's parameter validation).
+CONFIGURATION_TYPE = _Configuration
 LOCALS = {"test-points": TestPoints, "clusters": Clusters, "neighbors": Neighbors}
 
 
