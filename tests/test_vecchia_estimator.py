@@ -190,3 +190,36 @@ def test_the_configuration_object_refuses_bad_options(options, message):
         sg.Vecchia(**options).estimator_parameters()
     with pytest.raises(TypeError):
         sg.Vecchia(threshold=2.0)
+
+
+# ----------------------------------------------------------------------------- model files
+@pytest.mark.parametrize("options", [
+    {},
+    {"n_neighbors": 8, "n_neighbors_predict": 20, "ordering": "random", "random_state": 3,
+     "kernel": sg.Matern(nu=1.5, length_scale=[1.0, 1.0]), "normalize_X": False, "n_jobs": 2},
+])
+def test_a_model_file_predicts_bit_for_bit(tmp_path, options):
+    X, y = field(300, seed=14)
+    y = 5.0 * y + 100.0                    # the target scale is stored too
+    Xt = np.random.default_rng(15).uniform(0, 3, size=(70, 2))
+    model = sg.VecchiaGPRegressor(**options).fit(X, y)
+    sg.save(model, tmp_path / "vecchia.npz")
+    loaded = sg.load(tmp_path / "vecchia.npz")
+    assert type(loaded) is sg.VecchiaGPRegressor
+    assert loaded.get_params()["n_neighbors"] == model.n_neighbors
+    assert repr(loaded) == repr(model)
+    assert loaded.log_marginal_likelihood_value_ == model.log_marginal_likelihood_value_
+    assert loaded.noise_variance_ == model.noise_variance_
+    np.testing.assert_array_equal(loaded.kernel_.theta, model.kernel_.theta)
+    for kwargs in ({}, {"include_noise": True}):
+        np.testing.assert_array_equal(loaded.predict(Xt, return_std=True, **kwargs),
+                                      model.predict(Xt, return_std=True, **kwargs))
+    np.testing.assert_array_equal(loaded.predict(Xt[:10], return_cov=True)[1],
+                                  model.predict(Xt[:10], return_cov=True)[1])
+    np.testing.assert_array_equal(loaded.sample_y(Xt[:10], 3, random_state=0),
+                                  model.sample_y(Xt[:10], 3, random_state=0))
+    assert loaded.structure_ is None and loaded.n_structures_ is None
+    assert loaded.posterior_.n_jobs == model.posterior_.n_jobs == (model.n_jobs or 1)
+    with pytest.raises(ValueError, match="model files do not store"):
+        loaded.log_marginal_likelihood(np.append(model.kernel_.theta, 0.0))
+

@@ -194,7 +194,8 @@ normalize_X, random_state
             objective = self._objective(state, box, data.X, data.y)
 
     def _set_fitted(self, posterior, **fitted):
-        super()._set_fitted(posterior, **fitted)
+        # threads are the estimator's parameter (a model file does not store them)
+        super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
         # the structure of a fit (a loaded model has none: it predicts without one)
         structures = getattr(self, "_structures", None)
         if fitted.get("training_data") is None:
