@@ -145,6 +145,20 @@ def test_the_refusals():
         sg.VecchiaGPRegressor(optimizer="adam").fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors"):
         sg.VecchiaGPRegressor(n_neighbors=0).fit(X, y)
+    with pytest.raises(ValueError, match="needs a stationary kernel"):
+        sg.VecchiaGPRegressor(kernel="reciprocal_semigroup").fit(np.abs(X), y)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "matern12", "matern52", "cauchy", "laplacian"])
+def test_every_stationary_kernel_is_exact_at_m_n_minus_1(kernel):
+    X, y = field(60, seed=17)
+    exact = sg.ExactGPRegressor(kernel=kernel, optimize=False).fit(X, y)
+    vecchia = sg.VecchiaGPRegressor(kernel=kernel, optimize=False, n_neighbors=59,
+                                    n_neighbors_predict=60).fit(X, y)
+    np.testing.assert_allclose(vecchia.log_marginal_likelihood_value_,
+                               exact.log_marginal_likelihood_value_, rtol=1e-8)
+    np.testing.assert_allclose(vecchia.predict(X[:10], return_std=True),
+                               exact.predict(X[:10], return_std=True), rtol=1e-8, atol=1e-10)
 
 
 # ----------------------------------------------------------------------------- configuration
