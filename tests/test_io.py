@@ -209,8 +209,8 @@ def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(NotFittedError):
         sg.save(sg.ExactGPRegressor(normalize_X=False, normalize_y=False), tmp_path / "model.npz")
     with pytest.raises(TypeError, match="model must be a fitted LowRankGPRegressor, "
-                                        "ExactGPRegressor or GibbsGPRegressor, got "
-                                        "FeatureMapTransformer"):
+                                        "ExactGPRegressor, GibbsGPRegressor or "
+                                        "VecchiaGPRegressor, got FeatureMapTransformer"):
         sg.save(sg.FeatureMapTransformer(), tmp_path / "model.npz")
     X, y = data(8, n=10)
     model = sg.LowRankGPRegressor(optimize=False, approximation=make_approximation("rff", n_components=4, options={}), normalize_X=False, normalize_y=False).fit(X, y)

@@ -145,6 +145,20 @@ def test_the_refusals():
         sg.VecchiaGPRegressor(optimizer="adam").fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors"):
         sg.VecchiaGPRegressor(n_neighbors=0).fit(X, y)
+    with pytest.raises(ValueError, match="needs a stationary kernel"):
+        sg.VecchiaGPRegressor(kernel="reciprocal_semigroup").fit(np.abs(X), y)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "matern12", "matern52", "cauchy", "laplacian"])
+def test_every_stationary_kernel_is_exact_at_m_n_minus_1(kernel):
+    X, y = field(60, seed=17)
+    exact = sg.ExactGPRegressor(kernel=kernel, optimize=False).fit(X, y)
+    vecchia = sg.VecchiaGPRegressor(kernel=kernel, optimize=False, n_neighbors=59,
+                                    n_neighbors_predict=60).fit(X, y)
+    np.testing.assert_allclose(vecchia.log_marginal_likelihood_value_,
+                               exact.log_marginal_likelihood_value_, rtol=1e-8)
+    np.testing.assert_allclose(vecchia.predict(X[:10], return_std=True),
+                               exact.predict(X[:10], return_std=True), rtol=1e-8, atol=1e-10)
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -190,3 +204,36 @@ def test_the_configuration_object_refuses_bad_options(options, message):
         sg.Vecchia(**options).estimator_parameters()
     with pytest.raises(TypeError):
         sg.Vecchia(threshold=2.0)
+
+
+# ----------------------------------------------------------------------------- model files
+@pytest.mark.parametrize("options", [
+    {},
+    {"n_neighbors": 8, "n_neighbors_predict": 20, "ordering": "random", "random_state": 3,
+     "kernel": sg.Matern(nu=1.5, length_scale=[1.0, 1.0]), "normalize_X": False, "n_jobs": 2},
+])
+def test_a_model_file_predicts_bit_for_bit(tmp_path, options):
+    X, y = field(300, seed=14)
+    y = 5.0 * y + 100.0                    # the target scale is stored too
+    Xt = np.random.default_rng(15).uniform(0, 3, size=(70, 2))
+    model = sg.VecchiaGPRegressor(**options).fit(X, y)
+    sg.save(model, tmp_path / "vecchia.npz")
+    loaded = sg.load(tmp_path / "vecchia.npz")
+    assert type(loaded) is sg.VecchiaGPRegressor
+    assert loaded.get_params()["n_neighbors"] == model.n_neighbors
+    assert repr(loaded) == repr(model)
+    assert loaded.log_marginal_likelihood_value_ == model.log_marginal_likelihood_value_
+    assert loaded.noise_variance_ == model.noise_variance_
+    np.testing.assert_array_equal(loaded.kernel_.theta, model.kernel_.theta)
+    for kwargs in ({}, {"include_noise": True}):
+        np.testing.assert_array_equal(loaded.predict(Xt, return_std=True, **kwargs),
+                                      model.predict(Xt, return_std=True, **kwargs))
+    np.testing.assert_array_equal(loaded.predict(Xt[:10], return_cov=True)[1],
+                                  model.predict(Xt[:10], return_cov=True)[1])
+    np.testing.assert_array_equal(loaded.sample_y(Xt[:10], 3, random_state=0),
+                                  model.sample_y(Xt[:10], 3, random_state=0))
+    assert loaded.structure_ is None and loaded.n_structures_ is None
+    assert loaded.posterior_.n_jobs == model.posterior_.n_jobs == (model.n_jobs or 1)
+    with pytest.raises(ValueError, match="model files do not store"):
+        loaded.log_marginal_likelihood(np.append(model.kernel_.theta, 0.0))
+

@@ -15,6 +15,7 @@ from ..estimators.configuration import make_approximation, make_local, resolve
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
+from ..estimators.vecchia import VecchiaGPRegressor
 from ..parallel import resolve_n_jobs
 from . import options
 from .common import CommandError, _describe_header, _log, _progress
@@ -86,7 +87,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     name = options.approximation_name(args.approximation)
     kernel = options.kernel_from_args(args, n_dims)
     if estimator is GibbsGPRegressor:
-        for given, flag in ((name == "exact", "--approximation exact"),
+        for given, flag in ((name in options.NOT_FEATURE_MAPS, f"--approximation {name}"),
                             (args.ard, "--ard"),
                             (args.noise_variance_column is not None,
                              "--noise-variance-column")):
@@ -99,6 +100,12 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                   noise_variance_bounds=options.noise_variance_bounds(args))
     if estimator is ExactGPRegressor:
         return ExactGPRegressor(**params)
+    if estimator is VecchiaGPRegressor:
+        if args.noise_variance_column is not None:
+            raise CommandError("--approximation vecchia does not take --noise-variance-column "
+                               "(the Vecchia model's noise is homoscedastic); fit exact or a "
+                               "low-rank model for known per-row noise variances")
+        return VecchiaGPRegressor(**params)
     if params.get("dtype") == "auto":
         params["dtype"] = _dtype(args, n_samples, approximation_options.get("n_components"))
     params["local"] = make_local(params.get("local"), **local_options)
@@ -187,6 +194,11 @@ def command_fit(args) -> None:
 def _refuse_on_dask(args) -> None:
     """--dask-scheduler fits low-rank models whose passes are sums over rows; the models that
     hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
+    if options.approximation_name(args.approximation) == "vecchia":
+        raise CommandError("--dask-scheduler does not take --approximation vecchia: the "
+                           "Vecchia model holds its training rows, and its Dask path is the "
+                           "likelihood over row blocks only (scalegp.vecchia.distributed, "
+                           "docs/vecchia.md); fit it without --dask-scheduler")
     held = [flag for given, flag in (
         (args.sampler == "gibbs", "--sampler gibbs"),
         (options.approximation_name(args.approximation) == "exact", "--approximation exact"),

@@ -114,7 +114,7 @@ normalize_X, random_state
     The model holds its training rows (a model file stores them), so it fits arrays, not a
     streaming data source or Dask arrays (the Vecchia likelihood over Dask row blocks is
     :mod:`scalegp.vecchia.distributed`); the noise is homoscedastic (no
-    ``sample_noise_variance``). ``predict(return_cov=True)`` and ``sample_y`` use the joint
+    ``sample_noise_variance``); the kernel is stationary (not ``reciprocal_semigroup``). ``predict(return_cov=True)`` and ``sample_y`` use the joint
     Vecchia predictive of the test points in their given order
     (:mod:`scalegp.vecchia.posterior`), at most ``scalegp.vecchia.prediction.MAX_JOINT``
     of them.
@@ -157,6 +157,10 @@ normalize_X, random_state
 
     # ----------------------------------------------------------------- fitting
     def _prepare(self, X, kernel, rng, fit_context):
+        if not kernel.shift_invariant:
+            raise ValueError(f"VecchiaGPRegressor needs a stationary kernel, a function of "
+                             f"x - z (its orderings and neighbour sets are distances in x / l); "
+                             f"got {type(kernel).__name__}")
         n = fit_context["n_samples"]
         if n < 2:
             raise ValueError(f"VecchiaGPRegressor needs at least 2 samples, got n_samples = {n}")
@@ -194,7 +198,8 @@ normalize_X, random_state
             objective = self._objective(state, box, data.X, data.y)
 
     def _set_fitted(self, posterior, **fitted):
-        super()._set_fitted(posterior, **fitted)
+        # threads are the estimator's parameter (a model file does not store them)
+        super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
         # the structure of a fit (a loaded model has none: it predicts without one)
         structures = getattr(self, "_structures", None)
         if fitted.get("training_data") is None:

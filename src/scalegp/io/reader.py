@@ -33,7 +33,7 @@ def load(path):
 
     Returns
     -------
-    LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
+    LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
         Fitted, with the original parameters and fitted attributes; its predictions are
         bit-identical to those of the saved model.
 

@@ -28,9 +28,11 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
 
     Parameters
     ----------
-    model : LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
-        A fitted estimator. The training data are not stored, so a loaded model predicts
-        but cannot evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
+    model : LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
+        A fitted estimator. The training data are not stored (except what the posterior
+        predicts from: the exact GP's and the Vecchia model's training inputs, and the
+        Vecchia model's standardized targets), so a loaded model predicts but cannot
+        evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
         not an int or None is stored as None.
     path : str or os.PathLike
         The file to write, exactly as named: it must end in ``.npz`` (no suffix is added).
@@ -65,8 +67,8 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
 def _encode(model) -> tuple[dict, dict]:
     if not isinstance(model, tuple(ESTIMATORS.values())):
         raise TypeError(
-            "model must be a fitted LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor, "
-            f"got {type(model).__name__}"
+            "model must be a fitted LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or "
+            f"VecchiaGPRegressor, got {type(model).__name__}"
         )
     check_is_fitted(model)
     arrays: dict = {}

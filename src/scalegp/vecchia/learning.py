@@ -44,9 +44,9 @@ from .structure import VecchiaStructure, build_structure
 DEFAULT_M = 30
 #: Learning's optimizers (:class:`VecchiaGP`'s ``optimizer``).
 OPTIMIZERS = ("lbfgs", "fisher")
-#: Structures per fit at most, and the change of the length scales' shape that rebuilds one
-#: (:func:`shape_change`).
+#: Structures per fit at most (scaled Vecchia's rebuilds).
 MAX_STRUCTURES = 3
+#: The change of the length scales' shape (:func:`shape_change`) that rebuilds a structure.
 REBUILD_FACTOR = 2.0
 
 

@@ -19,7 +19,7 @@ test point (it is then the exact GP's), and differs from it by the Vecchia error
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,26 +42,29 @@ class VecchiaPosterior:
     n_jobs: int = 1
 
     #: The posterior's section of a model file (:mod:`scalegp.stored`): metadata ``system``
-    #: with m (training neighbours per test point) and the threads, and the arrays X_train
+    #: with m (training neighbours per test point), and the arrays X_train
     #: (N x d) and y_train (N, the standardized targets); the kernel, s2 and the Vecchia log
     #: likelihood are sections of their own.
     STORED = {"n_neighbors": Value("int", "at_least_one"),
-              "n_jobs": Value("int", "at_least_one"),
               "X_train": Array(("N", "d")),
               "y_train": Array(("N",))}
 
     def to_state(self) -> dict:
         """The section, as ``STORED`` declares it."""
-        return {"n_neighbors": int(self.n_neighbors), "n_jobs": int(self.n_jobs),
-                "X_train": self.X_train, "y_train": self.y_train}
+        return {"n_neighbors": int(self.n_neighbors), "X_train": self.X_train, "y_train": self.y_train}
 
     @classmethod
     def from_state(cls, state: dict, *, kernel: Kernel, noise_variance: float,
                    log_marginal_likelihood: float) -> "VecchiaPosterior":
-        """The posterior from its validated section (shapes agree: the schema's symbols)."""
+        """The posterior from its validated section (shapes agree: the schema's symbols), on
+        one thread (the estimator sets its own ``n_jobs``: :meth:`with_threads`)."""
         return cls(kernel=kernel, noise_variance=noise_variance, X_train=state["X_train"],
                    y_train=state["y_train"], n_neighbors=state["n_neighbors"],
-                   log_marginal_likelihood=log_marginal_likelihood, n_jobs=state["n_jobs"])
+                   log_marginal_likelihood=log_marginal_likelihood)
+
+    def with_threads(self, n_jobs: int) -> "VecchiaPosterior":
+        """The same posterior predicting on ``n_jobs`` threads (the same numbers)."""
+        return self if n_jobs == self.n_jobs else replace(self, n_jobs=int(n_jobs))
 
     @property
     def n_samples(self) -> int:
