@@ -94,12 +94,8 @@ def fit_predict(config: dict, X, y, X_test, seed: int = 0):
     scale = np.asarray(start["length_scale"]) if start else np.ones(d)
     kernel = sg.Gaussian(length_scale=scale, variance=start["variance"] if start else 1.0)
     noise = start["noise_variance"] if start else 1e-2
-    if estimator == "vecchia":
-        model = sg.vecchia.fit_vecchia(X, y, kernel, noise, m=config["m"])
-        mean, var = model.predict(X_test, return_var=True, include_noise=True)
-        return mean, var
-    cls = {"ExactGPRegressor": sg.ExactGPRegressor,
-           "LowRankGPRegressor": sg.LowRankGPRegressor}[estimator]
+    cls = {"ExactGPRegressor": sg.ExactGPRegressor, "LowRankGPRegressor": sg.LowRankGPRegressor,
+           "VecchiaGPRegressor": sg.VecchiaGPRegressor}[estimator]
     extra = {} if estimator == "ExactGPRegressor" else {"random_state": seed}
     model = cls(kernel=kernel, noise_variance=max(noise, 1e-6), **config, **extra).fit(X, y)
     mean, std = model.predict(X_test, return_std=True, include_noise=True)

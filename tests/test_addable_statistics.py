@@ -69,7 +69,7 @@ def test_chunk_statistics_and_gradient_shares_add_in_any_order(name, noise, seed
     assert total.n_samples == in_memory.n_samples == len(y)
 
     system = FactorizedSystem.factor(in_memory, s2, fmap.signs)
-    gradient = accumulate_gradient(at_map, as_source(X, y, noise_variance=variances), system,
+    gradient = accumulate_gradient(at_map, as_source(X, y, sample_noise_variance=variances), system,
                                    noise=noise, chunk_size=len(y))
     summed = sum(chunk_gradient(at_map, chunk, system, noise=noise)
                  for chunk in _shuffled_chunks(X, y, variances, seed))

@@ -49,16 +49,16 @@ def _args(*extra):
 
 
 CONFIGURATIONS = {
-    "rff": ((), sg.LowRankGPRegressor()),
-    "nystrom": (("--approximation", "nystrom"),
-                sg.LowRankGPRegressor(approximation="nystrom")),
+    "nystrom": ((), sg.LowRankGPRegressor()),
+    "rff": (("--approximation", "rff"), sg.LowRankGPRegressor(approximation="rff")),
     "exact": (("--approximation", "exact"), sg.ExactGPRegressor()),
     "exact-neighbors": (("--approximation", "exact", "--local", "neighbors"),
                         sg.LowRankGPRegressor(approximation="exact", local="neighbors")),
-    "rff-clusters": (("--local", "clusters"), sg.LowRankGPRegressor(local="clusters")),
-    "rff-test-points": (("--local", "test-points"),
-                        sg.LowRankGPRegressor(local="test-points")),
+    "nystrom-clusters": (("--local", "clusters"), sg.LowRankGPRegressor(local="clusters")),
+    "nystrom-test-points": (("--local", "test-points"),
+                            sg.LowRankGPRegressor(local="test-points")),
     "gibbs": (("--sampler", "gibbs"), sg.GibbsGPRegressor()),
+    "vecchia": (("--approximation", "vecchia"), sg.VecchiaGPRegressor()),
 }
 
 
@@ -105,7 +105,8 @@ def _flag_arguments(flag) -> list:
                "--tau-prior": ["--tau-prior", "1", "1"],
                "--theta2-prior": ["--theta2-prior", "1", "1"],
                "--noise-variance": ["--noise-variance", "0.1"],
-               "--local-threshold": ["--local-threshold", "1.5"]}
+               "--local-threshold": ["--local-threshold", "1.5"],
+               "--ordering": ["--ordering", "random"], "--optimizer": ["--optimizer", "fisher"]}
     if flag.flag in samples:
         return samples[flag.flag]
     if flag.negated or flag.flag in ("--local-lazy", "--local-reoptimize", "--collapsed",

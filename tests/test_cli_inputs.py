@@ -121,7 +121,7 @@ def test_header_rule(tmp_path, data, capsys):
     code, _, err = run(capsys, "fit", numeric, "--target", "2000", "--header", "yes",
                        "--approximation", "exact", "--out", tmp_path / "named.npz")
     assert code == 0, err
-    assert sg.load(tmp_path / "named.npz").input_columns_ == ["1990", "1991"]
+    assert sg.io.load_table_columns(tmp_path / "named.npz").inputs == ("1990", "1991")
     # predict under auto recognizes the model's numeric names in the first line
     code, _, err = run(capsys, "predict", tmp_path / "named.npz", numeric,
                        "--out", tmp_path / "p.csv")
@@ -290,7 +290,8 @@ def test_noise_variance_column_is_not_an_input_and_equals_the_estimator(tmp_path
                        "--approximation", "exact", "--no-optimize", "--out", out)
     assert code == 0, err
     fitted = sg.load(out)
-    assert fitted.n_features_in_ == 2 and fitted.input_columns_ == ["a", "b"]
+    assert fitted.n_features_in_ == 2
+    assert sg.io.load_table_columns(out) == sg.io.TableColumns(("a", "b"), "y")
     reference = sg.ExactGPRegressor(kernel=fitted.kernel, noise_variance=fitted.noise_variance,
                                     optimize=False, normalize_y=True, normalize_X=True).fit(
         X, y, sample_noise_variance=variances)

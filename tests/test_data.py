@@ -44,7 +44,7 @@ def blocks_of(X, y, v, sizes):
 
 
 def sources(X, y, v=None):
-    return {"array": ArraySource(X, y, noise_variance=v),
+    return {"array": ArraySource(X, y, sample_noise_variance=v),
             "blocks": IterableSource(blocks_of(X, y, v, [13, 1, 40, 5])),
             "callable": IterableSource(lambda: iter(blocks_of(X, y, v, [37]))),
             "empty blocks between": IterableSource(
@@ -78,9 +78,9 @@ def test_chunks_reblock_exactly_with_global_offsets_and_reiterate(kind, rows):
             np.testing.assert_array_equal(chunk.X, X[chunk.start:chunk.stop])
             np.testing.assert_array_equal(chunk.y, y[chunk.start:chunk.stop])
             if v is None:
-                assert chunk.noise_variance is None
+                assert chunk.sample_noise_variance is None
             else:
-                np.testing.assert_array_equal(chunk.noise_variance, v[chunk.start:chunk.stop])
+                np.testing.assert_array_equal(chunk.sample_noise_variance, v[chunk.start:chunk.stop])
     assert source.n_samples == 100 and source.n_dims == 3
 
 
@@ -118,9 +118,9 @@ def test_as_source_passes_sources_through_and_wraps_arrays():
     X, y, v = problem(4, noise=True)
     source = IterableSource([(X, y)])
     assert as_source(source) is source
-    wrapped = as_source(X, y, noise_variance=v, dtype=np.float32)
+    wrapped = as_source(X, y, sample_noise_variance=v, dtype=np.float32)
     assert isinstance(wrapped, ArraySource) and isinstance(wrapped, DataSource)
-    assert wrapped.dtype == np.float32 and wrapped.summary().noise_variance_max == v.max()
+    assert wrapped.dtype == np.float32 and wrapped.summary().sample_noise_variance_max == v.max()
     with pytest.raises(ValueError, match="y must be None when X is a data source"):
         as_source(source, y)
     with pytest.raises(ValueError, match="y must be given"):
@@ -145,7 +145,7 @@ def test_summary_equals_the_in_memory_standardization(seed, kind, monkeypatch):
         assert summary.n_samples == 300
         np.testing.assert_array_equal(summary.X_min, X.min(axis=0))
         np.testing.assert_array_equal(summary.X_max, X.max(axis=0))
-        assert (summary.noise_variance_min, summary.noise_variance_max) == (v.min(), v.max())
+        assert (summary.sample_noise_variance_min, summary.sample_noise_variance_max) == (v.min(), v.max())
         assert_close(summary.X_mean, X_location, X_scale)
         assert_close(summary.X_std, X_scale, X_scale)
         assert_close(summary.X_std, np.std(X, axis=0), X_scale)
@@ -276,7 +276,7 @@ def test_inconsistent_blocks_are_refused():
         list(IterableSource([(X, y)], n_dims=2).chunks(5))
     with pytest.raises(ValueError, match=r"y \(block 1\) must have 90 entries"):
         list(IterableSource([(X[:10], y[:10]), (X[10:], y[:90:-1])]).chunks(5))
-    with pytest.raises(ValueError, match="block 1 lacks a noise_variance block"):
+    with pytest.raises(ValueError, match="block 1 lacks a sample_noise_variance block"):
         list(IterableSource([(X[:10], y[:10], v[:10]), (X[10:], y[10:])]).chunks(5))
     with pytest.raises(TypeError, match="block 0 must be a tuple"):
         list(IterableSource([X]).chunks(5))
@@ -322,7 +322,7 @@ def test_estimator_standardizes_through_the_summary_and_keeps_constant_columns()
 
 
 def test_iterable_source_knows_its_noise_variances_without_a_pass():
-    """has_noise_variance reads the first block only (the engine asks it before any pass)."""
+    """has_sample_noise_variance reads the first block only (the engine asks it before any pass)."""
     opened = []
 
     def blocks():
@@ -331,5 +331,5 @@ def test_iterable_source_knows_its_noise_variances_without_a_pass():
         raise AssertionError("read past the first block")
 
     source = data.IterableSource(blocks)
-    assert source.has_noise_variance and len(opened) == 1
-    assert not data.IterableSource([(np.ones((3, 2)), np.zeros(3))]).has_noise_variance
+    assert source.has_sample_noise_variance and len(opened) == 1
+    assert not data.IterableSource([(np.ones((3, 2)), np.zeros(3))]).has_sample_noise_variance

@@ -44,8 +44,7 @@ def workspace(tmp_path, monkeypatch):
     (tmp_path / "data.csv").write_text(
         "a,b,y\n" + "".join(f"{p!r},{q!r},{t!r}\n" for (p, q), t in zip(X.tolist(), y.tolist())))
     model = sg.ExactGPRegressor(optimize=False, normalize_X=False, normalize_y=False).fit(X, y)
-    model.input_columns_, model.target_column_ = ["a", "b"], "y"
-    sg.save(model, tmp_path / "model.in.npz")
+    sg.save(model, tmp_path / "model.in.npz", table_columns=sg.io.TableColumns(("a", "b"), "y"))
     monkeypatch.chdir(tmp_path)
 
     def fake_experiment(output_dir, quick):

@@ -105,7 +105,7 @@ def test_local_fallback_rechunks_the_rows_through_the_driver():
     chunks = list(dask_source(X, y, v, block=300).chunks(256))
     assert [c.start for c in chunks] == [0, 256, 512, 768]
     np.testing.assert_array_equal(np.concatenate([c.X for c in chunks]), X)
-    np.testing.assert_array_equal(np.concatenate([c.noise_variance for c in chunks]), v)
+    np.testing.assert_array_equal(np.concatenate([c.sample_noise_variance for c in chunks]), v)
 
 
 def test_bad_input_is_refused_with_the_rows_named():

@@ -1,4 +1,4 @@
-"""LowRankGPRegressor and ExactGPRegressor: scikit-learn conformance, agreement with the
+"""LowRankGPRegressor and ExactGPRegressor (and VecchiaGPRegressor's scikit-learn checks): scikit-learn conformance, agreement with the
 exact GP and with scikit-learn's GaussianProcessRegressor, target normalization, predictive
 consistency, randomness bookkeeping and input validation."""
 
@@ -37,9 +37,17 @@ ESTIMATOR_IDS = ["low_rank", "exact"]
 # ----------------------------------------------------------------------------- scikit-learn
 
 
-@parametrize_with_checks([sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=20), normalize_X=False, normalize_y=False), sg.ExactGPRegressor(normalize_X=False, normalize_y=False)],
+@parametrize_with_checks([sg.LowRankGPRegressor(approximation=make_approximation("rff", n_components=20), normalize_X=False, normalize_y=False), sg.ExactGPRegressor(normalize_X=False, normalize_y=False),
+                          sg.VecchiaGPRegressor()],
                          expected_failed_checks=one_component_failures, xfail_strict=True)
 def test_scikit_learn_checks(estimator, check):
+    check(estimator)
+
+
+@parametrize_with_checks([sg.GPRegressor(), sg.LowRankGPRegressor(), sg.ExactGPRegressor()])
+def test_scikit_learn_checks_with_default_parameters(estimator, check):
+    """Issue 26: every exported estimator passes with its defaults (GibbsGPRegressor and
+    FeatureMapTransformer in their own files, VecchiaGPRegressor in test_vecchia_estimator)."""
     check(estimator)
 
 

@@ -76,16 +76,16 @@ def make_source(kind, table, folder, with_noise):
     if kind == "csv":
         path = folder / "t.csv"
         path.write_text("".join(",".join(repr(float(x)) for x in row) + "\n" for row in columns))
-        return CsvSource(path, 2, inputs=[0, 1], noise_variance=noise_column)
+        return CsvSource(path, 2, inputs=[0, 1], noise_variance_column=noise_column)
     if kind == "npy":
         np.save(folder / "t.npy", columns)
-        return NpySource(folder / "t.npy", 2, inputs=[0, 1], noise_variance=noise_column)
+        return NpySource(folder / "t.npy", 2, inputs=[0, 1], noise_variance_column=noise_column)
     if kind == "npz":
         # Fortran order, as df[cols].to_numpy() gives (issue 24: "the magic string is not
         # correct"); X and y, or one table with the noise variances
         if with_noise:
             np.savez(folder / "t.npz", table=np.asfortranarray(columns))
-            return NpySource(folder / "t.npz", 2, inputs=[0, 1], noise_variance=3)
+            return NpySource(folder / "t.npz", 2, inputs=[0, 1], noise_variance_column=3)
         np.savez(folder / "t.npz", X=np.asfortranarray(X), y=y)
         return NpySource(folder / "t.npz", "y")
     if kind == "parquet":
@@ -93,7 +93,7 @@ def make_source(kind, table, folder, with_noise):
         pq.write_table(pa.table(dict(zip(names, columns.T))), folder / "t.parquet",
                        row_group_size=25)
         return ParquetSource(folder / "t.parquet", "y", inputs=["a", "b"],
-                             noise_variance="v" if with_noise else None)
+                             noise_variance_column="v" if with_noise else None)
     raise AssertionError(kind)
 
 

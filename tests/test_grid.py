@@ -36,7 +36,7 @@ def test_rows_are_the_cells_in_row_major_order():
     np.testing.assert_array_equal(X, np.column_stack([m.ravel() for m in mesh]))
     np.testing.assert_array_equal(y, values.ravel())
     source = GridSource(axes, values, dtype="float32")
-    assert source.n_samples == 60 and source.n_dims == 3 and not source.has_noise_variance
+    assert source.n_samples == 60 and source.n_dims == 3 and not source.has_sample_noise_variance
     chunk = next(source.chunks(100))
     assert chunk.X.dtype == np.float32 and chunk.y.dtype == np.float64 and chunk.start == 0
 
@@ -179,4 +179,4 @@ def test_the_summary_needs_no_pass_and_equals_the_streamed_one(monkeypatch):
     assert summary.X_std[1] == 0 and summary.X_mean[1] == axes[1][0]
     for name in ("y_mean", "y_std", "y_min", "y_max"):
         assert getattr(summary, name) == pytest.approx(getattr(streamed, name), rel=1e-13)
-    assert summary.n_samples == 54 and summary.noise_variance_min is None
+    assert summary.n_samples == 54 and summary.sample_noise_variance_min is None

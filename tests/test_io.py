@@ -209,8 +209,8 @@ def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(NotFittedError):
         sg.save(sg.ExactGPRegressor(normalize_X=False, normalize_y=False), tmp_path / "model.npz")
     with pytest.raises(TypeError, match="model must be a fitted LowRankGPRegressor, "
-                                        "ExactGPRegressor or GibbsGPRegressor, got "
-                                        "FeatureMapTransformer"):
+                                        "ExactGPRegressor, GibbsGPRegressor or "
+                                        "VecchiaGPRegressor, got FeatureMapTransformer"):
         sg.save(sg.FeatureMapTransformer(), tmp_path / "model.npz")
     X, y = data(8, n=10)
     model = sg.LowRankGPRegressor(optimize=False, approximation=make_approximation("rff", n_components=4, options={}), normalize_X=False, normalize_y=False).fit(X, y)
@@ -380,3 +380,23 @@ def test_reader_never_unpickles(monkeypatch, saved):
     monkeypatch.setattr(reader.np, "load", recording_load)
     sg.load(saved)
     assert calls == [False]
+
+
+def test_table_columns_are_stored_with_the_model_not_on_it(tmp_path):
+    """The CLI's table columns go through ``save(table_columns=)`` and come back from
+    ``load_table_columns``; the estimator carries no attribute for them."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 2)), rng.normal(size=20)
+    model = sg.ExactGPRegressor(optimize=False).fit(X, y)
+    sg.save(model, tmp_path / "plain.npz")
+    assert sg.io.load_table_columns(tmp_path / "plain.npz") is None
+    columns = sg.io.TableColumns(("a", "b"), "y")
+    sg.save(model, tmp_path / "named.npz", table_columns=columns)
+    assert sg.io.load_table_columns(tmp_path / "named.npz") == columns
+    assert not hasattr(sg.load(tmp_path / "named.npz"), "input_columns_")
+    for bad, match in [(sg.io.TableColumns(("a",), "y"), "name the model's 2 inputs"),
+                       (sg.io.TableColumns(("a", "a"), "y"), "name the model's 2 inputs"),
+                       (sg.io.TableColumns(("a", "y"), "y"), "is one of the inputs")]:
+        with pytest.raises(ValueError, match=match):
+            sg.save(model, tmp_path / "bad.npz", table_columns=bad)
+    assert not (tmp_path / "bad.npz").exists()

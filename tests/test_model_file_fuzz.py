@@ -82,6 +82,10 @@ MODELS = {
         random_state=0, approximation=make_approximation("maclaurin", n_components=17, options={"sketch": "complex-rademacher"}), normalize_X=False, normalize_y=False),
     # the knots
     "nystrom": lambda: sg.LowRankGPRegressor(optimize=False, random_state=0, approximation=make_approximation("nystrom", n_components=8), normalize_X=False, normalize_y=False),
+    # the Vecchia model: the training inputs, the standardized targets and m
+    "vecchia": lambda: sg.VecchiaGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
+                                             n_neighbors=6, n_neighbors_predict=9,
+                                             random_state=0),
     # the draws of the Gibbs sampler (scalegp.inference.gibbs), with the FITC-style diagonal
     "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0, 2.0],
                                          n_iter=30, burn_in=10, thin=2, collapsed=True,
@@ -245,6 +249,7 @@ PREDICTIVE = {
     ("y_train_std",): lambda v: is_finite(v) and v > 0,
     ("y_train_mean",): is_finite,
     ("gibbs", "diag_correction"): lambda v: isinstance(v, bool),
+    ("system", "n_neighbors"): lambda v: is_count(v, 1),
 }
 
 
@@ -321,7 +326,7 @@ ARRAY_DOMAINS = {
     "positive_part.transform": "finite", "positive_part.eigenvalues": "spectrum",
     "feature_map.n_nodes": "count", "feature_map.panels": "panels",
     "local.centres": "finite", "local.beta": "finite", "local.cholesky_factor": "choleskies",
-    "local.X_train": "finite", "local.y_train": "finite",
+    "local.X_train": "finite", "local.y_train": "finite", "y_train": "finite",
     "local.blend_radius": "positive", "local.scale": "positive", "local.members": "indices",
     "feature_map.truncation_bound": "reported", "feature_map.theoretical_n_nodes": "reported",
     "feature_map.inputs": "finite", "feature_map.probes": "finite",

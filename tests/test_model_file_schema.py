@@ -71,6 +71,8 @@ KINDS = {
         approximation="exact", optimize=False, local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
     "neighbors glf": lambda: sg.LowRankGPRegressor(
         optimize=False, random_state=0, approximation=make_approximation("glf", n_components=16), local=Neighbors(n_neighbors=12), normalize_X=False, normalize_y=False),
+    "vecchia": lambda: sg.VecchiaGPRegressor(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 2.0]),
+                                             n_neighbors=6, ordering="random", random_state=0),
     "gibbs": lambda: sg.GibbsGPRegressor(theta1_grid=[0.2, 0.5, 1.0],
                                          n_iter=14, burn_in=4, random_state=0, approximation=make_approximation("rff", n_components=8), normalize_X=False),
 }
@@ -87,10 +89,9 @@ def files(tmp_path_factory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = make().fit(X, y)
-        model.input_columns_ = [f"x{j}" for j in range(X.shape[1])]
-        model.target_column_ = "y"
         path = folder / "model.npz"
-        sg.save(model, path)
+        sg.save(model, path, table_columns=sg.io.TableColumns(
+            tuple(f"x{j}" for j in range(X.shape[1])), "y"))
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files if key != "metadata"}
             metadata = json.loads(npz["metadata"].tobytes().decode("utf-8"))

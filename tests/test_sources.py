@@ -46,7 +46,7 @@ def write_files(folder, X, y, noise):
     np.savez(folder / "t.npz", X=X, y=y)
     pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "target": y, "v": noise}),
                    folder / "t.parquet", row_group_size=150)
-    return {"csv": CsvSource(csv, "target", noise_variance=None, inputs=["a", "b"]),
+    return {"csv": CsvSource(csv, "target", noise_variance_column=None, inputs=["a", "b"]),
             "npy": NpySource(folder / "t.npy", 2, inputs=[0, 1]),
             "npz": NpySource(folder / "t.npz", "y"),
             "parquet": ParquetSource(folder / "t.parquet", "target", inputs=["a", "b"])}
@@ -94,7 +94,7 @@ def test_streaming_from_each_format_equals_the_in_memory_fit(files, data, option
 def test_known_noise_variances_and_float32_stream_too(tmp_path, data):
     X, y, noise = data
     write_files(tmp_path, X, y, noise)
-    source = CsvSource(tmp_path / "t.csv", "target", noise_variance="v")
+    source = CsvSource(tmp_path / "t.csv", "target", noise_variance_column="v")
     assert source.input_columns == ("a", "b")
     params = dict(approximation="rff", n_components=32, normalize_X=True, normalize_y=True,
                   random_state=1, optimize=False, kernel=sg.Gaussian(length_scale=0.5),
@@ -203,7 +203,7 @@ def test_negative_noise_variance_is_named_by_row(tmp_path):
     (tmp_path / "v.csv").write_text("a,y,v\n1,2,0.1\n2,3,-0.5\n")
     with pytest.raises(TableError, match=r"column 'v' holds noise variances, which must be "
                                          r">= 0; data row 2 has -0.5"):
-        CsvSource(tmp_path / "v.csv", "y", noise_variance="v").summary()
+        CsvSource(tmp_path / "v.csv", "y", noise_variance_column="v").summary()
 
 
 def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):

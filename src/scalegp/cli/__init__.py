@@ -23,12 +23,13 @@ from .._output import PNG_SUFFIXES, check_output_dir, check_output_path
 from .._version import __version__
 from ..data.readers import HEADER_MODES, HEADER_RULE, TableError
 from ..errors import NonFiniteResultError
+from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines, require_matplotlib
 from .fit import command_fit
 from .options import (DEFAULT_DIFFERENCES, add_flag, add_gibbs_flags, add_kernel_flags,
-                      add_learning_flags, differences_epilog, int_at_least, parameter_default,
+                      add_learning_flags, add_vecchia_flags, differences_epilog, int_at_least, parameter_default,
                       positive_float, thread_count)
 from .predict import command_evaluate, command_predict
 
@@ -79,6 +80,8 @@ def command_list(args) -> None:
     for name, text in features.describe().items():
         print(f"  {name:<18} {text}")
     print("  exact              the dense exact GP (reference; small data only)")
+    print("  vecchia            the Vecchia approximation: each point conditioned on its m "
+          "nearest predecessors (VecchiaGPRegressor; --n-neighbors M)")
     print("kernels (use with --kernel NAME):")
     print("  " + ", ".join(sorted(kernels.KERNEL_NAMES)))
     names = experiments.describe()
@@ -196,11 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="drop rows with missing values instead of failing (default: off)")
     _add_header_option(data)
     model = fit.add_argument_group("model")
-    model.add_argument("--approximation",
-                       default=parameter_default(LowRankGPRegressor, "approximation"),
-                       help="the feature map (see `scalegp list`), or exact (case-insensitive) "
-                            "(default: %(default)s)")
+    model.add_argument("--approximation", default=None,
+                       help="the feature map (see `scalegp list`), exact, or vecchia "
+                            "(case-insensitive) "
+                            f"(default: {parameter_default(LowRankGPRegressor, 'approximation')}"
+                            f", and {parameter_default(GibbsGPRegressor, 'approximation')} "
+                            "with --sampler gibbs: the estimators' defaults)")
     _add_approximation_flags(model, full=True)
+    add_vecchia_flags(fit.add_argument_group("Vecchia (--approximation vecchia)"))
     _add_local_flags(fit.add_argument_group("local models (--local)"))
     add_kernel_flags(fit.add_argument_group("kernel"))
     add_learning_flags(fit.add_argument_group("learning"))

@@ -15,6 +15,7 @@ from ..estimators.configuration import make_approximation, make_local, resolve
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
+from ..estimators.vecchia import VecchiaGPRegressor
 from ..parallel import resolve_n_jobs
 from . import options
 from .common import CommandError, _describe_header, _log, _progress
@@ -36,7 +37,7 @@ def _training_source(args, progress, dtype=None):
     """The training file as a streaming source, after its summary pass (which checks every
     row by the rules of :mod:`scalegp.data.sources` and counts the dropped ones)."""
     source = open_source(args.data, args.target,
-                         noise_variance=getattr(args, "noise_variance_column", None),
+                         noise_variance_column=getattr(args, "noise_variance_column", None),
                          header=args.header, drop_missing=args.drop_missing, dtype=dtype)
     if not source.reader.has_header:       # the rule decided: say how the first line was read
         _log(args, f"{args.data}: {_describe_header(source.reader)}")
@@ -47,6 +48,15 @@ def _training_source(args, progress, dtype=None):
         raise CommandError(f"{args.data}: need at least 2 complete rows, got "
                            f"{summary.n_samples}")
     return source
+
+
+def _table_columns(source):
+    """The table's columns, stored with the model so that ``predict`` finds the inputs by
+    name; None for a table without a header (matched by position)."""
+    from ..io import TableColumns
+    if not source.reader.has_header:
+        return None
+    return TableColumns(tuple(source.input_columns), source.target_column)
 
 
 def _dtype(args, n_samples: int, n_components: int | None) -> str:
@@ -72,11 +82,12 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     """The estimator the flags declare (:mod:`scalegp.cli.options`): its class, its
     configuration objects and their options, the kernel; a flag that the chosen
     configuration would ignore is refused."""
+    options.fill_approximation(args)
     estimator, params, approximation_options, local_options = options.model_arguments(args)
     name = options.approximation_name(args.approximation)
     kernel = options.kernel_from_args(args, n_dims)
     if estimator is GibbsGPRegressor:
-        for given, flag in ((name == "exact", "--approximation exact"),
+        for given, flag in ((name in options.NOT_FEATURE_MAPS, f"--approximation {name}"),
                             (args.ard, "--ard"),
                             (args.noise_variance_column is not None,
                              "--noise-variance-column")):
@@ -89,6 +100,12 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                   noise_variance_bounds=options.noise_variance_bounds(args))
     if estimator is ExactGPRegressor:
         return ExactGPRegressor(**params)
+    if estimator is VecchiaGPRegressor:
+        if args.noise_variance_column is not None:
+            raise CommandError("--approximation vecchia does not take --noise-variance-column "
+                               "(the Vecchia model's noise is homoscedastic); fit exact or a "
+                               "low-rank model for known per-row noise variances")
+        return VecchiaGPRegressor(**params)
     if params.get("dtype") == "auto":
         params["dtype"] = _dtype(args, n_samples, approximation_options.get("n_components"))
     params["local"] = make_local(params.get("local"), **local_options)
@@ -129,6 +146,7 @@ def _memory_report(estimator) -> str:
 def command_fit(args) -> None:
     from ..io import save
     check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
+    options.fill_approximation(args)
     if args.dask_scheduler is not None:
         _fit_on_dask(args)
         return
@@ -150,10 +168,7 @@ def command_fit(args) -> None:
             else:
                 estimator.fit(X, y, sample_noise_variance=variances)
         elapsed = time.perf_counter() - start
-    if source.reader.has_header:           # a table without a header is matched by position
-        estimator.input_columns_ = list(source.input_columns)
-    estimator.target_column_ = source.target_column
-    save(estimator, args.out)
+    save(estimator, args.out, table_columns=_table_columns(source))
     if gibbs:
         _log(args, f"fitted {estimator.feature_map_.name} on {len(y)} rows x {source.n_dims} "
                    f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
@@ -179,6 +194,11 @@ def command_fit(args) -> None:
 def _refuse_on_dask(args) -> None:
     """--dask-scheduler fits low-rank models whose passes are sums over rows; the models that
     hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
+    if options.approximation_name(args.approximation) == "vecchia":
+        raise CommandError("--dask-scheduler does not take --approximation vecchia: the "
+                           "Vecchia model holds its training rows, and its Dask path is the "
+                           "likelihood over row blocks only (scalegp.vecchia.distributed, "
+                           "docs/vecchia.md); fit it without --dask-scheduler")
     held = [flag for given, flag in (
         (args.sampler == "gibbs", "--sampler gibbs"),
         (options.approximation_name(args.approximation) == "exact", "--approximation exact"),
@@ -240,7 +260,7 @@ def _fit_on_dask(args) -> None:
     try:
         start = time.perf_counter()
         source, file_source, info = dask_file_source(
-            args.data, args.target, noise_variance=args.noise_variance_column,
+            args.data, args.target, noise_variance_column=args.noise_variance_column,
             header=args.header, drop_missing=args.drop_missing, client=client,
             block_rows=args.dask_block_rows)
         if not file_source.reader.has_header:
@@ -252,7 +272,7 @@ def _fit_on_dask(args) -> None:
                                f"{source.n_samples}")
         estimator = _make_estimator(args, source.n_dims, source.n_samples)
         if estimator.dtype != "float64":
-            source = type(source)(source.X, source.y, source.noise_variance,
+            source = type(source)(source.X, source.y, source.sample_noise_variance,
                                   dtype=estimator.dtype, client=client)
         n_workers = len(client.scheduler_info().get("workers", {}))
         _log(args, f"Dask scheduler {client.scheduler.address} ({n_workers} worker(s)): "
@@ -267,10 +287,7 @@ def _fit_on_dask(args) -> None:
                            f"{text}); nothing was written") from None
     finally:
         client.close(timeout=args.dask_timeout)
-    if file_source.reader.has_header:
-        estimator.input_columns_ = list(file_source.input_columns)
-    estimator.target_column_ = file_source.target_column
-    save(estimator, args.out)
+    save(estimator, args.out, table_columns=_table_columns(file_source))
     _log(args, f"fitted {options.approximation_name(args.approximation)} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in {elapsed:.2f} s on the Dask scheduler "
                f"{args.dask_scheduler} ({source.n_blocks} block(s)); log marginal likelihood "

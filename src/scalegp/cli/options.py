@@ -33,6 +33,9 @@ from ..estimators.configuration import Clusters, Features, Neighbors, Nystrom, T
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
+from ..estimators.vecchia import VecchiaGPRegressor
+from ..vecchia import ORDERINGS
+from ..vecchia.learning import OPTIMIZERS as VECCHIA_OPTIMIZERS
 from .common import CommandError, _parse_options
 
 
@@ -56,13 +59,17 @@ NOT_ON_THE_CLI = {
     (LowRankGPRegressor, "approximation"): "--approximation NAME with the model group's flags",
     (GibbsGPRegressor, "approximation"): "--approximation NAME with the model group's flags",
     (Features, "name"): "--approximation NAME",
+    (VecchiaGPRegressor, "kernel"): "set by the kernel flags",
 }
 
 
-ESTIMATORS = (LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor)
+ESTIMATORS = (LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor, VecchiaGPRegressor)
 APPROXIMATION_CONFIGURATIONS = (Features, Nystrom)
 LOCAL_CONFIGURATIONS = (TestPoints, Clusters, Neighbors)
-REGRESSORS = (LowRankGPRegressor, ExactGPRegressor)
+REGRESSORS = (LowRankGPRegressor, ExactGPRegressor, VecchiaGPRegressor)
+#: The models that are not a feature map (``--approximation NAME``): the dense exact GP (or
+#: exact local GPs with ``--local neighbors``) and the Vecchia approximation.
+NOT_FEATURE_MAPS = ("exact", "vecchia")
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,8 @@ def _owner_name(owner) -> str:
     return {LowRankGPRegressor: "low-rank and local models", ExactGPRegressor: "the exact GP",
             GibbsGPRegressor: "--sampler gibbs", Features: "feature maps",
             Nystrom: "--approximation nystrom", TestPoints: "--local test-points",
-            Clusters: "--local clusters", Neighbors: "--local neighbors"}[owner]
+            Clusters: "--local clusters", Neighbors: "--local neighbors",
+            VecchiaGPRegressor: "--approximation vecchia"}[owner]
 
 
 FLAGS = (
@@ -126,7 +134,12 @@ FLAGS = (
     Flag("--no-standardize", ESTIMATORS, "normalize_X", negated=True),
     Flag("--seed", ESTIMATORS, "random_state"),
     Flag("--dtype", (LowRankGPRegressor,), "dtype"),
-    Flag("--n-jobs", (LowRankGPRegressor,), "n_jobs"),
+    Flag("--n-jobs", (LowRankGPRegressor, VecchiaGPRegressor), "n_jobs"),
+    # the Vecchia approximation
+    Flag("--n-neighbors", (VecchiaGPRegressor,), "n_neighbors"),
+    Flag("--n-neighbors-predict", (VecchiaGPRegressor,), "n_neighbors_predict"),
+    Flag("--ordering", (VecchiaGPRegressor,), "ordering"),
+    Flag("--optimizer", (VecchiaGPRegressor,), "optimizer"),
     # the Gibbs sampler
     Flag("--n-iter", (GibbsGPRegressor,), "n_iter"),
     Flag("--burn-in", (GibbsGPRegressor,), "burn_in"),
@@ -205,7 +218,7 @@ def differences_epilog() -> str:
     rows = [f"  {name}: {value!r} here; {reason}"
             for name, (value, reason) in DEFAULT_DIFFERENCES.items()]
     return ("Defaults are the estimators' (LowRankGPRegressor, ExactGPRegressor, "
-            "GibbsGPRegressor and the configuration objects), except:\n" + "\n".join(rows))
+            "GibbsGPRegressor, VecchiaGPRegressor and the configuration objects), except:\n" + "\n".join(rows))
 
 
 # --------------------------------------------------------------------------- the estimator
@@ -216,8 +229,9 @@ def _given(args) -> dict:
 
 
 def approximation_name(text: str) -> str:
-    """The registered name of an approximation (case-insensitive), or "exact"."""
-    return "exact" if text.lower() == "exact" else features.get(text).name
+    """The registered name of an approximation (case-insensitive), or one of
+    :data:`NOT_FEATURE_MAPS` ("exact", "vecchia")."""
+    return text.lower() if text.lower() in NOT_FEATURE_MAPS else features.get(text).name
 
 
 def _value(flag: Flag, value):
@@ -243,9 +257,19 @@ def theta1_grid(triple):
     return np.linspace(start, stop, int(count))
 
 
+def fill_approximation(args) -> None:
+    """``--approximation`` when not given: the default of the estimator the other flags
+    choose (LowRankGPRegressor's, or GibbsGPRegressor's with ``--sampler gibbs``)."""
+    if getattr(args, "approximation", None) is None:
+        owner = (GibbsGPRegressor if getattr(args, "sampler", "optimize") == "gibbs"
+                 else LowRankGPRegressor)
+        args.approximation = parameter_default(owner, "approximation")
+
+
 def chosen_parts(args) -> tuple:
     """(estimator class, approximation configuration class or None, local configuration
     class or None) that the command line's flags choose."""
+    fill_approximation(args)
     name = approximation_name(args.approximation)
     kind = getattr(args, "local", None)
     local_class = None if kind is None else type(configuration.as_local(kind))
@@ -253,9 +277,12 @@ def chosen_parts(args) -> tuple:
         estimator = GibbsGPRegressor
     elif name == "exact" and kind is None:
         estimator = ExactGPRegressor
+    elif name == "vecchia":
+        estimator = VecchiaGPRegressor
     else:
         estimator = LowRankGPRegressor
-    approximation = None if name == "exact" else type(configuration.as_approximation(name))
+    approximation = (None if name in NOT_FEATURE_MAPS
+                     else type(configuration.as_approximation(name)))
     return estimator, approximation, local_class
 
 
@@ -412,3 +439,15 @@ def add_gibbs_flags(group) -> None:
              action="store_true")
     add_flag(group, "feature_cache_bytes", "with --diag-correction: keep the n x m features "
              "of every grid point up to this many bytes", type=int_at_least(0))
+
+
+def add_vecchia_flags(group) -> None:
+    """``--approximation vecchia`` settings (docs/vecchia.md)."""
+    add_flag(group, "n_neighbors", "m, the neighbours each training point conditions on in "
+             "the likelihood (O(N m^3) per evaluation)", type=int_at_least(1), metavar="M")
+    add_flag(group, "n_neighbors_predict", "training neighbours each test point conditions "
+             "on (none: --n-neighbors)", type=int_at_least(1), metavar="M")
+    add_flag(group, "ordering", "the ordering of the training points, in the inputs scaled "
+             "by the length scales", choices=list(ORDERINGS))
+    add_flag(group, "optimizer", "lbfgs (L-BFGS-B) or fisher (Fisher scoring, as GpGp)",
+             choices=list(VECCHIA_OPTIMIZERS))

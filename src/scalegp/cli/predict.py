@@ -25,7 +25,7 @@ from .fit import _training_source
 
 
 def command_predict(args) -> None:
-    from ..io import load
+    from ..io import load, load_table_columns
     to_stdout = args.out == "-"
     from_stdin = args.data == STDIN
     inputs = (args.model,) + (() if from_stdin else (args.data,))
@@ -37,7 +37,7 @@ def command_predict(args) -> None:
     model = load(args.model)
     variance = _variance_option(args, model)
     content = sys.stdin.buffer.read() if from_stdin else None     # read once, parsed twice
-    reader, columns = _prediction_columns(args, model, content)
+    reader, columns = _prediction_columns(args, model, load_table_columns(args.model), content)
     names = ["mean", "std"]
     if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too
         names += ["lower_95", "upper_95"]
@@ -120,10 +120,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _prediction_columns(args, model, content=None):
+def _prediction_columns(args, model, table_columns=None, content=None):
     """(reader of ``args.data``, the indices of the model's input columns), by the rule
-    :data:`COLUMN_RULE`; ``content``: the bytes of standard input (``args.data`` ``-``)."""
-    columns = getattr(model, "input_columns_", None)
+    :data:`COLUMN_RULE`; ``table_columns``: the columns stored with the model
+    (:func:`scalegp.io.load_table_columns`); ``content``: the bytes of standard input
+    (``args.data`` ``-``)."""
+    columns = None if table_columns is None else list(table_columns.inputs)
     reader = open_reader(args.data, header=args.header, content=content)
     if (columns and not reader.has_header and args.header == "auto"
             and all(_is_number(name) for name in columns)):
@@ -187,9 +189,10 @@ def command_evaluate(args) -> None:
 
     results = [("exact", *scores(exact_mean, exact_std), 0.0, exact_time)]
     for name in names:
-        if name == "exact":
+        if name in options.NOT_FEATURE_MAPS:
             raise CommandError("--approximations lists the low-rank maps compared against the "
-                               "exact GP; 'exact' is always the first row")
+                               "exact GP; 'exact' is always the first row (for vecchia: "
+                               "scalegp fit --approximation vecchia)")
         start = time.perf_counter()
         approx = LowRankGPRegressor(
             approximation=make_approximation(name, n_components=args.n_components,

@@ -29,13 +29,13 @@ _ZERO_EXPONENT = -1100
 class Chunk:
     """Rows ``start`` .. ``start + len(y) - 1`` of a source.
 
-    X is (rows, n_dims), y is (rows,), noise_variance is (rows,) or None when the source has
+    X is (rows, n_dims), y is (rows,), sample_noise_variance is (rows,) or None when the source has
     no per-row known noise variances.
     """
 
     X: np.ndarray
     y: np.ndarray
-    noise_variance: np.ndarray | None
+    sample_noise_variance: np.ndarray | None
     start: int
 
     @property
@@ -48,7 +48,7 @@ class Chunk:
 class DataSummary:
     """One pass over a source: the bounding box and population moments (ddof 0) of X and y.
 
-    X_min, X_max, X_mean, X_std have one entry per column; noise_variance_min/max are None
+    X_min, X_max, X_mean, X_std have one entry per column; sample_noise_variance_min/max are None
     when the source has no per-row noise variances; y_min and y_max bound the targets.
     """
 
@@ -59,8 +59,8 @@ class DataSummary:
     X_std: np.ndarray
     y_mean: float
     y_std: float
-    noise_variance_min: float | None
-    noise_variance_max: float | None
+    sample_noise_variance_min: float | None
+    sample_noise_variance_max: float | None
     y_min: float = math.nan
     y_max: float = math.nan
 
@@ -76,7 +76,7 @@ class DataSummary:
 
 
 class DataSource(abc.ABC):
-    """n_samples rows of (X, y[, noise_variance]) that can be read any number of times.
+    """n_samples rows of (X, y[, sample_noise_variance]) that can be read any number of times.
 
     An abstract base class rather than a typing.Protocol: every kind shares the cached
     :meth:`summary` (written once, here), and :func:`as_source` recognizes a source by type.
@@ -108,9 +108,9 @@ class DataSource(abc.ABC):
         return self.summary().n_samples
 
     @property
-    def has_noise_variance(self) -> bool:
+    def has_sample_noise_variance(self) -> bool:
         """Whether the rows carry known noise variances (the summary knows; a pass)."""
-        return self.summary().noise_variance_min is not None
+        return self.summary().sample_noise_variance_min is not None
 
     @abc.abstractmethod
     def chunks(self, rows: int) -> Iterator[Chunk]:
@@ -138,15 +138,15 @@ class ArraySource(DataSource):
     """Arrays in memory, validated once; chunks are views (no copies).
 
     X is converted to ``dtype`` (float64 unless float32 is asked, as the engine does), y and
-    noise_variance to float64.
+    sample_noise_variance to float64.
     """
 
-    def __init__(self, X, y, noise_variance=None, dtype=None):
+    def __init__(self, X, y, sample_noise_variance=None, dtype=None):
         self._dtype = check_dtype(dtype)
         self.X = check_matrix(X, "X", dtype=self._dtype)
         self.y = check_vector(y, "y", n_samples=self.X.shape[0])
-        self.noise_variance = (None if noise_variance is None
-                               else _check_noise_variance(noise_variance, self.X.shape[0], 0))
+        self.sample_noise_variance = (None if sample_noise_variance is None
+                               else _check_noise_variance(sample_noise_variance, self.X.shape[0], 0))
 
     @property
     def n_dims(self) -> int:
@@ -157,8 +157,8 @@ class ArraySource(DataSource):
         return self._dtype
 
     @property
-    def has_noise_variance(self) -> bool:
-        return self.noise_variance is not None
+    def has_sample_noise_variance(self) -> bool:
+        return self.sample_noise_variance is not None
 
     @property
     def n_samples(self) -> int:
@@ -168,12 +168,12 @@ class ArraySource(DataSource):
         rows = check_positive_int(rows, "rows")
         for start in range(0, self.n_samples, rows):
             stop = min(start + rows, self.n_samples)
-            noise = None if self.noise_variance is None else self.noise_variance[start:stop]
+            noise = None if self.sample_noise_variance is None else self.sample_noise_variance[start:stop]
             yield Chunk(self.X[start:stop], self.y[start:stop], noise, start)
 
 
 class IterableSource(DataSource):
-    """Blocks of (X_block, y_block) or (X_block, y_block, noise_variance_block) of any sizes.
+    """Blocks of (X_block, y_block) or (X_block, y_block, sample_noise_variance_block) of any sizes.
 
     ``blocks`` is re-iterable (a list, a tuple, any iterable whose ``iter()`` is a fresh
     iterator) or a zero-argument callable returning a fresh iterator. A one-shot iterator or
@@ -185,7 +185,7 @@ class IterableSource(DataSource):
                  dtype=None):
         if not callable(blocks):
             if not isinstance(blocks, Iterable):
-                raise TypeError("blocks must be a re-iterable of (X, y[, noise_variance]) tuples "
+                raise TypeError("blocks must be a re-iterable of (X, y[, sample_noise_variance]) tuples "
                                 f"or a callable returning an iterator, got {type(blocks).__name__}")
             if iter(blocks) is blocks:
                 raise TypeError(
@@ -211,7 +211,7 @@ class IterableSource(DataSource):
         return self._dtype
 
     @property
-    def has_noise_variance(self) -> bool:
+    def has_sample_noise_variance(self) -> bool:
         """From the first block (every pass checks that all blocks agree): no pass needed."""
         first = next(iter(self._open()), None)
         if first is None:
@@ -247,7 +247,7 @@ class IterableSource(DataSource):
                 has_noise = noise is not None
             elif has_noise != (noise is not None):
                 raise ValueError(
-                    f"block {index} {'has' if noise is not None else 'lacks'} a noise_variance "
+                    f"block {index} {'has' if noise is not None else 'lacks'} a sample_noise_variance "
                     f"block but block 0 {'has' if has_noise else 'lacks'} one: every block or "
                     "none must carry per-row noise variances")
             if noise is not None and X.shape[0]:
@@ -264,12 +264,12 @@ class IterableSource(DataSource):
             raise ValueError("the data source is empty (its blocks hold no rows)")
 
 
-def as_source(X, y=None, *, noise_variance=None, dtype=None) -> DataSource:
-    """X itself when it is a :class:`DataSource` (then y and noise_variance must be None; a
+def as_source(X, y=None, *, sample_noise_variance=None, dtype=None) -> DataSource:
+    """X itself when it is a :class:`DataSource` (then y and sample_noise_variance must be None; a
     ``dtype`` is the precision the caller computes in, which converts each chunk), else
-    ``ArraySource(X, y, noise_variance, dtype)``."""
+    ``ArraySource(X, y, sample_noise_variance, dtype)``."""
     if isinstance(X, DataSource):
-        given = [name for name, value in (("y", y), ("noise_variance", noise_variance))
+        given = [name for name, value in (("y", y), ("sample_noise_variance", sample_noise_variance))
                  if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)} must be None when X is a data source (the "
@@ -277,34 +277,34 @@ def as_source(X, y=None, *, noise_variance=None, dtype=None) -> DataSource:
         return X
     if y is None:
         raise ValueError("y must be given when X is an array (or pass a DataSource as X)")
-    return ArraySource(X, y, noise_variance=noise_variance, dtype=dtype)
+    return ArraySource(X, y, sample_noise_variance=sample_noise_variance, dtype=dtype)
 
 
 def _check_noise_variance(values, n_rows: int, first_row: int, where: str = "") -> np.ndarray:
-    noise = check_vector(values, f"noise_variance{where}", n_samples=n_rows, first_row=first_row)
+    noise = check_vector(values, f"sample_noise_variance{where}", n_samples=n_rows, first_row=first_row)
     if np.any(noise < 0):
         row = int(np.flatnonzero(noise < 0)[0])
-        raise ValueError(f"noise_variance{where} must be >= 0 (known variances), got "
+        raise ValueError(f"sample_noise_variance{where} must be >= 0 (known variances), got "
                          f"{noise[row]!r} at row {first_row + row}")
     return noise
 
 
 def _unpack(block, index: int):
-    """(X, y, noise_variance or None) of a user block."""
+    """(X, y, sample_noise_variance or None) of a user block."""
     if not isinstance(block, (tuple, list)) or len(block) not in (2, 3):
-        raise TypeError(f"block {index} must be a tuple (X, y) or (X, y, noise_variance), "
+        raise TypeError(f"block {index} must be a tuple (X, y) or (X, y, sample_noise_variance), "
                         f"got {type(block).__name__}"
                         + (f" of length {len(block)}" if isinstance(block, (tuple, list)) else ""))
     return block[0], block[1], (block[2] if len(block) == 3 else None)
 
 
 def _head(chunk: Chunk, rows: int) -> Chunk:
-    noise = None if chunk.noise_variance is None else chunk.noise_variance[:rows]
+    noise = None if chunk.sample_noise_variance is None else chunk.sample_noise_variance[:rows]
     return Chunk(chunk.X[:rows], chunk.y[:rows], noise, chunk.start)
 
 
 def _tail(chunk: Chunk, rows: int) -> Chunk:
-    noise = None if chunk.noise_variance is None else chunk.noise_variance[rows:]
+    noise = None if chunk.sample_noise_variance is None else chunk.sample_noise_variance[rows:]
     return Chunk(chunk.X[rows:], chunk.y[rows:], noise, chunk.start + rows)
 
 
@@ -312,8 +312,8 @@ def _concatenate(pieces: list[Chunk], start: int) -> Chunk:
     """One chunk of consecutive pieces; a single piece is returned as is (a view)."""
     if len(pieces) == 1:
         return pieces[0]
-    noise = (None if pieces[0].noise_variance is None
-             else np.concatenate([piece.noise_variance for piece in pieces]))
+    noise = (None if pieces[0].sample_noise_variance is None
+             else np.concatenate([piece.sample_noise_variance for piece in pieces]))
     return Chunk(np.concatenate([piece.X for piece in pieces]),
                  np.concatenate([piece.y for piece in pieces]), noise, start)
 
@@ -379,7 +379,7 @@ class SummaryPart:
     @classmethod
     def of(cls, chunk: Chunk) -> SummaryPart:
         values = np.column_stack([chunk.X.astype(np.float64, copy=False), chunk.y])
-        noise = chunk.noise_variance
+        noise = chunk.sample_noise_variance
         return cls(_ScaledMoments.of(values), np.min(values, axis=0), np.max(values, axis=0),
                    None if noise is None else float(np.min(noise)),
                    None if noise is None else float(np.max(noise)))

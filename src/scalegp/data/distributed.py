@@ -56,18 +56,18 @@ def is_dask_collection(value) -> bool:
     return bool(check(value))
 
 
-def _block_chunk(X, y, noise_variance, start: int, dtype) -> Chunk:
+def _block_chunk(X, y, sample_noise_variance, start: int, dtype) -> Chunk:
     """One block as a validated :class:`Chunk` with global rows (errors name them)."""
     try:
-        chunk = next(ArraySource(X, y, noise_variance, dtype=dtype).chunks(max(1, len(y))))
+        chunk = next(ArraySource(X, y, sample_noise_variance, dtype=dtype).chunks(max(1, len(y))))
     except ValueError as error:
         raise ValueError(f"in the Dask block of rows {start} to {start + len(y) - 1} "
                          f"(block-local row numbers): {error}") from None
     return replace(chunk, start=start)
 
 
-def _apply(function, X, y, noise_variance, start, dtype):
-    return function(_block_chunk(X, y, noise_variance, start, dtype))
+def _apply(function, X, y, sample_noise_variance, start, dtype):
+    return function(_block_chunk(X, y, sample_noise_variance, start, dtype))
 
 
 def _merge_parts(a: SummaryPart, b: SummaryPart) -> SummaryPart:
@@ -83,7 +83,7 @@ class DaskSource(DistributedSource):
         Rechunked to a single block along the columns; the row blocks are the units of work.
     y : dask.array.Array of shape (n_samples,)
         Rechunked to X's row blocks.
-    noise_variance : dask.array.Array of shape (n_samples,), optional
+    sample_noise_variance : dask.array.Array of shape (n_samples,), optional
         Known per-row noise variances (>= 0).
     dtype : {"float64", "float32"}, optional
         Of the X blocks (the engine's ``dtype``).
@@ -91,7 +91,7 @@ class DaskSource(DistributedSource):
         The scheduler to compute on; None: Dask's default (the active client, if any).
     """
 
-    def __init__(self, X, y, noise_variance=None, *, dtype=None, client=None):
+    def __init__(self, X, y, sample_noise_variance=None, *, dtype=None, client=None):
         dask = _dask()
         self._dtype = check_dtype(dtype)
         X, y = dask.array.asarray(X), dask.array.asarray(y)
@@ -109,26 +109,26 @@ class DaskSource(DistributedSource):
             raise ValueError("the data source is empty (X has no rows)")
         self.X = X.rechunk({1: -1})
         self.y = y.rechunk({0: self.X.chunks[0]})
-        self.noise_variance = (None if noise_variance is None else
-                               dask.array.asarray(noise_variance).rechunk(
+        self.sample_noise_variance = (None if sample_noise_variance is None else
+                               dask.array.asarray(sample_noise_variance).rechunk(
                                    {0: self.X.chunks[0]}))
-        if self.noise_variance is not None and self.noise_variance.shape != y.shape:
-            raise ValueError(f"noise_variance has shape {self.noise_variance.shape}, expected "
+        if self.sample_noise_variance is not None and self.sample_noise_variance.shape != y.shape:
+            raise ValueError(f"sample_noise_variance has shape {self.sample_noise_variance.shape}, expected "
                              f"{y.shape}")
         self.client = client
         self._starts = np.concatenate([[0], np.cumsum(self.X.chunks[0])[:-1]]).astype(int)
 
     @classmethod
-    def from_dataframe(cls, frame, target, inputs=None, *, noise_variance=None, dtype=None,
+    def from_dataframe(cls, frame, target, inputs=None, *, noise_variance_column=None, dtype=None,
                        client=None) -> "DaskSource":
         """The ``target`` column of a ``dask.dataframe`` as y and ``inputs`` (default: every
-        other column, minus ``noise_variance``) as X; non-numeric columns are refused."""
+        other column, minus ``noise_variance_column``) as X; non-numeric columns are refused."""
         columns = list(frame.columns)
-        for name in [target] + list(inputs or []) + ([noise_variance] if noise_variance else []):
+        for name in [target] + list(inputs or []) + ([noise_variance_column] if noise_variance_column else []):
             if name not in columns:
                 raise ValueError(f"the dataframe has no column {name!r} (it has {columns})")
         if inputs is None:
-            inputs = [c for c in columns if c not in (target, noise_variance)]
+            inputs = [c for c in columns if c not in (target, noise_variance_column)]
         if not inputs:
             raise ValueError("no input columns: the dataframe holds only the target")
         for name in list(inputs) + [target]:
@@ -136,7 +136,7 @@ class DaskSource(DistributedSource):
                 raise ValueError(f"column {name!r} is not numeric (dtype {frame[name].dtype})")
         X = frame[list(inputs)].to_dask_array(lengths=True)
         y = frame[target].to_dask_array(lengths=True)
-        v = None if noise_variance is None else frame[noise_variance].to_dask_array(lengths=True)
+        v = None if noise_variance_column is None else frame[noise_variance_column].to_dask_array(lengths=True)
         return cls(X, y, v, dtype=dtype, client=client)
 
     # ----------------------------------------------------------------- the protocol
@@ -153,19 +153,19 @@ class DaskSource(DistributedSource):
         return int(self.X.shape[0])
 
     @property
-    def has_noise_variance(self) -> bool:
-        return self.noise_variance is not None
+    def has_sample_noise_variance(self) -> bool:
+        return self.sample_noise_variance is not None
 
     @property
     def n_blocks(self) -> int:
         return len(self.X.chunks[0])
 
     def _blocks(self):
-        """Delayed (X, y, noise_variance) of each row block, with its first global row."""
+        """Delayed (X, y, sample_noise_variance) of each row block, with its first global row."""
         X_blocks = self.X.to_delayed()[:, 0]
         y_blocks = self.y.to_delayed()
-        v_blocks = ([None] * self.n_blocks if self.noise_variance is None
-                    else self.noise_variance.to_delayed())
+        v_blocks = ([None] * self.n_blocks if self.sample_noise_variance is None
+                    else self.sample_noise_variance.to_delayed())
         return zip(X_blocks, y_blocks, v_blocks, self._starts)
 
     def _compute(self, delayed_value):
@@ -216,8 +216,8 @@ def _take(chunks: list, rows: int) -> tuple[Chunk, list]:
     """The first ``rows`` rows of consecutive chunks as one chunk, and the rest."""
     X = np.concatenate([c.X for c in chunks])
     y = np.concatenate([c.y for c in chunks])
-    has_noise = chunks[0].noise_variance is not None
-    v = np.concatenate([c.noise_variance for c in chunks]) if has_noise else None
+    has_noise = chunks[0].sample_noise_variance is not None
+    v = np.concatenate([c.sample_noise_variance for c in chunks]) if has_noise else None
     start = chunks[0].start
     head = Chunk(X[:rows], y[:rows], None if v is None else v[:rows], start)
     if rows == len(y):
@@ -378,7 +378,7 @@ def _file_blocks(reader, columns, block_rows: int):
                      "array, or as Parquet)")
 
 
-def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="auto",
+def dask_file_source(path, target, inputs=None, noise_variance_column=None, *, header="auto",
                      drop_missing=False, dtype=None, client=None,
                      block_rows: int = FILE_BLOCK_ROWS):
     """A :class:`DaskSource` over a table file that the Dask workers read themselves.
@@ -405,7 +405,7 @@ def dask_file_source(path, target, inputs=None, noise_variance=None, *, header="
     from .readers import TableError
     from .sources import open_source
     block_rows = check_positive_int(block_rows, "block_rows")
-    file_source = open_source(path, target, inputs, noise_variance, header=header,
+    file_source = open_source(path, target, inputs, noise_variance_column, header=header,
                               drop_missing=drop_missing, dtype=dtype)
     reader = file_source.reader
     d = len(file_source._inputs)

@@ -93,7 +93,7 @@ class GridSource(DataSource):
         return self.grid.n_samples
 
     @property
-    def has_noise_variance(self) -> bool:
+    def has_sample_noise_variance(self) -> bool:
         return False
 
     def summary(self) -> DataSummary:
@@ -111,7 +111,7 @@ class GridSource(DataSource):
                 X_std=np.array([0.0 if np.all(axis == axis[0]) else axis.std()
                                 for axis in axes]),
                 y_mean=float(values.mean()), y_std=float(values.std()),
-                noise_variance_min=None, noise_variance_max=None,
+                sample_noise_variance_min=None, sample_noise_variance_max=None,
                 y_min=float(values.min()), y_max=float(values.max()))
         return self._summary
 

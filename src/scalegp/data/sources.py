@@ -79,7 +79,7 @@ def checked_blocks(reader, columns, *, drop_missing: bool = False, what: str = "
 
 
 class FileSource(IterableSource):
-    """The rows of a table file as (X, y[, noise_variance]), read a block at a time.
+    """The rows of a table file as (X, y[, sample_noise_variance]), read a block at a time.
 
     Parameters
     ----------
@@ -88,7 +88,7 @@ class FileSource(IterableSource):
         The target column, by name or 0-based index.
     inputs : sequence of str or int, optional
         The input columns in order; default every column but the target and the noise column.
-    noise_variance : str or int, optional
+    noise_variance_column : str or int, optional
         A column of known per-row noise variances (>= 0, target units squared).
     drop_missing : bool, default=False
         Skip rows with a missing or non-finite value in the chosen columns (``n_dropped``
@@ -98,13 +98,13 @@ class FileSource(IterableSource):
 
     out_of_core = True
 
-    def __init__(self, reader, target, inputs=None, noise_variance=None, *,
+    def __init__(self, reader, target, inputs=None, noise_variance_column=None, *,
                  drop_missing: bool = False, dtype=None):
         self.reader = reader
         source = str(reader.path)
         columns = reader.columns
         self._target = column_index(columns, target, source)
-        self._noise = None if noise_variance is None else column_index(columns, noise_variance,
+        self._noise = None if noise_variance_column is None else column_index(columns, noise_variance_column,
                                                                        source)
         if self._noise is not None and self._noise == self._target:
             raise TableError(f"{source}: the noise variance column {columns[self._noise]!r} "
@@ -135,7 +135,7 @@ class FileSource(IterableSource):
         return self.reader.columns[self._target]
 
     @property
-    def has_noise_variance(self) -> bool:
+    def has_sample_noise_variance(self) -> bool:
         return self._noise is not None
 
     def _read(self):
@@ -162,9 +162,9 @@ class FileSource(IterableSource):
 class CsvSource(FileSource):
     """A CSV file read in blocks of lines (``header``: :data:`scalegp.data.readers.HEADER_RULE`)."""
 
-    def __init__(self, path, target, inputs=None, noise_variance=None, *, header="auto",
+    def __init__(self, path, target, inputs=None, noise_variance_column=None, *, header="auto",
                  drop_missing=False, dtype=None):
-        super().__init__(CsvReader(path, header), target, inputs, noise_variance,
+        super().__init__(CsvReader(path, header), target, inputs, noise_variance_column,
                          drop_missing=drop_missing, dtype=dtype)
 
 
@@ -172,26 +172,26 @@ class NpySource(FileSource):
     """A .npy array (a memory map per block) or a .npz archive (its members as streams);
     columns are x0, x1, ... (and y for an archive of X and y)."""
 
-    def __init__(self, path, target, inputs=None, noise_variance=None, *, drop_missing=False,
+    def __init__(self, path, target, inputs=None, noise_variance_column=None, *, drop_missing=False,
                  dtype=None):
         reader = NpzReader(path) if str(path).lower().endswith(".npz") else NpyReader(path)
-        super().__init__(reader, target, inputs, noise_variance, drop_missing=drop_missing,
+        super().__init__(reader, target, inputs, noise_variance_column, drop_missing=drop_missing,
                          dtype=dtype)
 
 
 class ParquetSource(FileSource):
     """A Parquet file read by record batches (needs pyarrow: ``pip install 'scalegp[parquet]'``)."""
 
-    def __init__(self, path, target, inputs=None, noise_variance=None, *, drop_missing=False,
+    def __init__(self, path, target, inputs=None, noise_variance_column=None, *, drop_missing=False,
                  dtype=None):
-        super().__init__(ParquetReader(path), target, inputs, noise_variance,
+        super().__init__(ParquetReader(path), target, inputs, noise_variance_column,
                          drop_missing=drop_missing, dtype=dtype)
 
 
-def open_source(path, target, inputs=None, noise_variance=None, *, header="auto",
+def open_source(path, target, inputs=None, noise_variance_column=None, *, header="auto",
                 drop_missing=False, dtype=None) -> FileSource:
     """The :class:`FileSource` of ``path`` by its suffix (:func:`scalegp.data.readers.open_reader`)."""
-    return FileSource(open_reader(path, header), target, inputs, noise_variance,
+    return FileSource(open_reader(path, header), target, inputs, noise_variance_column,
                       drop_missing=drop_missing, dtype=dtype)
 
 
@@ -199,8 +199,8 @@ def to_arrays(source: DataSource):
     """(X, y, noise variances or None) of all the source's rows, in memory: for the models
     that hold their training rows (the exact GP, local models)."""
     chunks = list(source.chunks(READ_ROWS))
-    noise = (None if chunks[0].noise_variance is None
-             else np.concatenate([chunk.noise_variance for chunk in chunks]))
+    noise = (None if chunks[0].sample_noise_variance is None
+             else np.concatenate([chunk.sample_noise_variance for chunk in chunks]))
     return (np.vstack([chunk.X for chunk in chunks]),
             np.concatenate([chunk.y for chunk in chunks]), noise)
 
@@ -222,7 +222,7 @@ def gather_rows(source: DataSource, rows, progress=None):
 def _standardize(chunk: Chunk, location, scale, y_location, y_scale, dtype) -> Chunk:
     """A chunk in standardized units (:class:`StandardizedSource`), X in float64 then cast."""
     X = (chunk.X.astype(np.float64, copy=False) - location) / scale
-    noise = None if chunk.noise_variance is None else chunk.noise_variance / y_scale**2
+    noise = None if chunk.sample_noise_variance is None else chunk.sample_noise_variance / y_scale**2
     return Chunk(X.astype(dtype, copy=False), (chunk.y - y_location) / y_scale, noise,
                  chunk.start)
 
@@ -257,8 +257,8 @@ class WrappedSource(DataSource):
         return self.source.n_samples
 
     @property
-    def has_noise_variance(self) -> bool:
-        return self.source.has_noise_variance
+    def has_sample_noise_variance(self) -> bool:
+        return self.source.has_sample_noise_variance
 
 
 class StandardizedSource(WrappedSource):

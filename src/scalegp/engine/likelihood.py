@@ -143,7 +143,8 @@ class MarginalLikelihood:
             self._init_from_basis(basis_statistics, X, noise, variational,
                                   sample_noise_variance)
             return
-        self.source = as_source(X, y, noise_variance=sample_noise_variance, dtype=self.dtype)
+        self.source = as_source(X, y, sample_noise_variance=sample_noise_variance,
+                                dtype=self.dtype)
         self.homoscedastic = noise.is_homoscedastic(self.source)
         if (not self.homoscedastic and feature_map.signs is not None
                 and signed_rule == "repair"):

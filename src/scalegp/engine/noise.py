@@ -101,7 +101,7 @@ def _approximate_prior_variance(Psi, signs) -> np.ndarray:
 class NoiseModel:
     """The diagonal d_i = s2 + v_i [+ c_i] of the approximate covariance.
 
-    The known variances v_i come with the data (the source's per-row ``noise_variance``,
+    The known variances v_i come with the data (the source's per-row ``sample_noise_variance``,
     0 when it has none); ``fitc`` adds the missing prior variance c_i.
 
     Parameters
@@ -118,13 +118,13 @@ class NoiseModel:
 
     def is_homoscedastic(self, source) -> bool:
         """True when d_i = s2 on every row of ``source`` (no known variances, no FITC)."""
-        return not self.fitc and not source.has_noise_variance
+        return not self.fitc and not source.has_sample_noise_variance
 
     def row_variances(self, at_map, chunk, Psi, noise_variance: float) -> np.ndarray:
         """d_i for the rows of a chunk, with ``Psi`` its features at theta."""
         d = np.full(chunk.X.shape[0], float(noise_variance))
-        if chunk.noise_variance is not None:
-            d += chunk.noise_variance
+        if chunk.sample_noise_variance is not None:
+            d += chunk.sample_noise_variance
         if self.fitc:
             d += missing_prior_variance(at_map.kernel, chunk.X, Psi, at_map.signs)
         return d

@@ -150,7 +150,7 @@ class QRMarginalLikelihood:
         if check_dtype(dtype) != np.float64:
             raise ValueError("solver='qr' computes in float64 (it exists for accuracy); "
                              "use dtype='float64' or the default solver 'cholesky'")
-        source = as_source(X, y, noise_variance=sample_noise_variance)
+        source = as_source(X, y, sample_noise_variance=sample_noise_variance)
         if not noise.is_homoscedastic(source):
             raise NotImplementedError(
                 "solver='qr' supports homoscedastic noise only (its R-factor of [Phi | y] is "

@@ -88,7 +88,7 @@ class Statistics:
         (:mod:`scalegp.parallel`).
         """
         dtype = check_dtype(dtype)
-        source = as_source(X, y, noise_variance=sample_noise_variance, dtype=dtype)
+        source = as_source(X, y, sample_noise_variance=sample_noise_variance, dtype=dtype)
         return accumulate_statistics(feature_map.at(kernel), source, noise=noise,
                                      noise_variance=noise_variance, chunk_size=chunk_size,
                                      dtype=dtype, progress=progress, n_jobs=n_jobs)
@@ -96,7 +96,7 @@ class Statistics:
 
 def _row_weights(at_map, chunk, Psi, noise, noise_variance):
     """w^ of a chunk, or None when every row has weight 1 (homoscedastic)."""
-    if not noise.fitc and chunk.noise_variance is None:
+    if not noise.fitc and chunk.sample_noise_variance is None:
         return None
     if noise_variance is None:
         raise ValueError("a heteroscedastic noise model needs the noise_variance its row "

@@ -9,7 +9,8 @@
 (b) **Costs.** Each candidate's fit on all n rows is counted in flops and bytes
     (:mod:`scalegp.estimators.auto_costs`) and priced in seconds by the machine's GEMM rate
     (measured once per process) at a fixed efficiency, plus the seconds per likelihood
-    evaluation beyond the flops that the pilot measured, times the evaluations. Candidates: the
+    evaluation, times the evaluations, with the arithmetic slowed by the pilot's measured
+    slowdown. Candidates: the
     exact GP; Nystrom with the VFE bound and learned knots (m in ``NYSTROM_SIZES``);
     Gauss-Legendre features (d <= ``LOW_DIMENSION``, only where the rule of s columns resolves
     the pilot's length scales: :meth:`GaussLegendreFeatures.valid_log_bounds` holds log l and
@@ -68,7 +69,7 @@ DEFAULT_MEMORY_FRACTION = 0.5
 #: Memory assumed when the available memory cannot be read (4 GiB).
 FALLBACK_MEMORY = 4 * 2**30
 #: Rows of the pilot exact GP at most ...
-PILOT_ROWS = 2000
+PILOT_ROWS = 600
 #: ... of which this share is held back for the predicted and measured accuracies.
 HOLDOUT_FRACTION = 0.2
 #: Inducing points of the Nystrom candidates (learned with ``learn_knots`` iterations).
@@ -84,6 +85,11 @@ LEARNING_CENTRES = 32
 #: Conditioning-set sizes of the Vecchia candidates.
 VECCHIA_SIZES = (15, 30)
 VECCHIA_REFERENCE_M = 30
+#: Up to this many rows the exact GP is chosen without a pilot (its fit costs about a second
+#: here: a pilot would cost as much as the fit it informs), unless a tolerance asks otherwise.
+DIRECT_EXACT_ROWS = 1000
+#: Likelihood evaluations assumed for that exact fit's predicted cost.
+DIRECT_EXACT_EVALUATIONS = 50
 #: Spatial / low-dimensional models are candidates up to this many inputs.
 LOW_DIMENSION = 3
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
@@ -136,12 +142,12 @@ class Selection:
     candidates: list
     chosen: Candidate
     reason: str
-    pilot: Pilot
+    pilot: Pilot | None         # None when the exact GP was chosen without one
     time_budget: float
     memory_budget: float
     tolerance: object
     rate: float
-    overhead: float             # measured seconds per likelihood evaluation beyond the flops
+    slowdown: float             # measured pilot seconds over predicted (auto_costs.calibrate)
     notes: list = field(default_factory=list)
 
     @property
@@ -162,6 +168,31 @@ class Selection:
                         f"{number(c.measured_kl, '.3g')} | {mark} |")
         return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"])
 
+    def to_json(self) -> dict:
+        """The table, the choice and the budgets as JSON values (stored in model files)."""
+        return {"candidates": [{"name": c.name, "seconds": c.seconds,
+                                "memory_bytes": c.memory_bytes,
+                                "predicted_ratio": c.predicted_ratio, "note": c.note,
+                                "measured_ratio": c.measured_ratio,
+                                "measured_kl": c.measured_kl} for c in self.candidates],
+                "chosen": self.chosen.name, "reason": self.reason,
+                "time_budget": self.time_budget, "memory_budget": self.memory_budget,
+                "tolerance": self.tolerance, "rate": self.rate, "slowdown": self.slowdown}
+
+    @classmethod
+    def from_json(cls, value: dict) -> Selection:
+        """The selection of :meth:`to_json` (without the pilot and configurations)."""
+        found = [Candidate(row["name"], {}, float(row["seconds"]), float(row["memory_bytes"]),
+                           float(row["predicted_ratio"]), str(row["note"]),
+                           row["measured_ratio"], row["measured_kl"])
+                 for row in value["candidates"]]
+        chosen = next((c for c in found if c.name == value["chosen"]), None)
+        if chosen is None:
+            raise ValueError(f"the chosen candidate {value['chosen']!r} is not in the table")
+        return cls(found, chosen, str(value["reason"]), None, value["time_budget"],
+                   value["memory_budget"], value["tolerance"], value["rate"],
+                   value["slowdown"])
+
 
 def _standardize(X, y):
     mean, scale = X.mean(axis=0), X.std(axis=0)
@@ -170,8 +201,17 @@ def _standardize(X, y):
     return (X - mean) / scale, (y - y.mean()) / y_scale
 
 
-def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS) -> Pilot:
-    """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y)."""
+def pilot_kernel(kernel, n_dims: int):
+    """The kernel the pilot and the chosen model start from: a name gives that family with
+    one length scale per input (ARD); a Kernel object is used as given."""
+    if isinstance(kernel, str):
+        return kernels.get(kernel).with_params(length_scale=np.ones(n_dims))
+    return kernel
+
+
+def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian") -> Pilot:
+    """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y),
+    from each start of ``PILOT_STARTS`` (a kernel name) or from the kernel given."""
     n = X.shape[0]
     rows = rng.permutation(n)[:min(n, max_rows)]
     n_hold = max(1, int(round(HOLDOUT_FRACTION * rows.size)))
@@ -180,10 +220,12 @@ def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS) -> Pilot:
     fits = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for scale in PILOT_STARTS:
-            fits.append(ExactGPRegressor(kernel=kernels.get("gaussian").with_params(
-                length_scale=np.full(X.shape[1], scale)), noise_variance=0.1).fit(
-                X[train], y[train]))
+        base = pilot_kernel(kernel, X.shape[1])
+        starts = ([base.with_params(length_scale=np.full(X.shape[1], scale))
+                   for scale in PILOT_STARTS] if isinstance(kernel, str) else [base])
+        for initial in starts:
+            fits.append(ExactGPRegressor(kernel=initial, noise_variance=0.1).fit(X[train],
+                                                                                 y[train]))
     seconds = time.perf_counter() - start
     model = max(fits, key=lambda fit: fit.log_marginal_likelihood_value_)
     mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
@@ -222,10 +264,10 @@ def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str]:
 
 
 def _config(estimator, **options) -> dict:
-    return {"estimator": estimator, "normalize_X": True, "normalize_y": True, **options}
+    return {"estimator": estimator, **options}
 
 
-def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
+def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
     """Every candidate for standardized X (n x d) with its predicted cost and accuracy."""
     n, d = X.shape
     E = max(pilot.evaluations, 10)
@@ -238,7 +280,7 @@ def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
              "noise_variance": float(np.clip(pilot.noise_variance, 1e-6, 1e5))}
 
     def priced(name, cost, ratio, config, note=""):
-        return Candidate(name, config, cost.seconds(rate, overhead), cost.memory_bytes,
+        return Candidate(name, config, cost.seconds(rate, slowdown), cost.memory_bytes,
                          ratio, note)
 
     out = [priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
@@ -279,7 +321,8 @@ def candidates(X, pilot: Pilot, rate: float, overhead: float, rng) -> list:
     for m in VECCHIA_SIZES:
         out.append(priced(f"vecchia m={m}", auto_costs.vecchia_cost(n, d, m, E),
                           1.0 + (VECCHIA_REFERENCE_M / m) ** 2 / 100,
-                          _config("vecchia", m=m, start=start), "predicted by assumption"))
+                          _config("VecchiaGPRegressor", n_neighbors=m, start=start),
+                          "predicted by assumption"))
     return out
 
 
@@ -294,10 +337,10 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
         warnings.simplefilter("ignore")
         if config["estimator"] == "ExactGPRegressor":
             mean, var = pilot.mean, pilot.var
-        elif config["estimator"] == "vecchia":
+        elif config["estimator"] == "VecchiaGPRegressor":
             from ..vecchia import VecchiaGP
-            model = VecchiaGP(kernel, s2, m=min(config["m"], yt.size - 1)).fit(Xt, yt,
-                                                                             learn=False)
+            model = VecchiaGP(kernel, s2, m=min(config["n_neighbors"], yt.size - 1)).fit(
+                Xt, yt, learn=False)
             mean, var = model.predict(Xh, return_var=True, include_noise=True)
         else:
             options = {key: value for key, value in config.items()
@@ -332,7 +375,7 @@ def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
 
 def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None,
            tolerance=None, random_state=None, rate: float | None = None,
-           pilot: Pilot | None = None) -> Selection:
+           pilot: Pilot | None = None, kernel="gaussian") -> Selection:
     """Choose a configuration for (X, y) (module docstring).
 
     Parameters
@@ -350,6 +393,8 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         GEMM flops per second (default: :func:`scalegp.estimators.auto_costs.machine_rate`).
     pilot : Pilot, optional
         A pilot already run on these data (standardized: :func:`run_pilot`), reused.
+    kernel : str or Kernel, default="gaussian"
+        The pilot's kernel (:func:`pilot_kernel`).
     """
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])
@@ -362,12 +407,22 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         available = available_bytes()
         memory_budget = DEFAULT_MEMORY_FRACTION * (available or FALLBACK_MEMORY)
     rng = as_generator(random_state)
+    n, d = X.shape
+    if pilot is None and n <= DIRECT_EXACT_ROWS:
+        cost = auto_costs.exact_cost(n, d, DIRECT_EXACT_EVALUATIONS)
+        rate = auto_costs.machine_rate() if rate is None else float(rate)
+        if cost.memory_bytes <= memory_budget:
+            exact = Candidate("exact", _config("ExactGPRegressor"), cost.seconds(rate),
+                              cost.memory_bytes, 1.0, measured_ratio=1.0, measured_kl=0.0)
+            return Selection([exact], exact, f"n = {n} <= {DIRECT_EXACT_ROWS} rows: the exact "
+                             "GP, without a pilot (which would cost as much as the fit)",
+                             None, time_budget, memory_budget, tolerance, rate, 1.0)
     Xs, ys = _standardize(X, y)
-    pilot = run_pilot(Xs, ys, rng) if pilot is None else pilot
+    pilot = run_pilot(Xs, ys, rng, kernel=kernel) if pilot is None else pilot
     rate = auto_costs.machine_rate() if rate is None else float(rate)
-    overhead = auto_costs.calibrate(pilot.train.size, X.shape[1], pilot.evaluations,
+    slowdown = auto_costs.calibrate(pilot.train.size, X.shape[1], pilot.evaluations,
                                     pilot.seconds, rate)
-    found = candidates(Xs, pilot, rate, overhead, rng)
+    found = candidates(Xs, pilot, rate, slowdown, rng)
     left = time_budget - pilot.seconds
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
     for c in found:
@@ -380,14 +435,14 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         chosen = min(within_memory, key=lambda c: c.seconds)
         chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
         return Selection(found, chosen, "nothing fits the budgets: the cheapest candidate",
-                         pilot, time_budget, memory_budget, tolerance, rate, overhead, notes)
+                         pilot, time_budget, memory_budget, tolerance, rate, slowdown, notes)
     if tolerance is None:
         chosen = min(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
         chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
         reason = ("the exact GP fits the budgets" if chosen.name == "exact" else
                   "the best predicted accuracy within the budgets (the exact GP does not fit)")
         return Selection(found, chosen, reason, pilot, time_budget, memory_budget, tolerance,
-                         rate, overhead, notes)
+                         rate, slowdown, notes)
     predicted = [c for c in fitting if isinstance(tolerance, dict) or _meets(c, tolerance,
                                                                              False)]
     for c in sorted(predicted, key=lambda c: c.seconds):
@@ -395,7 +450,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         if _meets(c, tolerance, True):
             return Selection(found, c, "the cheapest candidate within the budgets predicted "
                              "to meet the tolerance, and verified to", pilot, time_budget,
-                             memory_budget, tolerance, rate, overhead, notes)
+                             memory_budget, tolerance, rate, slowdown, notes)
     for c in fitting:
         if c.measured_ratio is None:
             c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
@@ -403,4 +458,4 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
                                          else c.measured_ratio))
     return Selection(found, chosen, "no candidate within the budgets meets the tolerance: "
                      "the best measured one", pilot, time_budget, memory_budget, tolerance,
-                     rate, overhead, notes)
+                     rate, slowdown, notes)

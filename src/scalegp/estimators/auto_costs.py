@@ -3,14 +3,19 @@
 Each candidate's fit is counted in floating-point operations, likelihood evaluations and
 bytes, and priced in seconds as
 
-    seconds = flops / (EFFICIENCY rate) + evaluations overhead + loops LOOP_SECONDS,
+    seconds = slowdown (flops / (EFFICIENCY rate) + entries / entry_rate)
+              + evaluations EVALUATION_SECONDS + loops LOOP_SECONDS,
 
-with rate the machine's GEMM rate, measured once per process (:func:`machine_rate`: the best
+with entries the elementwise matrix work (kernel matrices and their gradients: distances,
+exp and products, bound by memory traffic, not by GEMM's rate; :func:`machine_entry_rate`
+measures it), rate the machine's GEMM rate, measured once per process (:func:`machine_rate`: the best
 of three square float64 GEMMs, as the benchmarks measure it, ``benchmarks/machine.py``),
 EFFICIENCY the share of it a fit's BLAS-3 work reaches (Cholesky and kernel matrices with
-their exp run below GEMM's rate), and overhead the seconds per likelihood evaluation beyond
-the flops that the pilot measured (:func:`calibrate`: interpreter, small arrays, and the load
-of a shared machine). The Python loops of the local and Vecchia models are priced by
+their exp run below GEMM's rate), and slowdown the pilot's measured seconds over its predicted
+ones (:func:`calibrate`, at least 1: the kernel's exp, small arrays and the load of a shared
+machine slow every candidate's arithmetic alike; an overhead per evaluation measured on the
+exact pilot would charge its n^2 kernel work to every candidate's evaluations, hundreds of
+them for Nystrom with learned knots). The Python loops of the local and Vecchia models are priced by
 :data:`LOOP_SECONDS` (an order of magnitude, not measured here).
 
 Counts, with n rows, d inputs, p = d + 2 hyperparameters (ARD) and E likelihood evaluations
@@ -58,6 +63,8 @@ CENTRES_PER_ROW = 12.6
 LOOP_SECONDS = 2e-5
 #: Share of the GEMM rate a fit's dense work reaches.
 EFFICIENCY = 0.25
+#: Seconds of an optimizer step beyond the arithmetic (L-BFGS-B, the interpreter, checks).
+EVALUATION_SECONDS = 2e-3
 
 
 @functools.lru_cache(maxsize=1)
@@ -75,6 +82,20 @@ def machine_rate() -> float:
     return 2.0 * RATE_MATRIX ** 3 / max(best, 1e-9)
 
 
+@functools.lru_cache(maxsize=1)
+def machine_entry_rate() -> float:
+    """Kernel-matrix entries per second of this machine, measured once per process: the best
+    of three ``exp(-0.5 (A * A))`` of RATE_MATRIX^2 entries (a Gaussian kernel's work per
+    entry and input), in wall time."""
+    A = np.random.default_rng(1).standard_normal((RATE_MATRIX, RATE_MATRIX))
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        np.exp(-0.5 * (A * A))
+        best = min(best, time.perf_counter() - start)
+    return RATE_MATRIX ** 2 / max(best, 1e-9)
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Flops, likelihood evaluations and bytes of one candidate's fit, and the loop steps
@@ -84,20 +105,23 @@ class CostModel:
     memory_bytes: float
     evaluations: float
     loops: float = 0.0
+    entries: float = 0.0
 
-    def seconds(self, rate: float, overhead: float) -> float:
-        """flops / (EFFICIENCY rate) + evaluations overhead + loops LOOP_SECONDS."""
-        return (self.flops / (EFFICIENCY * rate) + self.evaluations * overhead
-                + self.loops * LOOP_SECONDS)
+    def seconds(self, rate: float, slowdown: float = 1.0,
+                entry_rate: float | None = None) -> float:
+        """slowdown (flops / (EFFICIENCY rate) + entries / entry_rate) + evaluations
+        EVALUATION_SECONDS + loops LOOP_SECONDS (entry_rate: :func:`machine_entry_rate`)."""
+        entry_rate = machine_entry_rate() if entry_rate is None else entry_rate
+        return (slowdown * (self.flops / (EFFICIENCY * rate) + self.entries / entry_rate)
+                + self.evaluations * EVALUATION_SECONDS + self.loops * LOOP_SECONDS)
 
 
 def calibrate(pilot_rows: int, n_dims: int, evaluations: int, seconds: float,
               rate: float) -> float:
-    """Seconds per likelihood evaluation beyond the flops: (the pilot's measured seconds -
-    exact_cost(pilot).flops / (EFFICIENCY rate)) / (E + 1), at least 0."""
-    cost = exact_cost(pilot_rows, n_dims, evaluations)
-    beyond = seconds - cost.flops / (EFFICIENCY * rate)
-    return max(beyond, 0.0) / cost.evaluations
+    """The slowdown: the pilot's measured seconds over the seconds
+    ``exact_cost(pilot).seconds(rate)`` predicts, at least 1."""
+    predicted = exact_cost(pilot_rows, n_dims, evaluations).seconds(rate)
+    return max(seconds / predicted, 1.0)
 
 
 def _parameters(n_dims: int) -> int:
@@ -105,45 +129,51 @@ def _parameters(n_dims: int) -> int:
 
 
 def exact_cost(n: int, n_dims: int, evaluations: int) -> CostModel:
-    """E (4 n^3 / 3 + n^2 (d + 2 p)) flops, (EXACT_MATRICES + p) n^2 float64."""
+    """E 4 n^3 / 3 flops and E n^2 (d + 2 p) entries, (EXACT_MATRICES + p) n^2 float64."""
     p = _parameters(n_dims)
-    per = 4.0 * n ** 3 / 3.0 + float(n) ** 2 * (n_dims + 2 * p)
-    return CostModel((evaluations + 1) * per, 8.0 * (EXACT_MATRICES + p) * float(n) ** 2,
-                     evaluations + 1)
+    return CostModel((evaluations + 1) * 4.0 * n ** 3 / 3.0,
+                     8.0 * (EXACT_MATRICES + p) * float(n) ** 2, evaluations + 1,
+                     entries=(evaluations + 1) * float(n) ** 2 * (n_dims + 2 * p))
 
 
 def nystrom_cost(n: int, n_dims: int, m: int, evaluations: int,
                  learn_iterations: int = 0) -> CostModel:
-    """(E + L) (2 n m^2 + 2 (p + 1) n m d + m^3) + L n m d flops (L knot-learning steps)."""
+    """(E + L) (2 n m^2 + m^3) flops and (E + L) 2 (p + 1) n m d + L n m d entries (L
+    knot-learning steps)."""
     p = _parameters(n_dims)
-    per = 2.0 * n * m * m + 2.0 * (p + 1) * n * m * n_dims + float(m) ** 3
-    flops = (evaluations + learn_iterations + 1) * per + learn_iterations * n * m * n_dims
+    steps = evaluations + learn_iterations + 1
+    flops = steps * (2.0 * n * m * m + float(m) ** 3)
+    entries = steps * 2.0 * (p + 1) * n * m * n_dims + learn_iterations * n * m * n_dims
     return CostModel(flops, required_bytes(m, n_matrices=ENGINE_MATRICES["cholesky"]),
-                     evaluations + learn_iterations + 1)
+                     steps, entries=entries)
 
 
 def glf_cost(n: int, n_dims: int, s: int, evaluations: int) -> CostModel:
-    """n s^2 + E (s^3 / 3 + p s^2) flops; the engine's s x s matrices."""
+    """n s^2 + E (s^3 / 3 + p s^2) flops and n s d entries (the features, once); the
+    engine's s x s matrices."""
     p = _parameters(n_dims)
     flops = float(n) * s * s + (evaluations + 1) * (s ** 3 / 3.0 + p * float(s) ** 2)
     return CostModel(flops, required_bytes(s, n_matrices=ENGINE_MATRICES["cholesky"]),
-                     evaluations + 1)
+                     evaluations + 1, entries=float(n) * s * n_dims)
 
 
 def neighbors_cost(n: int, n_dims: int, k: int, evaluations: int,
                    learning_centres: int = 32) -> CostModel:
-    """E C (4 k^3 / 3 + k^2 (d + 2 p)) + N_c k^3 / 3 flops, N_c k^2 float64."""
+    """E C 4 k^3 / 3 + N_c k^3 / 3 flops and (E C + N_c) k^2 (d + 2 p) entries, N_c k^2
+    float64."""
     p = _parameters(n_dims)
     k = min(k, n)
     centres = max(1.0, CENTRES_PER_ROW * n / k)
-    learn = evaluations * learning_centres * (4.0 * k ** 3 / 3.0 + k * k * (n_dims + 2 * p))
-    return CostModel(learn + centres * k ** 3 / 3.0, 8.0 * centres * k * k, evaluations + 1,
-                     loops=evaluations * learning_centres + centres)
+    fits = evaluations * learning_centres
+    return CostModel(fits * 4.0 * k ** 3 / 3.0 + centres * k ** 3 / 3.0,
+                     8.0 * centres * k * k, evaluations + 1,
+                     loops=fits + centres,
+                     entries=(fits + centres) * float(k) ** 2 * (n_dims + 2 * p))
 
 
 def vecchia_cost(n: int, n_dims: int, m: int, evaluations: int) -> CostModel:
-    """E n (m^3 / 3 + m^2 (d + 2 p)) flops; n m indices and values."""
+    """E n m^3 / 3 flops and E n m^2 (d + 2 p) entries; n m indices and values."""
     p = _parameters(n_dims)
-    per = n * (m ** 3 / 3.0 + m * m * (n_dims + 2 * p))
-    return CostModel((evaluations + 1) * per, 16.0 * n * m, evaluations + 1,
-                     loops=(evaluations + 1) * n)
+    steps = evaluations + 1
+    return CostModel(steps * n * m ** 3 / 3.0, 16.0 * n * m, steps, loops=steps * n,
+                     entries=steps * n * float(m) ** 2 * (n_dims + 2 * p))

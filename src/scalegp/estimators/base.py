@@ -215,19 +215,17 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         # a single pass over the data.
         data.stage("statistics pass")
         objective = self._objective(state, hyperparameters, data.X, data.y, data.progress,
-                                    data.noise_variance)
+                                    data.sample_noise_variance)
         result = None
         if self.optimize:
             box = hyperparameters.restricted_to(self._valid_log_bounds(state, kernel))
-            hyperparameters, result, objective = _learn(
-                lambda wider: self._objective(state, wider, data.X, data.y, data.progress,
-                                              data.noise_variance),
-                objective, box, data.stage, self._widens_box(state), n_restarts, restart_rng)
+            hyperparameters, result, objective = self._learn_hyperparameters(
+                state, data, objective, box, n_restarts, restart_rng)
             learned = self._learn_state(state, hyperparameters, result, data)
             if learned is not None:
                 state, hyperparameters, result = learned
                 objective = self._objective(state, hyperparameters, data.X, data.y,
-                                            data.progress, data.noise_variance)
+                                            data.progress, data.sample_noise_variance)
         data.stage("conditioning pass")
         posterior = objective.posterior(hyperparameters)
         noise_only = getattr(posterior, "noise_only_log_marginal_likelihood", None)
@@ -246,6 +244,15 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
     def _check_streaming(self) -> None:
         """Raise when this estimator cannot fit from a data source without its rows."""
+
+    def _learn_hyperparameters(self, state, data, objective, box, n_restarts, rng):
+        """(hyperparameters, result, objective) learned from the start and box ``box`` by
+        L-BFGS-B (:func:`_learn`: in a default box that widens when ``_widens_box``); an
+        estimator whose learning also changes its prepared state (the Vecchia structure)
+        or uses another optimizer overrides it."""
+        return _learn(lambda wider: self._objective(state, wider, data.X, data.y,
+                                                    data.progress, data.sample_noise_variance),
+                      objective, box, data.stage, self._widens_box(state), n_restarts, rng)
 
     def _widens_box(self, state) -> bool:
         """Whether the default box may widen (:func:`_learn`): the state holds on any box."""

@@ -31,9 +31,12 @@ from sklearn.base import BaseEstimator, clone
 
 from .. import features
 from ..engine.objectives import OBJECTIVES, SOLVERS
+from ..vecchia import DEFAULT_M, ORDERINGS
+from ..vecchia.learning import OPTIMIZERS as VECCHIA_OPTIMIZERS
 
 
 __all__ = ["Clusters", "Exact", "Features", "Neighbors", "Nystrom", "Resolved", "TestPoints",
+           "Vecchia",
            "as_approximation", "as_local", "make_approximation", "make_local", "resolve",
            "resolve_for_sampler"]
 
@@ -129,6 +132,45 @@ class Exact(_Configuration):
     kind = "exact"
 
 
+class Vecchia(_Configuration):
+    """The Vecchia approximation (:class:`scalegp.VecchiaGPRegressor`, docs/vecchia.md): each
+    training point conditioned on its m nearest predecessors in an ordering of the scaled
+    inputs, O(N m^3) per likelihood evaluation and O(N m) memory; exact at m = N - 1.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=30
+        m, the conditioning-set size of the likelihood (``scalegp.vecchia.DEFAULT_M``).
+    ordering : {"maximin", "grid-maximin", "random", "coordinate"}, default="maximin"
+        The ordering of the training points (:data:`scalegp.vecchia.ORDERINGS`).
+    optimizer : {"lbfgs", "fisher"}, default="lbfgs"
+        L-BFGS-B, or Fisher scoring as GpGp.
+    n_neighbors_predict : int or None, default=None
+        Training neighbours per test point (None: ``n_neighbors``).
+    """
+
+    kind = "vecchia"
+
+    def __init__(self, n_neighbors=DEFAULT_M, ordering="maximin", optimizer="lbfgs",
+                 n_neighbors_predict=None):
+        self.n_neighbors = n_neighbors
+        self.ordering = ordering
+        self.optimizer = optimizer
+        self.n_neighbors_predict = n_neighbors_predict
+
+    def estimator_parameters(self) -> dict:
+        """The keyword arguments of :class:`scalegp.VecchiaGPRegressor` this configuration
+        sets, validated (ValueError naming the option)."""
+        _check_int(self.n_neighbors, "Vecchia n_neighbors", 1)
+        _check_int(self.n_neighbors_predict, "Vecchia n_neighbors_predict", 1, allow_none=True)
+        _check_choice(self.ordering, ORDERINGS, "Vecchia ordering")
+        _check_choice(self.optimizer, VECCHIA_OPTIMIZERS, "Vecchia optimizer")
+        return {"n_neighbors": int(self.n_neighbors), "ordering": self.ordering,
+                "optimizer": self.optimizer,
+                "n_neighbors_predict": (None if self.n_neighbors_predict is None
+                                        else int(self.n_neighbors_predict))}
+
+
 # --------------------------------------------------------------------------- local models
 class TestPoints(_Configuration):
     """Every test point is its own centre (Eq. 6-7 of the Maclaurin paper;
@@ -191,6 +233,8 @@ class Neighbors(_Configuration):
 
 
 APPROXIMATIONS = {"nystrom": Nystrom, "exact": Exact}
+#: The type of every configuration object (for scikit-learn's parameter validation).
+CONFIGURATION_TYPE = _Configuration
 LOCALS = {"test-points": TestPoints, "clusters": Clusters, "neighbors": Neighbors}
 
 
@@ -387,8 +431,8 @@ def resolve_for_sampler(approximation) -> Resolved:
 
 
 # --------------------------------------------------------------------------- model files
-_CLASSES = {cls.__name__: cls for cls in (Features, Nystrom, Exact, TestPoints, Clusters,
-                                          Neighbors)}
+_CLASSES = {cls.__name__: cls for cls in (Features, Nystrom, Exact, Vecchia, TestPoints,
+                                          Clusters, Neighbors)}
 
 #: The flat estimator parameters of model files written before the configuration objects
 #: (schema 1), with the object and option each one moved to.

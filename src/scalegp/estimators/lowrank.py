@@ -37,8 +37,12 @@ class LowRankGPRegressor(LowRankFit, LowRankUpdate, _GPRegressor):
 
     Parameters
     ----------
-    approximation : str, Features, Nystrom or Exact, default="rff"
-        The feature map and its options (:mod:`scalegp.estimators.configuration`): a name
+    approximation : str, Features, Nystrom or Exact, default="nystrom"
+        The feature map and its options (:mod:`scalegp.estimators.configuration`). The
+        default, Nystrom features at pivoted-Cholesky knots, adapts to the data in any
+        dimension (data-independent maps such as ``"rff"`` need many more features for the
+        same kernel error, docs/features.md); :class:`scalegp.GPRegressor` chooses the model
+        for you. A name
         of :func:`scalegp.features.names` (its defaults), ``Features(name, n_components,
         objective, solver, signed_rule, options)``, ``Nystrom(n_components, knots,
         objective, learn_knots)``; or ``"exact"`` / ``Exact()`` with ``local="neighbors"``:
@@ -210,7 +214,7 @@ class LowRankGPRegressor(LowRankFit, LowRankUpdate, _GPRegressor):
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, approximation="rff", kernel="gaussian", noise_variance=0.1,
+    def __init__(self, approximation="nystrom", kernel="gaussian", noise_variance=0.1,
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
                  normalize_y=True, normalize_X=True, dtype="float64", local=None,
                  random_state=None, n_jobs=None):

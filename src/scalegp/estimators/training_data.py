@@ -60,7 +60,7 @@ class InMemoryData:
             summary, kernel, normalize_X, normalize_y, X.shape[1])
         self.X = (X - self.X_mean) / self.X_scale
         self.y = (y - self.y_mean) / self.y_std
-        self.noise_variance = (None if sample_noise_variance is None else
+        self.sample_noise_variance = (None if sample_noise_variance is None else
                                _check_sample_noise_variance(sample_noise_variance, X.shape[0])
                                / self.y_std**2)
         self.progress = progress
@@ -80,7 +80,7 @@ class InMemoryData:
 
     def kept(self):
         """(X, y, noise variances) for ``log_marginal_likelihood(theta)`` after the fit."""
-        return self.X, self.y, self.noise_variance
+        return self.X, self.y, self.sample_noise_variance
 
 
 class StreamedData:
@@ -106,7 +106,7 @@ class StreamedData:
         standardization = (self.X_mean, self.X_scale, self.y_mean, self.y_std)
         self.X = standardized(read, *standardization, dtype=dtype)
         self._kept = standardized(source, *standardization, dtype=dtype)
-        self.y = self.noise_variance = self.progress = None
+        self.y = self.sample_noise_variance = self.progress = None
         self.build_inputs = (np.vstack([summary.X_min, summary.X_max]) - self.X_mean) \
             / self.X_scale
         self.n_samples = summary.n_samples

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse.linalg
 
-from .. import features, metrics
+from .. import features, linalg, metrics
 from ..engine.likelihood import Posterior
 from ..datasets import fetch_uci
 from ..errors import NotPositiveDefiniteError
@@ -184,15 +182,6 @@ def budgets(n_dims: int, multiples) -> list[int]:
 # ----------------------------------------------------------------------------- kernel error
 
 
-def spectral_norm(A: np.ndarray) -> float:
-    """||A||_2 = max |eigenvalue| for symmetric A (one Lanczos eigenvalue)."""
-    if A.shape[0] <= 50:
-        return float(np.max(np.abs(np.linalg.eigvalsh(A))))
-    value = scipy.sparse.linalg.eigsh(A, k=1, which="LM", v0=np.ones(A.shape[0]),
-                                      return_eigenvectors=False)
-    return float(np.abs(value[0]))
-
-
 def approximate_kernel(fmap, kernel, X: np.ndarray) -> np.ndarray:
     """K~ = Psi S Psi^T."""
     Psi = fmap.features(X, kernel)
@@ -208,12 +197,12 @@ def kernel_error_rows(dataset: str, X: np.ndarray, kernel, methods, settings: Se
         S = X[sample_rng.choice(X.shape[0], size=min(settings.n_sample, X.shape[0]),
                                 replace=False)]
         K = kernel(S)
-        K_fro, K_spectral = np.linalg.norm(K), spectral_norm(K)
+        K_fro, K_spectral = np.linalg.norm(K), linalg.spectral_norm(K)
         for row, fmap in built_maps(dataset, X, kernel, methods, settings.error_multiples,
                                             seed, build_rng, rows):
             E = K - approximate_kernel(fmap, kernel, S)
             rows.append(row | dict(fro=np.linalg.norm(E) / K_fro,
-                                   spectral=spectral_norm(E) / K_spectral))
+                                   spectral=linalg.spectral_norm(E) / K_spectral))
     return rows
 
 
@@ -260,7 +249,7 @@ def signed_ridge_fit(Psi: np.ndarray, signs, Y: np.ndarray, alpha: float) -> np.
     (scikit-learn's RidgeClassifier without intercept). The matrix may be indefinite.
     """
     S = np.ones(Psi.shape[1]) if signs is None else signs
-    return scipy.linalg.solve(Psi.T @ Psi + alpha * np.diag(S), Psi.T @ Y, assume_a="sym")
+    return linalg.solve_symmetric(Psi.T @ Psi + alpha * np.diag(S), Psi.T @ Y)
 
 
 def one_vs_rest_targets(labels: np.ndarray, n_classes: int) -> np.ndarray:

@@ -44,8 +44,9 @@ The package's modules: :mod:`~scalegp.io.schema` (the declarations), :mod:`~scal
 (:func:`load`).
 """
 
-from .reader import load
-from .schema import FORMAT_NAME, SCHEMA_VERSION
+from .reader import load, load_table_columns
+from .schema import FORMAT_NAME, SCHEMA_VERSION, TableColumns
 from .writer import save
 
-__all__ = ["save", "load", "FORMAT_NAME", "SCHEMA_VERSION"]
+__all__ = ["save", "load", "load_table_columns", "TableColumns", "FORMAT_NAME",
+           "SCHEMA_VERSION"]

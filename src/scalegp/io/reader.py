@@ -20,7 +20,7 @@ from ..inference.optimize import OptimizationResult
 from ..stored import Array, Value, alternatives, declarations
 from .checks import CheckedFile
 from .safety import _Archive, _short
-from .schema import (ESTIMATORS, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
+from .schema import (ESTIMATORS, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
                      PARAMS_ADDED, SECTIONS)
 
 
@@ -33,7 +33,7 @@ def load(path):
 
     Returns
     -------
-    LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
+    LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
         Fitted, with the original parameters and fitted attributes; its predictions are
         bit-identical to those of the saved model.
 
@@ -60,6 +60,23 @@ def load(path):
     :mod:`scalegp.io.schema`, each component's ``STORED``), then the rebuilt model predicts at
     one input as a last consistency check.
     """
+    return _read(path, lambda reader: reader.estimator())
+
+
+def load_table_columns(path) -> TableColumns | None:
+    """The table columns a command-line model was trained on, or None.
+
+    ``scalegp fit`` stores them (:func:`~scalegp.io.writer.save`'s ``table_columns``) when
+    its table has a header, so that ``scalegp predict`` finds the inputs by name. The whole
+    file is checked as :func:`load` checks it; the names are distinct, one per input, and the
+    target is not among them.
+    """
+    return _read(path, lambda reader: reader.table_columns())
+
+
+def _read(path, action):
+    """``action(reader)`` on the checked archive at ``path``; every failure an
+    :class:`~scalegp.errors.InvalidModelFileError` naming the file."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         found = ("is not a regular file (a folder, FIFO, socket or device)"
@@ -71,7 +88,7 @@ def load(path):
         raise InvalidModelFileError(f"model file {path!r} cannot be read ({error})") from None
     with file, _Archive(path, file) as archive:
         try:
-            return _Reader(archive).estimator()
+            return action(_Reader(archive))
         except InvalidModelFileError:
             raise
         except (ValueError, TypeError, KeyError, IndexError, AttributeError,
@@ -107,16 +124,9 @@ class _Reader(CheckedFile):
                     raise self.error(f"has metadata {key!r} naming {name!r} twice (a model's "
                                      "input columns are distinct)")
                 seen.add(name)
+        self.table_columns()
         if "feature_names_in" in metadata:
             estimator.feature_names_in_ = np.asarray(metadata["feature_names_in"], dtype=object)
-        if "input_columns" in metadata:
-            self.require(metadata, "target_column")
-            if metadata["target_column"] in metadata["input_columns"]:
-                raise self.error(f"has metadata 'target_column' = "
-                                 f"{metadata['target_column']!r}, which is also one of its "
-                                 "'input_columns' (the target is not an input)")
-            estimator.input_columns_ = list(metadata["input_columns"])
-            estimator.target_column_ = metadata["target_column"]
         standardization = self.input_standardization(estimator)
         if cls is GibbsGPRegressor:
             feature_map = self.feature_map()
@@ -139,6 +149,17 @@ class _Reader(CheckedFile):
                            y_train_std=float(metadata["y_train_std"]), **standardization, **extra)
         self.check_predictions(estimator)
         return estimator
+
+    def table_columns(self) -> TableColumns | None:
+        metadata = self.metadata
+        if "input_columns" not in metadata:
+            return None
+        self.require(metadata, "target_column")
+        if metadata["target_column"] in metadata["input_columns"]:
+            raise self.error(f"has metadata 'target_column' = "
+                             f"{metadata['target_column']!r}, which is also one of its "
+                             "'input_columns' (the target is not an input)")
+        return TableColumns(tuple(metadata["input_columns"]), metadata["target_column"])
 
     def kernel(self, entry, path: str) -> kernels.Kernel:
         self._check_entries_of(entry, path, (("class", "str"), ("params", "object")))

@@ -14,8 +14,10 @@ from ..engine import Posterior, exact
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
+from ..estimators.vecchia import VecchiaGPRegressor
 from ..inference import gibbs
 from ..local import LocalModel
+from ..vecchia.posterior import VecchiaPosterior
 from ..stored import (AT_LEAST_ONE, CONDITIONS, FINITE, NONNEGATIVE, POSITIVE, Array, Condition,
                       Value, alternatives, declarations)
 
@@ -42,10 +44,16 @@ GIBBS_PREFIX = "gibbs."
 
 
 ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor,
-                                             GibbsGPRegressor)}
+                                             GibbsGPRegressor, VecchiaGPRegressor)}
 
 
 LOW_RANK, EXACT, GIBBS = "LowRankGPRegressor", "ExactGPRegressor", "GibbsGPRegressor"
+VECCHIA = "VecchiaGPRegressor"
+
+
+#: The estimators whose posterior is a ``system`` section with a likelihood and an
+#: optimization record (all but the Gibbs sampler).
+OPTIMIZED = (LOW_RANK, EXACT, VECCHIA)
 
 
 #: The posterior summary's kind (metadata ``system``, :data:`SYSTEM_SELECTOR`) of a low-rank
@@ -86,7 +94,7 @@ class _Entry:
     path: str
     kind: str
     condition: Condition | None = None
-    estimators: tuple[str, ...] = (LOW_RANK, EXACT, GIBBS)
+    estimators: tuple[str, ...] = (LOW_RANK, EXACT, GIBBS, VECCHIA)
     required: bool = True
     nullable: bool = False
     choices: tuple | None = None
@@ -141,7 +149,17 @@ SECTIONS = (
     ("system", "", Posterior, (LOW_RANK,)),
     ("system", "", exact.ExactPosterior, (EXACT,)),
     ("gibbs", GIBBS_PREFIX, gibbs.GibbsSamples, (GIBBS,)),
+    ("system", "", VecchiaPosterior, (VECCHIA,)),
 )
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    """The columns of the table a command-line model was fitted on (metadata
+    ``input_columns`` and ``target_column``): the inputs in the model's order, and the target."""
+
+    inputs: tuple
+    target: str
 
 
 #: The metadata of schema version 1 ("format" and "schema_version" are checked first).
@@ -156,23 +174,24 @@ METADATA_ENTRIES = (
     _Entry("kernel", "object"),
     _Entry("kernel.class", "str"),
     _Entry("kernel.params", "object", open=True),
-    _Entry("noise_variance", "number", POSITIVE, (LOW_RANK, EXACT)),
+    _Entry("noise_variance", "number", POSITIVE, OPTIMIZED),
     # finite, or NaN for a local kind without a likelihood (checked with the kind)
-    _Entry("log_marginal_likelihood", "number", estimators=(LOW_RANK, EXACT)),
+    _Entry("log_marginal_likelihood", "number", estimators=OPTIMIZED),
     _Entry("y_train_mean", "number", FINITE),
     _Entry("y_train_std", "number", POSITIVE),
-    _Entry("optimization", "object", nullable=True, estimators=(LOW_RANK, EXACT)),
-    _Entry("optimization.theta", "numbers", FINITE, (LOW_RANK, EXACT)),
+    _Entry("optimization", "object", nullable=True, estimators=OPTIMIZED),
+    _Entry("optimization.theta", "numbers", FINITE, OPTIMIZED),
     _Entry("optimization.log_marginal_likelihood", "number", NOT_NAN_BELOW_INF,
-           (LOW_RANK, EXACT)),
-    _Entry("optimization.n_evaluations", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
-    _Entry("optimization.n_starts", "int", NONNEGATIVE, (LOW_RANK, EXACT)),
-    _Entry("optimization.converged", "bool", estimators=(LOW_RANK, EXACT)),
-    _Entry("optimization.message", "str", estimators=(LOW_RANK, EXACT)),
-    _Entry("system", "object", estimators=(LOW_RANK, EXACT)),
+           OPTIMIZED),
+    _Entry("optimization.n_evaluations", "int", NONNEGATIVE, OPTIMIZED),
+    _Entry("optimization.n_starts", "int", NONNEGATIVE, OPTIMIZED),
+    _Entry("optimization.converged", "bool", estimators=OPTIMIZED),
+    _Entry("optimization.message", "str", estimators=OPTIMIZED),
+    _Entry("system", "object", estimators=OPTIMIZED),
     *_section_entries("system", Posterior, (LOW_RANK,),
                       {SYSTEM_SELECTOR: (LOCAL_FACTORIZATION,)}),
     *_section_entries("system", exact.ExactPosterior, (EXACT,)),
+    *_section_entries("system", VecchiaPosterior, (VECCHIA,)),
     _Entry("dtype", "str", estimators=(LOW_RANK,), choices=("float64", "float32")),
     _Entry("approximation", "str", estimators=(LOW_RANK, GIBBS)),
     _Entry("feature_map", "object", estimators=(LOW_RANK, GIBBS), open=True),
@@ -241,8 +260,8 @@ def _section_arrays(path: str, prefix: str, component, estimators) -> tuple[_Arr
 ARRAY_FIELDS = (
     *(field for path, prefix, component, estimators in SECTIONS
       for field in _section_arrays(path, prefix, component, estimators)),
-    _ArrayField("X_train_mean", ("d",), estimators=(LOW_RANK, EXACT, GIBBS), optional=True),
-    _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(LOW_RANK, EXACT, GIBBS),
+    _ArrayField("X_train_mean", ("d",), estimators=(*OPTIMIZED, GIBBS), optional=True),
+    _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(*OPTIMIZED, GIBBS),
                 optional=True),
 )
 

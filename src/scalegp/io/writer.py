@@ -19,23 +19,29 @@ from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
 from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
-                     LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION)
+                     LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION, TableColumns)
 
 
 # ============================================================================ save
-def save(model, path) -> None:
+def save(model, path, *, table_columns: TableColumns | None = None) -> None:
     """Write a fitted estimator to ``path`` (one ``.npz`` file, no pickle).
 
     Parameters
     ----------
-    model : LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor
-        A fitted estimator. The training data are not stored, so a loaded model predicts
-        but cannot evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
+    model : LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
+        A fitted estimator. The training data are not stored (except what the posterior
+        predicts from: the exact GP's and the Vecchia model's training inputs, and the
+        Vecchia model's standardized targets), so a loaded model predicts but cannot
+        evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
         not an int or None is stored as None.
     path : str or os.PathLike
         The file to write, exactly as named: it must end in ``.npz`` (no suffix is added).
         An existing regular file is replaced only once the new one is complete, keeping its
         permission bits; see :mod:`scalegp._output` for what is refused.
+    table_columns : TableColumns, optional
+        The columns of the table the model was fitted on (``scalegp fit`` passes them when
+        its table has a header): stored so that :func:`~scalegp.io.reader.load_table_columns`
+        finds the inputs of a new table by name.
 
     Raises
     ------
@@ -44,6 +50,15 @@ def save(model, path) -> None:
         folder is missing or not writable, or it does not end in ``.npz``.
     """
     arrays, metadata = _encode(model)
+    if table_columns is not None:
+        inputs = [str(name) for name in table_columns.inputs]
+        if len(inputs) != metadata["n_features_in"] or len(set(inputs)) != len(inputs):
+            raise ValueError(f"table_columns.inputs must name the model's "
+                             f"{metadata['n_features_in']} inputs once each, got {inputs}")
+        if str(table_columns.target) in inputs:
+            raise ValueError(f"table_columns.target {table_columns.target!r} is one of the inputs")
+        metadata["input_columns"] = inputs
+        metadata["target_column"] = str(table_columns.target)
     text = json.dumps(metadata, indent=1, sort_keys=True)
     arrays[METADATA_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     write_atomically(path, lambda file: np.savez(file, **arrays), suffixes=MODEL_SUFFIXES)
@@ -52,8 +67,8 @@ def save(model, path) -> None:
 def _encode(model) -> tuple[dict, dict]:
     if not isinstance(model, tuple(ESTIMATORS.values())):
         raise TypeError(
-            "model must be a fitted LowRankGPRegressor, ExactGPRegressor or GibbsGPRegressor, "
-            f"got {type(model).__name__}"
+            "model must be a fitted LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or "
+            f"VecchiaGPRegressor, got {type(model).__name__}"
         )
     check_is_fitted(model)
     arrays: dict = {}
@@ -107,10 +122,6 @@ def _common_metadata(model, kernel) -> dict:
     }
     if hasattr(model, "feature_names_in_"):
         metadata["feature_names_in"] = [str(name) for name in model.feature_names_in_]
-    # column names of the table a command-line model was trained on (optional)
-    if hasattr(model, "input_columns_"):
-        metadata["input_columns"] = [str(name) for name in model.input_columns_]
-        metadata["target_column"] = str(model.target_column_)
     return metadata
 
 

@@ -44,6 +44,22 @@ from .structure import VecchiaStructure, build_structure
 DEFAULT_M = 30
 #: Learning's optimizers (:class:`VecchiaGP`'s ``optimizer``).
 OPTIMIZERS = ("lbfgs", "fisher")
+#: Structures per fit at most (scaled Vecchia's rebuilds).
+MAX_STRUCTURES = 3
+#: The change of the length scales' shape (:func:`shape_change`) that rebuilds a structure.
+REBUILD_FACTOR = 2.0
+
+
+def shape_change(built, learned) -> float:
+    """How far the shape of the length scales moved from those a structure was built at:
+    exp(max_j |log f_j - mean log f|) with f = learned / built (1 for a common factor, which
+    changes no ordering or neighbour set). Learning rebuilds the structure when it exceeds
+    ``REBUILD_FACTOR``."""
+    built = np.asarray(built, dtype=float).ravel()
+    learned = np.asarray(learned, dtype=float).ravel()
+    size = max(built.size, learned.size)
+    log_factor = np.log(np.broadcast_to(learned, (size,)) / np.broadcast_to(built, (size,)))
+    return math.exp(float(np.max(np.abs(log_factor - log_factor.mean()))))
 
 
 @dataclass
@@ -95,8 +111,8 @@ class VecchiaGP:
     noise_variance_bounds: object = (1e-6, 1e5)
     ordering: str = "maximin"
     grouping: bool = True
-    max_structures: int = 3
-    rebuild_factor: float = 2.0
+    max_structures: int = MAX_STRUCTURES
+    rebuild_factor: float = REBUILD_FACTOR
     schedule: tuple = (None,)
     optimizer: str = "lbfgs"
     tolerance: float | None = None
@@ -174,7 +190,7 @@ class VecchiaGP:
             built = np.broadcast_to(structure.length_scale, (self.X_train_.shape[1],))
             learned = np.broadcast_to(hyperparameters.kernel.length_scale, built.shape)
             log_factor = np.log(learned / built)
-            shape = float(np.max(np.abs(log_factor - log_factor.mean())))
+            shape = math.log(shape_change(built, learned))
             self.history.append({"stage": stage, "n_points": sample.blocks.n_members,
                                  "log_likelihood": result.log_marginal_likelihood,
                                  "n_evaluations": result.n_evaluations,

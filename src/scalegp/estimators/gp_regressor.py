@@ -1,0 +1,234 @@
+"""GPRegressor: the front door. It picks the model (``approximation="auto"``) or fits the one
+named, and delegates to the estimator that does the work.
+
+Why a front door and not ``approximation="auto"`` inside each estimator: the choice spans
+estimators of different kinds (the exact GP holds n x n matrices, a low-rank model a feature
+map, Vecchia neighbour sets), so no one of them can be the result of the others' choice. The
+explicit estimators (:class:`~scalegp.estimators.exact.ExactGPRegressor`,
+:class:`~scalegp.estimators.lowrank.LowRankGPRegressor`,
+:class:`~scalegp.estimators.vecchia.VecchiaGPRegressor`) keep their explicit defaults for the
+user who knows what they want; this class is what ``scalegp fit`` uses by default and what the
+documentation starts with. The fitted model is ``estimator_``; ``selection_`` says what
+``auto`` considered and why it chose (:class:`scalegp.estimators.auto.Selection`).
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import kernels
+from . import auto, configuration
+from .exact import ExactGPRegressor
+from .lowrank import LowRankGPRegressor
+from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
+from .vecchia import VecchiaGPRegressor
+
+__all__ = ["GPRegressor"]
+
+#: The estimator classes a selection's configuration names (``Selection.configuration``).
+ESTIMATORS = {cls.__name__: cls for cls in (ExactGPRegressor, LowRankGPRegressor,
+                                            VecchiaGPRegressor)}
+#: Parameters that only ``approximation="auto"`` reads.
+AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance")
+
+
+class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
+    """Gaussian-process regression that chooses its model within a budget.
+
+    Parameters
+    ----------
+    approximation : "auto" (default), a name or a configuration object
+        ``"auto"`` chooses among the exact GP, Nystrom with the VFE bound and learned knots,
+        Gauss-Legendre features, neighbourhood-local exact GPs and Vecchia from a pilot exact
+        GP on a subsample (:mod:`scalegp.estimators.auto`; docs/choosing.md). Otherwise the
+        model to fit: ``"exact"`` / :class:`~scalegp.Exact` (the exact GP),
+        :class:`~scalegp.Vecchia` (Vecchia), or any name or object
+        :class:`~scalegp.LowRankGPRegressor` takes (``"rff"``, :class:`~scalegp.Nystrom`,
+        :class:`~scalegp.Features` ...).
+    local : None, a name or a configuration object
+        A local model (:class:`~scalegp.Neighbors`, :class:`~scalegp.TestPoints`,
+        :class:`~scalegp.Clusters`) with an explicit approximation; ``"auto"`` chooses
+        neighbourhood models itself, so ``local`` with ``"auto"`` is refused.
+    kernel : str or Kernel, default="gaussian"
+        A name gives that family with one length scale per input (ARD), started by the pilot
+        under ``auto``; a :class:`~scalegp.kernels.Kernel` is used as given.
+    noise_variance : float, default=0.1
+        The starting noise variance (of the standardized targets), where the pilot gives none.
+    normalize_X, normalize_y : bool, default=True
+        Standardize inputs and targets (the chosen estimator's parameters).
+    time_budget : float, optional
+        Seconds of fit on this machine, the pilot included (``auto`` only; default
+        :data:`~scalegp.estimators.auto.DEFAULT_TIME_BUDGET`, one minute).
+    memory_budget : float, optional
+        Bytes (``auto`` only; default half of the available memory).
+    tolerance : None, float or {"mean_kl": float}
+        The accuracy to reach relative to the exact GP (``auto`` only): an RMSE ratio such as
+        1.05, or the mean KL divergence of the predictive distributions per held-back point.
+        ``auto`` fits the cheapest configuration predicted and verified to meet it, and says
+        in ``selection_`` when nothing within the budgets does.
+    random_state : None, int or Generator
+        Seeds the pilot's subsample and the chosen estimator.
+
+    Attributes
+    ----------
+    estimator_ : ExactGPRegressor, LowRankGPRegressor or VecchiaGPRegressor
+        The fitted model; ``predict``, ``sample_y`` and ``log_marginal_likelihood`` are its.
+    selection_ : scalegp.estimators.auto.Selection or None
+        What ``auto`` considered and chose (``selection_.table()``); None for an explicit
+        approximation.
+    kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, when X has string column names.
+    """
+
+    _parameter_constraints: dict = {
+        "approximation": [str, configuration.CONFIGURATION_TYPE],
+        "local": [None, str, configuration.CONFIGURATION_TYPE],
+        "kernel": KERNEL_CONSTRAINT,
+        "noise_variance": [Interval(Real, 0, None, closed="neither")],
+        "normalize_X": ["boolean"],
+        "normalize_y": ["boolean"],
+        "time_budget": [None, Interval(Real, 0, None, closed="neither")],
+        "memory_budget": [None, Interval(Real, 0, None, closed="neither")],
+        "tolerance": [None, Interval(Real, 1, None, closed="left"), dict],
+        "random_state": RANDOM_STATE_CONSTRAINT,
+    }
+
+    def __init__(self, approximation="auto", local=None, kernel="gaussian", noise_variance=0.1,
+                 normalize_X=True, normalize_y=True, time_budget=None, memory_budget=None,
+                 tolerance=None, random_state=None):
+        self.approximation = approximation
+        self.local = local
+        self.kernel = kernel
+        self.noise_variance = noise_variance
+        self.normalize_X = normalize_X
+        self.normalize_y = normalize_y
+        self.time_budget = time_budget
+        self.memory_budget = memory_budget
+        self.tolerance = tolerance
+        self.random_state = random_state
+
+    # ----------------------------------------------------------------- fitting
+    def fit(self, X, y, sample_noise_variance=None):
+        """Choose the model (``auto``) or build the one named, and fit it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_dims)
+        y : array-like of shape (n_samples,)
+        sample_noise_variance : array-like of shape (n_samples,), optional
+            Known per-row noise variances added to the learned one (passed to the chosen
+            estimator; Vecchia does not take them).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        is_auto = isinstance(self.approximation, str) and self.approximation == "auto"
+        if not is_auto:
+            given = [name for name in AUTO_PARAMETERS if getattr(self, name) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to approximation='auto' "
+                                 f"(got approximation={self.approximation!r}); remove them or "
+                                 "use 'auto'")
+        elif self.local is not None:
+            raise ValueError("approximation='auto' chooses neighbourhood models itself; give "
+                             "local= with an explicit approximation (e.g. 'exact')")
+        # scikit-learn's validation (its messages, feature names); the chosen estimator then
+        # gets plain arrays, and so does its predict
+        X, y = validate_data(self, X, y, y_numeric=True)
+        if is_auto:
+            self.selection_ = self._select(X, y)
+            estimator = self._from_selection(self.selection_, X)
+        else:
+            self.selection_ = None
+            estimator = self._explicit()
+        params = {} if sample_noise_variance is None else {
+            "sample_noise_variance": sample_noise_variance}
+        self.estimator_ = estimator.fit(X, y, **params)
+        return self
+
+    def _select(self, X, y):
+        return auto.select(X, y, time_budget=(auto.DEFAULT_TIME_BUDGET if self.time_budget is None
+                                              else self.time_budget),
+                           memory_budget=self.memory_budget, tolerance=self.tolerance,
+                           random_state=self.random_state, kernel=self.kernel)
+
+    def _common(self) -> dict:
+        return {"noise_variance": self.noise_variance, "normalize_X": self.normalize_X,
+                "normalize_y": self.normalize_y, "random_state": self.random_state}
+
+    def _explicit(self):
+        config = self.approximation
+        if isinstance(config, str) and config.lower() == "vecchia":
+            config = configuration.Vecchia()
+        if isinstance(config, configuration.Vecchia):
+            if self.local is not None:
+                raise ValueError("local= does not apply to Vecchia (its neighbour sets are "
+                                 "its own); remove it")
+            return VecchiaGPRegressor(kernel=self.kernel, **self._common(),
+                                      **config.estimator_parameters())
+        config = configuration.as_approximation(config)
+        if isinstance(config, configuration.Exact) and self.local is None:
+            return ExactGPRegressor(kernel=self.kernel, **self._common())
+        return LowRankGPRegressor(approximation=config, local=self.local, kernel=self.kernel,
+                                  **self._common())
+
+    def _from_selection(self, selection, X):
+        """The chosen configuration as an unfitted estimator, started at the pilot's values."""
+        options = selection.configuration
+        cls = ESTIMATORS[options.pop("estimator")]
+        start = options.pop("start", None)
+        kernel = auto.pilot_kernel(self.kernel, np.shape(X)[1])
+        params = {**self._common(), **options}
+        if start is not None:
+            kernel = kernel.with_params(length_scale=np.asarray(start["length_scale"]),
+                                        variance=start["variance"])
+            params["noise_variance"] = start["noise_variance"]
+        return cls(kernel=kernel, **params)
+
+    # ----------------------------------------------------------------- delegation
+    def predict(self, X, return_std=False, return_cov=False, include_noise=False):
+        """The chosen model's predictive mean, and optionally its std or covariance
+        (``include_noise`` adds the noise variance): ``estimator_.predict``."""
+        check_is_fitted(self, "estimator_")
+        X = validate_data(self, X, reset=False)
+        return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov,
+                                       include_noise=include_noise)
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Joint draws of the latent function at X from the chosen model's posterior."""
+        check_is_fitted(self, "estimator_")
+        X = validate_data(self, X, reset=False)
+        return self.estimator_.sample_y(X, n_samples=n_samples, random_state=random_state)
+
+    def log_marginal_likelihood(self, theta=None, eval_gradient=False):
+        """The chosen model's log marginal likelihood (its objective) at theta."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.log_marginal_likelihood(theta, eval_gradient=eval_gradient)
+
+    @property
+    def kernel_(self) -> kernels.Kernel:
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.kernel_
+
+    @property
+    def noise_variance_(self) -> float:
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.noise_variance_
+
+    @property
+    def log_marginal_likelihood_value_(self) -> float:
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.log_marginal_likelihood_value_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = False
+        return tags

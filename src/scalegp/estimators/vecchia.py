@@ -1,0 +1,227 @@
+"""VecchiaGPRegressor: the Vecchia approximation (:mod:`scalegp.vecchia`, docs/vecchia.md) as a
+scikit-learn estimator, on the shared base of the regressors.
+
+The Vecchia log likelihood of the (standardized) targets in an ordering of the points,
+each conditioned on its m nearest predecessors h(i) in the scaled inputs u = x / l,
+
+    log q(y) = sum_i log N(y_i; k_ih K_hh^{-1} y_h, K_ii - k_ih K_hh^{-1} k_hi)
+               (K = k(X, X) + s2 I),
+
+costs O(N m^3) per evaluation and O(N m) memory, and equals the exact GP's at m = N - 1.
+It plugs into the base's fit (:class:`scalegp.estimators.base._GPRegressor`) as the others
+do: ``_prepare`` builds the Vecchia structure (ordering, neighbour sets and blocks) at the
+starting length scales, ``_objective`` is :class:`scalegp.vecchia.VecchiaLikelihood` at that
+structure, and its ``posterior`` is a :class:`scalegp.vecchia.posterior.VecchiaPosterior`
+(training rows and targets; each prediction conditions on the test point's m nearest
+training points). What the base's learning does not do is the one override,
+``_learn_hyperparameters``: scaled Vecchia (Katzfuss, Guinness & Lawrence 2022) rebuilds the
+structure at the learned length scales when their shape moved by more than
+:data:`scalegp.vecchia.learning.REBUILD_FACTOR` and learns again from there, at most
+:data:`~scalegp.vecchia.learning.MAX_STRUCTURES` structures per fit, each stage by L-BFGS-B
+in the base's widening box (``optimizer="lbfgs"``) or by Fisher scoring
+(``optimizer="fisher"``, :func:`scalegp.vecchia.fisher.fisher_scoring`, as GpGp).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..parallel import resolve_n_jobs
+from ..vecchia import ORDERINGS, VecchiaLikelihood, build_structure, vecchia_log_likelihood
+from ..vecchia.fisher import fisher_scoring
+from ..vecchia.learning import DEFAULT_M, MAX_STRUCTURES, OPTIMIZERS, REBUILD_FACTOR, shape_change
+from ..vecchia.posterior import VecchiaPosterior
+from .base import _GPRegressor
+from .training_data import Staged
+
+
+class _Structures:
+    """The Vecchia structure of a fit, rebuilt as learning moves the length scales."""
+
+    def __init__(self, X, m: int, ordering: str, rng, length_scale):
+        self.X, self.m, self.ordering, self.rng = X, m, ordering, rng
+        self.n_built = 0
+        self.rebuild(length_scale)
+
+    def rebuild(self, length_scale) -> None:
+        self.structure = build_structure(self.X, length_scale, self.m, ordering=self.ordering,
+                                         rng=self.rng)
+        self.n_built += 1
+
+
+class _VecchiaObjective(VecchiaLikelihood):
+    """The Vecchia likelihood at a fixed structure, with the posterior it conditions on."""
+
+    def __init__(self, hyperparameters, X, y, structure, *, n_jobs: int, m_predict: int):
+        super().__init__(hyperparameters, X, y, structure, n_jobs=n_jobs)
+        self.m_predict = m_predict
+
+    def posterior(self, theta) -> VecchiaPosterior:
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        value = vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
+                                       n_jobs=self.n_jobs)
+        return VecchiaPosterior(kernel, float(noise_variance), self.X, self.y, self.m_predict,
+                                value, self.n_jobs)
+
+
+class VecchiaGPRegressor(_GPRegressor):
+    """Gaussian-process regression with the Vecchia approximation: each training point
+    conditioned on its ``n_neighbors`` nearest predecessors in a maximin ordering of the
+    scaled inputs (docs/vecchia.md), for N up to millions of rows in low dimension.
+
+    Parameters
+    ----------
+    kernel, noise_variance, noise_variance_bounds, optimize, n_restarts, normalize_y, \
+normalize_X, random_state
+        As :class:`~scalegp.estimators.exact.ExactGPRegressor` (the same defaults);
+        ``random_state`` also draws the ``"random"`` ordering. ``n_restarts`` applies to
+        ``optimizer="lbfgs"``.
+    n_neighbors : int, default=30
+        m, the conditioning-set size of the likelihood (``scalegp.vecchia.DEFAULT_M``, GpGp's
+        default); at most N - 1 are used (the exact likelihood). Cost O(N m^3) per
+        likelihood evaluation, memory O(N m).
+    n_neighbors_predict : int or None, default=None
+        Training neighbours each test point conditions on (None: ``n_neighbors``); at most N
+        are used (at N the predictions are the exact GP's). The joint predictive
+        (``return_cov``, ``sample_y``) conditions each test point on this many among the
+        training points and the earlier test points (exact at N + n_test - 1).
+    ordering : {"maximin", "grid-maximin", "random", "coordinate"}, default="maximin"
+        The ordering of the training points, in the scaled inputs
+        (:data:`scalegp.vecchia.ORDERINGS`).
+    optimizer : {"lbfgs", "fisher"}, default="lbfgs"
+        L-BFGS-B in the widening default box, or Fisher scoring (as GpGp).
+    n_jobs : int or None, default=None
+        Threads over the likelihood's blocks and the test points (-1: every core); the
+        likelihood is the same bit for bit for any count.
+
+    Attributes
+    ----------
+    kernel_, noise_variance_, log_marginal_likelihood_value_, optimization_result_
+        As the other regressors; ``log_marginal_likelihood_value_`` is the Vecchia log
+        likelihood at the fitted hyperparameters and the last structure.
+    posterior_ : scalegp.vecchia.posterior.VecchiaPosterior
+    structure_ : scalegp.vecchia.VecchiaStructure or None
+        The structure of the last learning stage (None after :func:`scalegp.load`).
+    n_structures_ : int or None
+        Structures built during the fit (1, or more when scaled Vecchia rebuilt it; None
+        after :func:`scalegp.load`).
+
+    Notes
+    -----
+    The model holds its training rows (a model file stores them), so it fits arrays, not a
+    streaming data source or Dask arrays (the Vecchia likelihood over Dask row blocks is
+    :mod:`scalegp.vecchia.distributed`); the noise is homoscedastic (no
+    ``sample_noise_variance``); the kernel is stationary (not ``reciprocal_semigroup``). ``predict(return_cov=True)`` and ``sample_y`` use the joint
+    Vecchia predictive of the test points in their given order
+    (:mod:`scalegp.vecchia.posterior`), at most ``scalegp.vecchia.prediction.MAX_JOINT``
+    of them.
+    """
+
+    _parameter_constraints: dict = {
+        **_GPRegressor._parameter_constraints,
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "n_neighbors_predict": [Interval(Integral, 1, None, closed="left"), None],
+        "ordering": [StrOptions(set(ORDERINGS))],
+        "optimizer": [StrOptions(set(OPTIMIZERS))],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, kernel="gaussian", noise_variance=0.1,
+                 noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
+                 normalize_y=True, normalize_X=True, n_neighbors=DEFAULT_M,
+                 n_neighbors_predict=None, ordering="maximin", optimizer="lbfgs",
+                 random_state=None, n_jobs=None):
+        self.kernel = kernel
+        self.noise_variance = noise_variance
+        self.noise_variance_bounds = noise_variance_bounds
+        self.optimize = optimize
+        self.n_restarts = n_restarts
+        self.normalize_y = normalize_y
+        self.normalize_X = normalize_X
+        self.n_neighbors = n_neighbors
+        self.n_neighbors_predict = n_neighbors_predict
+        self.ordering = ordering
+        self.optimizer = optimizer
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _check_streaming(self) -> None:
+        raise ValueError(
+            "VecchiaGPRegressor holds its training rows (each prediction conditions on the "
+            "nearest of them), so it fits arrays, not a streaming data source or Dask arrays; "
+            "read the rows into arrays, or stream a LowRankGPRegressor (the Vecchia "
+            "likelihood over Dask row blocks is scalegp.vecchia.distributed)")
+
+    # ----------------------------------------------------------------- fitting
+    def _prepare(self, X, kernel, rng, fit_context):
+        if not kernel.shift_invariant:
+            raise ValueError(f"VecchiaGPRegressor needs a stationary kernel, a function of "
+                             f"x - z (its orderings and neighbour sets are distances in x / l); "
+                             f"got {type(kernel).__name__}")
+        n = fit_context["n_samples"]
+        if n < 2:
+            raise ValueError(f"VecchiaGPRegressor needs at least 2 samples, got n_samples = {n}")
+        self._n_threads = resolve_n_jobs(self.n_jobs)
+        self._structures = _Structures(X, min(self.n_neighbors, n - 1), self.ordering, rng,
+                                       kernel.length_scale)
+        return self._structures
+
+    def _objective(self, state, hyperparameters, X, y, _progress=None,
+                   sample_noise_variance=None):
+        if sample_noise_variance is not None:
+            raise ValueError("VecchiaGPRegressor has homoscedastic noise only; it does not "
+                             "take sample_noise_variance (use ExactGPRegressor or "
+                             "LowRankGPRegressor for known per-row noise)")
+        m_predict = self.n_neighbors if self.n_neighbors_predict is None \
+            else self.n_neighbors_predict
+        return _VecchiaObjective(hyperparameters, X, y, state.structure,
+                                 n_jobs=self._n_threads, m_predict=m_predict)
+
+    def _learn_hyperparameters(self, state, data, objective, box, n_restarts, rng):
+        """Scaled Vecchia (module docstring): learn at the structure, rebuild it where the
+        learned length scales' shape moved, learn again from the optimum."""
+        while True:
+            if self.optimizer == "fisher":
+                hyperparameters, result = fisher_scoring(Staged(objective, data.stage), box)
+            else:
+                hyperparameters, result, objective = super()._learn_hyperparameters(
+                    state, data, objective, box, n_restarts, rng)
+            learned = hyperparameters.kernel.length_scale
+            if (shape_change(state.structure.length_scale, learned) <= REBUILD_FACTOR
+                    or state.n_built >= MAX_STRUCTURES):
+                return hyperparameters, result, objective
+            state.rebuild(learned)
+            box = hyperparameters          # the learned values, in the (widened) box
+            objective = self._objective(state, box, data.X, data.y)
+
+    def _set_fitted(self, posterior, **fitted):
+        # threads are the estimator's parameter (a model file does not store them)
+        super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
+        # the structure of a fit (a loaded model has none: it predicts without one)
+        structures = getattr(self, "_structures", None)
+        if fitted.get("training_data") is None:
+            structures = None
+        self.structure_ = None if structures is None else structures.structure
+        self.n_structures_ = None if structures is None else structures.n_built
+        self._structures = None
+
+    def _fitted_state(self):
+        return _Fitted(self.structure_)
+
+    def _coefficients(self, posterior):
+        # no coefficient vector: each prediction solves with its own neighbours (the
+        # probe predictions and the likelihood are checked)
+        return np.empty(0)
+
+    def _prediction_input(self, X):
+        return X
+
+
+class _Fitted:
+    """The state ``log_marginal_likelihood(theta)`` evaluates at: the fitted structure."""
+
+    def __init__(self, structure):
+        self.structure = structure
