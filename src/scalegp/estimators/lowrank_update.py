@@ -89,8 +89,8 @@ class LowRankUpdate:
             check_is_fitted(self)
         except NotFittedError:      # the first call fits
             return self.fit(X, y, sample_noise_variance=sample_noise_variance)
-        self._check_updatable(relearn)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, ensure_all_finite=False)
+        self._check_updatable(relearn)
         X = check_matrix(X, "X")
         y = check_vector(y, "y", n_samples=X.shape[0])
         X = rowwise.standardized(X, self.X_train_mean_, self.X_train_scale_)
