@@ -159,3 +159,57 @@ def test_no_module_switches_the_backend_or_draws_through_pyplot():
                  if ("matplotlib.use(" in path.read_text() or "pyplot" in path.read_text())
                  and path.name != "plot.py"]
     assert offenders == []
+
+
+def test_learning_curve_is_the_optimizers_history():
+    """One line per start with the objective at the start and after each iteration; the
+    best curve ends at the learned value, which equals the model's log marginal likelihood
+    at the learned theta, and every curve rises overall (L-BFGS-B accepts ascent steps)."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 3, (80, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(80)
+    model = sg.ExactGPRegressor(n_restarts=2, random_state=0).fit(X, y)
+    result = model.optimization_result_
+    assert len(result.history) == 3
+    figure, ax = plot.new_figure()
+    assert plot.plot_learning_curve(model, ax=ax) is ax
+    curves = ax.lines[:3]
+    for line, curve in zip(curves, result.history):
+        np.testing.assert_array_equal(line.get_ydata(), curve)
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(curve.size))
+        assert curve.size >= 2 and curve[-1] >= curve[0]
+        assert np.all(np.diff(curve) >= -1e-9 * np.abs(curve[:-1]))       # ascent
+    best = max(result.history, key=lambda curve: curve[-1])
+    assert best[-1] == pytest.approx(result.log_marginal_likelihood, rel=1e-12)
+    assert result.log_marginal_likelihood == pytest.approx(
+        model.log_marginal_likelihood(np.append(model.kernel_.theta,
+                                                np.log(model.noise_variance_))), rel=1e-10)
+    assert ax.lines[3].get_ydata()[0] == result.log_marginal_likelihood   # the learned line
+    assert ax.get_xlabel() == "L-BFGS-B iteration"
+    assert ax.get_ylabel() == "log marginal likelihood (normalized targets)"
+    pixels = _png(figure)
+    assert np.unique(pixels.reshape(-1, 4), axis=0).shape[0] > 20
+
+
+def test_learning_curve_continues_into_a_widened_box():
+    """A trend in x0 and an input x1 the target ignores (tests/test_default_box.py): the
+    length scale of x1 leaves the default box, and the widened runs continue the curve of
+    the start, which ends at the learned value."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2))
+    y = 2 * X[:, 0] + 0.05 * X[:, 0] ** 2 + 0.1 * rng.standard_normal(60)
+    model = sg.ExactGPRegressor(kernel=sg.Gaussian(length_scale=[1.0, 1.0])).fit(X, y)
+    result = model.optimization_result_
+    assert result.widened
+    assert len(result.history) == 1
+    assert result.history[0][-1] == pytest.approx(result.log_marginal_likelihood, rel=1e-12)
+    # the widened runs added iterations with a higher objective than the first box's end
+    assert result.history[0].max() == result.history[0][-1]
+
+
+def test_learning_curve_refuses_a_model_that_learned_nothing(fitted_1d):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (30, 1))
+    model = sg.ExactGPRegressor(optimize=False).fit(X, np.sin(X[:, 0]))
+    with pytest.raises(ValueError, match="no learning curve"):
+        plot.plot_learning_curve(model, ax=plot.new_figure()[1])

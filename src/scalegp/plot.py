@@ -1,4 +1,5 @@
-"""Figures of a fitted GP: predictions with bands, maps, calibration, learned length scales.
+"""Figures of a fitted GP: predictions with bands, maps, calibration, learned length scales,
+the learning curve of the hyperparameters.
 
 Matplotlib is imported only when a function here is called (the ``plot`` extra), and nothing
 here switches its backend: with ``ax=None`` a function draws on a new figure from
@@ -18,7 +19,7 @@ import numpy as np
 from scipy.special import ndtri
 
 __all__ = ["new_figure", "plot_prediction", "plot_map", "plot_calibration",
-           "plot_length_scales", "interval_coverage"]
+           "plot_length_scales", "plot_learning_curve", "interval_coverage"]
 
 
 def _axes(ax):
@@ -207,4 +208,39 @@ def plot_length_scales(estimator, *, feature_names=None, ax=None):
     unit = " (standard deviations)" if getattr(estimator, "normalize_X", False) else ""
     ax.set(ylabel=f"length scale{unit}")
     ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def plot_learning_curve(estimator, *, ax=None):
+    """The objective maximized by ``fit`` against the L-BFGS-B iteration: one line per start
+    (``n_restarts`` + 1), from ``estimator.optimization_result_.history``
+    (:attr:`scalegp.inference.optimize.OptimizationResult.history`: the log marginal
+    likelihood at the start and after each iteration; the runs in a widened box and the
+    learned Nystrom knots continue the curve of the start they began from), and the learned
+    value as a dotted line. With ``normalize_y`` the objective is that of the normalized
+    targets, as ``log_marginal_likelihood_value_``.
+
+    Raises ValueError for an estimator that learned nothing (``optimize=False``, a loaded
+    model, all parameters fixed, the Gibbs sampler).
+
+    Returns
+    -------
+    ax : the Axes drawn on
+    """
+    result = getattr(estimator, "optimization_result_", None)
+    history = getattr(result, "history", ())
+    if result is None or not any(len(curve) for curve in history):
+        raise ValueError(
+            f"{type(estimator).__name__} has no learning curve: it learned no "
+            "hyperparameters (fit with optimize=True; a model read from a file keeps none)")
+    ax = _axes(ax)
+    for start, curve in enumerate(history):
+        curve = np.asarray(curve, dtype=float)
+        ax.plot(np.arange(curve.size), curve, marker=".", markersize=4,
+                label="start" if len(history) == 1 else f"start {start}")
+    ax.axhline(result.log_marginal_likelihood, color="0.4", linestyle=":", linewidth=1,
+               label=f"learned {result.log_marginal_likelihood:.6g}")
+    targets = " (normalized targets)" if getattr(estimator, "normalize_y", False) else ""
+    ax.set(xlabel="L-BFGS-B iteration", ylabel=f"log marginal likelihood{targets}")
+    ax.legend(loc="lower right", fontsize="small")
     return ax

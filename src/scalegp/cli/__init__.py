@@ -26,7 +26,7 @@ from ..errors import NonFiniteResultError
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
-from .common import CommandError, _log, _warnings_as_lines
+from .common import CommandError, _log, _warnings_as_lines, require_matplotlib
 from .fit import command_fit
 from .info import command_info
 from .options import (DEFAULT_DIFFERENCES, add_flag, add_gibbs_flags, add_kernel_flags,
@@ -96,6 +96,7 @@ def command_demo(args) -> None:
     named = args.out is not None
     check_output_path(args.out if named else demo_module.DEFAULT_OUT, suffixes=PNG_SUFFIXES,
                       replace=named)
+    require_matplotlib("scalegp demo")
     demo_module.run_demo(
         model=args.model, subsample=args.subsample, n_components=args.n_components,
         approximation=args.approximation, n_neighbors=args.local_neighbors, out=args.out,
@@ -261,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "subset-of-regressors std, which vanishes away from Nystrom "
                               "knots); default: the model's own, on for nystrom and "
                               "random-projection and for the fitc and vfe objectives")
+    predict.add_argument("--plot", default=None, metavar="FILE.png",
+                         help="also draw the predictions for the table's rows (.png): one "
+                              "input, the mean and 95 %% band with the rows as points; two "
+                              "inputs, maps of mean and std; more, a calibration plot if the "
+                              "table has the model's target column, else the learned length "
+                              "scales. Checked before any work, like --out. " + OUT_RULES
+                              + " (default: no figure)")
     _add_header_option(predict)
     predict.set_defaults(handler=command_predict)
 

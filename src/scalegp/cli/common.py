@@ -73,3 +73,12 @@ def _describe_header(reader) -> str:
         return f"columns {', '.join(reader.columns)}"
     return ("no header row (the first line is data: all its cells are numbers; pass --header "
             "yes if it holds column names)")
+
+
+def require_matplotlib(what: str) -> None:
+    """A CommandError naming ``what`` and the extra to install when matplotlib is missing:
+    checked before any work, so a long fit never ends in an import error."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CommandError(f"{what} draws with matplotlib, which is not installed: "
+                           "pip install 'scalegp[cli]' (or 'scalegp[plot]')")

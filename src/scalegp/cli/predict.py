@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .._output import CSV_SUFFIXES, check_output_path
+from .._output import CSV_SUFFIXES, PNG_SUFFIXES, check_output_path
 from ..data.readers import STDIN, open_reader, select_columns
 from ..data.sources import checked_blocks, gather_rows
 from ..data.tables import write_csv_blocks, write_csv_rows
@@ -19,7 +19,8 @@ from ..engine.noise import power_of_two_scale
 from ..errors import NonFiniteResultError
 from ..estimators.configuration import make_approximation
 from . import options
-from .common import CommandError, _describe_header, _log, _parse_options, _progress
+from .common import (CommandError, _describe_header, _log, _parse_options, _progress,
+                     require_matplotlib)
 from .fit import _training_source
 
 
@@ -27,9 +28,12 @@ def command_predict(args) -> None:
     from ..io import load, load_table_columns
     to_stdout = args.out == "-"
     from_stdin = args.data == STDIN
+    inputs = (args.model,) + (() if from_stdin else (args.data,))
     if not to_stdout:
-        check_output_path(args.out, inputs=(args.model,) + (() if from_stdin else (args.data,)),
-                          suffixes=CSV_SUFFIXES)
+        check_output_path(args.out, inputs=inputs, suffixes=CSV_SUFFIXES)
+    if args.plot is not None:
+        check_output_path(args.plot, inputs=inputs, suffixes=PNG_SUFFIXES, what="--plot")
+        require_matplotlib("--plot")
     model = load(args.model)
     variance = _variance_option(args, model)
     content = sys.stdin.buffer.read() if from_stdin else None     # read once, parsed twice
@@ -76,6 +80,22 @@ def command_predict(args) -> None:
                                        inputs=(args.model, args.data))
     where = "standard output" if to_stdout else args.out
     _log(args, f"wrote {written} predictions ({', '.join(names)}) to {where}")
+    if args.plot is not None:
+        _plot(args, model, reader, columns, variance, inputs, written)
+
+
+def _plot(args, model, reader, columns, variance, inputs, n_rows) -> None:
+    """Draw the figure of :mod:`scalegp.cli.predict_plot` and write it to ``--plot``."""
+    from . import predict_plot
+    target = getattr(model, "target_column_", None)
+    X, y = predict_plot.plot_rows(reader, columns, target, n_rows)
+    names = [reader.columns[j] for j in columns]
+    fig, kind = predict_plot.draw(model, X, y, include_noise=args.include_noise,
+                                  input_names=names, target_name=target or "prediction",
+                                  variance=variance)
+    predict_plot.write_figure(fig, args.plot, inputs)
+    targets = "with the target column" if y is not None else "no target column"
+    _log(args, f"drew {kind} of {X.shape[0]} row(s) ({targets}) to {args.plot}")
 
 
 def _variance_option(args, model) -> dict:

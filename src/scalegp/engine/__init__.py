@@ -18,16 +18,18 @@ is this package: the names below are what the other wings use; its modules are
 from .gradients import (GradientPath, choose_gradient_path, fixed_basis_gradient,
                         noise_gradient)
 from .likelihood import (SIGNED_RULES, MarginalLikelihood, Posterior, condition,
-                         log_marginal_likelihood)
+                         log_marginal_likelihood, posterior_of_sums)
 from .noise import FITC, HOMOSCEDASTIC, NoiseModel
-from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFeatures, Statistics,
+from .statistics import (FEATURE_CACHE_BYTES, BasisOnly, BasisStatistics, KeptFeatures, RowSums,
+                         Statistics,
                          accumulate_gradient, accumulate_statistics, chunk_gradient,
                          chunk_statistics, feature_cache_budget, features_by_chunk)
 
 __all__ = [
     "FEATURE_CACHE_BYTES", "FITC", "HOMOSCEDASTIC", "SIGNED_RULES", "BasisOnly", "BasisStatistics",
-    "GradientPath", "KeptFeatures", "MarginalLikelihood", "NoiseModel", "Posterior", "Statistics",
+    "GradientPath", "KeptFeatures", "MarginalLikelihood", "NoiseModel", "Posterior", "RowSums",
+    "Statistics",
     "accumulate_gradient", "accumulate_statistics", "choose_gradient_path", "chunk_gradient",
     "chunk_statistics", "condition", "feature_cache_budget", "features_by_chunk",
-    "fixed_basis_gradient", "log_marginal_likelihood", "noise_gradient",
+    "fixed_basis_gradient", "log_marginal_likelihood", "noise_gradient", "posterior_of_sums",
 ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,7 +45,8 @@ from ..stored import Array, Value, declarations, selected
 from .hyperparameters import Hyperparameters
 from .gradients import GradientPath, choose_gradient_path
 from .noise import HOMOSCEDASTIC, NoiseModel, missing_prior_variance
-from .statistics import BasisStatistics, KeptFeatures, Statistics, accumulate_statistics
+from .statistics import (BasisStatistics, KeptFeatures, RowSums, Statistics,
+                         accumulate_statistics)
 from .systems import SYSTEMS, EigenSystem, FactorizedSystem
 
 
@@ -116,24 +117,34 @@ class MarginalLikelihood:
     Eq. V.1): log p(y) - tr(K - Psi Psi^T) / (2 s2), for maps whose Psi Psi^T never exceeds K
     (``feature_map.bounded_by_kernel``, e.g. Nystrom) and homoscedastic noise; ``value``,
     the gradient and the posterior's ``log_marginal_likelihood`` are then the bound's.
+
+    ``basis_statistics`` (with X None): rows known only through their basis statistics
+    (:class:`~scalegp.engine.statistics.BasisStatistics` of a fixed-basis map, homoscedastic
+    noise, not VFE, no signs), as ``LowRankGPRegressor.partial_fit`` keeps them: every call
+    is O(m^3), with no rows at all.
     """
 
-    def __init__(self, feature_map: FeatureMap, hyperparameters, X, y=None, *,
+    def __init__(self, feature_map: FeatureMap, hyperparameters, X=None, y=None, *,
                  chunk_size: int | None = None, dtype=None, progress=None,
                  signed_rule: str = "keep", noise: NoiseModel = HOMOSCEDASTIC,
                  sample_noise_variance=None, variational: bool = False,
-                 n_jobs: int | None = None):
+                 n_jobs: int | None = None, basis_statistics: BasisStatistics | None = None):
         if signed_rule not in SIGNED_RULES:
             raise ValueError(f"signed_rule must be one of {SIGNED_RULES}, got {signed_rule!r}")
         self.feature_map = feature_map
         self.hyperparameters = Hyperparameters.of(hyperparameters)
         self.dtype = check_dtype(dtype)
-        self.source = as_source(X, y, sample_noise_variance=sample_noise_variance, dtype=self.dtype)
         self.chunk_size = chunk_size
         self.n_jobs = parallel.resolve_n_jobs(n_jobs)
         self.progress = progress
         self.signed_rule = signed_rule
         self.noise = noise
+        if basis_statistics is not None:
+            self._init_from_basis(basis_statistics, X, noise, variational,
+                                  sample_noise_variance)
+            return
+        self.source = as_source(X, y, sample_noise_variance=sample_noise_variance,
+                                dtype=self.dtype)
         self.homoscedastic = noise.is_homoscedastic(self.source)
         if (not self.homoscedastic and feature_map.signs is not None
                 and signed_rule == "repair"):
@@ -157,6 +168,25 @@ class MarginalLikelihood:
             feature_map, self.source, signed_rule=signed_rule,
             homoscedastic=self.homoscedastic, variational=self.variational,
             basis_statistics=self.basis_statistics, dtype=self.dtype)
+
+    def _init_from_basis(self, basis_statistics, X, noise, variational, sample_noise_variance):
+        """The objective of rows known by their basis statistics only (class docstring)."""
+        problems = [what for what, bad in (
+            ("X None", X is not None),
+            ("a fixed-basis map", not isinstance(self.feature_map, FixedBasisFeatureMap)),
+            ("an unsigned map", self.feature_map.signs is not None),
+            ("homoscedastic noise", noise is not HOMOSCEDASTIC
+             or sample_noise_variance is not None),
+            ("the likelihood, not the VFE bound", variational)) if bad]
+        if problems:
+            raise ValueError("an objective of basis statistics alone needs "
+                             + ", ".join(problems))
+        self.source = None
+        self.homoscedastic, self.variational, self.n_evaluations = True, False, 0
+        self.basis_statistics = basis_statistics
+        self.gradient_path = choose_gradient_path(
+            self.feature_map, None, signed_rule=self.signed_rule, homoscedastic=True,
+            variational=False, basis_statistics=basis_statistics, dtype=self.dtype)
 
     @property
     def feature_budget(self) -> int:
@@ -193,16 +223,29 @@ class MarginalLikelihood:
         return at_map, statistics, value, system, conditioned
 
     def missing_trace(self, at_map: MapAtTheta, statistics: Statistics) -> float:
-        """tr(K - Psi Psi^T) = sum_i k(x_i, x_i) - tr(G): n s for a shift-invariant kernel,
-        otherwise one pass over X (kernel diagonals only, no features)."""
+        """tr(K - Psi Psi^T) = sum_i k(x_i, x_i) - tr(G)."""
+        return self.kernel_trace(at_map, statistics.n_samples) - float(np.trace(statistics.gram))
+
+    def kernel_trace(self, at_map: MapAtTheta, n_samples: int) -> float:
+        """sum_i k(x_i, x_i): n s for a shift-invariant kernel, otherwise one pass over X
+        (kernel diagonals only, no features)."""
         kernel = at_map.kernel
         if kernel.shift_invariant:
-            kernel_trace = statistics.n_samples * kernel.variance
-        else:
-            chunk_size = self.chunk_size or default_chunk_size(at_map.n_components)
-            kernel_trace = sum(float(kernel.diag(chunk.X).sum())
-                               for chunk in self.source.chunks(chunk_size))
-        return kernel_trace - float(np.trace(statistics.gram))
+            return n_samples * kernel.variance
+        chunk_size = self.chunk_size or default_chunk_size(at_map.n_components)
+        return sum(float(kernel.diag(chunk.X).sum()) for chunk in self.source.chunks(chunk_size))
+
+    def row_sums(self, theta) -> RowSums:
+        """The sums of this objective's rows at theta (or at a :class:`Hyperparameters`'
+        values; one statistics pass, none for a fixed basis), which add to a posterior's
+        (:func:`posterior_of_sums`)."""
+        kernel, noise_variance = self.hyperparameters.values(theta)
+        at_map = self.feature_map.at(kernel)
+        return self._row_sums(at_map, self.statistics(at_map, noise_variance, self.progress))
+
+    def _row_sums(self, at_map: MapAtTheta, statistics: Statistics) -> RowSums:
+        trace = (self.kernel_trace(at_map, statistics.n_samples) if self.variational else 0.0)
+        return RowSums(statistics, trace, self.basis_statistics)
 
     def value(self, theta) -> float:
         return self.conditioned(theta)[2]
@@ -223,7 +266,26 @@ class MarginalLikelihood:
         """The posterior at theta (or at a :class:`Hyperparameters`' values): from the cached basis statistics for a fixed-basis map (no
         pass over the data), otherwise from one streaming pass."""
         at_map, statistics, value, system, _ = self.conditioned(theta, self.progress)
-        return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples)
+        return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples,
+                         row_sums=self._row_sums(at_map, statistics))
+
+
+def posterior_of_sums(feature_map: FeatureMap, kernel: Kernel, noise_variance: float,
+                      sums: RowSums, *, signed_rule: str = "keep",
+                      variational: bool = False) -> "Posterior":
+    """The posterior conditioned on rows known by their sums (:class:`RowSums`): the
+    statistics at (kernel, s2) (those kept, or the basis statistics rescaled), conditioned as
+    :meth:`MarginalLikelihood.posterior` conditions them, so the posterior of the sums of two
+    sets of rows is that of a fit on all of them up to the order of the floating-point sums.
+    ``variational``: the value is the VFE bound, log p(y) - (sum_i k(x_i, x_i) - tr G) / (2 s2).
+    """
+    statistics = (sums.statistics if sums.basis is None
+                  else sums.basis.at(feature_map, kernel))
+    value, system, _ = condition(statistics, noise_variance, feature_map.signs, signed_rule)
+    if variational:
+        value -= (sums.kernel_trace - float(np.trace(statistics.gram))) / (2.0 * noise_variance)
+    return Posterior(feature_map, kernel, system, value, statistics.n_samples,
+                     row_sums=RowSums(statistics, sums.kernel_trace, sums.basis))
 
 
 def _check_variational(feature_map: FeatureMap, homoscedastic: bool) -> None:
@@ -246,6 +308,10 @@ class Posterior:
     mean(x*) = psi*^T beta; latent variance s2 psi*^T M^{-1} psi* (= s2 |L^{-1} psi*|^2 for
     S = I). ``include_noise`` adds s2; ``diag_correction`` adds the FITC-style term
     k(x*, x*) - psi*^T S psi*, the prior variance the low-rank model misses.
+
+    ``row_sums``: the sums of its rows (:class:`~scalegp.engine.statistics.RowSums`, one or
+    two more m x m matrices) for additive updates; None for a posterior read from a model
+    file (which stores the factorization, not the sums) or one of a local model's centres.
     """
 
     feature_map: FeatureMap
@@ -253,6 +319,7 @@ class Posterior:
     system: FactorizedSystem
     log_marginal_likelihood: float
     n_samples: int
+    row_sums: RowSums | None = field(default=None, repr=False, compare=False)
 
     #: The value of the posterior's section that names its system's kind.
     SYSTEM_KIND = "factorization"

@@ -224,6 +224,38 @@ class BasisStatistics:
         return Statistics(s.gram * np.outer(h, h), s.projection * h, s.y_norm2, s.n_samples)
 
 
+@dataclass(frozen=True)
+class RowSums:
+    """What a fitted low-rank posterior keeps of its rows so that more rows can be added
+    without revisiting them (``LowRankGPRegressor.partial_fit``): sums over rows, so they add.
+
+    Attributes
+    ----------
+    statistics : Statistics
+        G, b, y^T W^ y, n (and sum log w^) at the posterior's hyperparameters, of the features
+        as the objective forms them (before a positive-part repair, which is a function of
+        the summed G and b: :mod:`scalegp.engine.positive_part`).
+    kernel_trace : float
+        sum_i k(x_i, x_i) at the same hyperparameters, for the VFE term
+        tr(K - Q) = sum_i k(x_i, x_i) - tr(G) (0 when the objective is not the VFE bound).
+    basis : BasisStatistics or None
+        Phi^T Phi, Phi^T y, y^T y, n of a fixed basis (homoscedastic, not VFE): the
+        statistics at any theta (:meth:`BasisStatistics.at`), so the hyperparameters can be
+        learned again from the sums alone at O(m^3) per step. None otherwise, and once rows
+        without them (with known noise variances) were added.
+    """
+
+    statistics: Statistics
+    kernel_trace: float = 0.0
+    basis: "BasisStatistics | None" = None
+
+    def __add__(self, other: "RowSums") -> "RowSums":
+        basis = (None if self.basis is None or other.basis is None
+                 else BasisStatistics(self.basis.statistics + other.basis.statistics))
+        return RowSums(self.statistics + other.statistics,
+                       self.kernel_trace + other.kernel_trace, basis)
+
+
 class BasisOnly(MapAtTheta):
     """Phi of a fixed-basis map, as a map at theta (its statistics hold for every theta)."""
 

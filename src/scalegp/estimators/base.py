@@ -476,8 +476,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         if self._training_data is None:
             raise ValueError(
                 "log_marginal_likelihood(theta) needs the training data, which model files "
-                "do not store; fit the estimator again (without theta it returns "
-                "log_marginal_likelihood_value_)"
+                "do not store (nor does a model that partial_fit updated); fit the estimator "
+                "again (without theta it returns log_marginal_likelihood_value_)"
             )
         theta = np.asarray(theta, dtype=float)
         expected = self.kernel_.n_params + 1

@@ -23,12 +23,13 @@ from ..local import resolution
 from . import configuration
 from .base import PROBE_ROWS, TEST_POINT_PROBE_ROWS, _GPRegressor
 from .lowrank_fit import LowRankFit, _LocalState
+from .lowrank_update import LowRankUpdate
 
 
 __all__ = ["LowRankGPRegressor"]
 
 
-class LowRankGPRegressor(LowRankFit, _GPRegressor):
+class LowRankGPRegressor(LowRankFit, LowRankUpdate, _GPRegressor):
     """Gaussian-process regression through a low-rank kernel approximation.
 
     The kernel is approximated by a feature map, k(x, x') ~ psi(x)^T S psi(x'), with

@@ -17,6 +17,7 @@ from .._validation import check_bounds, check_dtype
 from ..data.base import ArraySource
 from ..engine.hyperparameters import Hyperparameters
 from ..inference import knot_learning
+from ..inference.optimize import continued_history
 from ..local import neighborhoods as neighborhood_models
 from . import configuration
 from .transformers import _build_feature_map
@@ -104,7 +105,9 @@ class LowRankFit:
             dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs)
         result = replace(
             joint, theta=joint.theta[:hyperparameters.n_params],
-            n_evaluations=result.n_evaluations + joint.n_evaluations)
+            n_evaluations=result.n_evaluations + joint.n_evaluations,
+            history=continued_history(result.history,
+                                      joint.history[0] if joint.history else ()))
         return feature_map, hyperparameters, result
 
     def _prepare_local(self, X, kernel, rng, fit_context):

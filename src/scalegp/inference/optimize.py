@@ -76,6 +76,12 @@ class OptimizationResult:
     #: Sides of the default box that were widened: (parameter name, "lower" / "upper", the
     #: final bound), in the order they moved; empty when the box held the optimum.
     widened: tuple = ()
+    #: The learning curve: one array per start, the objective (log marginal likelihood) at
+    #: the start and after each L-BFGS-B iteration (in moved or narrowed windows too), with
+    #: the runs in a widened box appended to the curve of the start they continue
+    #: (:func:`learn_widening`); empty when nothing was learned ("all parameters fixed").
+    #: Drawn by :func:`scalegp.plot.plot_learning_curve`.
+    history: tuple = ()
 
 
 def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=None,
@@ -146,6 +152,10 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
         evaluated.append((-float(value), np.array(free_theta)))
         return -value, -np.asarray(gradient)[free]
 
+    def feasible(out) -> bool:
+        """Whether ``negative`` returned an evaluation (not an infeasible point's stand-in)."""
+        return bool(evaluated) and evaluated[-1][0] == out[0]
+
     box = bounds[free]
     first = np.clip(theta0, bounds[:, 0], bounds[:, 1])[free]
     radius = np.full(first.size, np.inf)
@@ -160,8 +170,12 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
 
     best = None
     n_evaluations = 0
+    history = []
     for start in starts:
-        run = _windowed_search(negative, start, box, max_iter, radius, ftol)
+        curve = []
+        run = _windowed_search(negative, start, box, max_iter, radius, ftol,
+                               curve=curve, feasible=feasible)
+        history.append(np.array(curve))
         n_evaluations += run.n_evaluations
         if best is None or run.fun < best.fun:
             best = run
@@ -183,7 +197,7 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
     theta[free] = best.x
     _warn_on_bounds(theta, bounds, free, names, quiet)
     return OptimizationResult(theta, float(-best.fun), n_evaluations, len(starts),
-                              best.converged, best.message)
+                              best.converged, best.message, history=tuple(history))
 
 
 @dataclass(frozen=True)
@@ -198,15 +212,18 @@ class _Run:
 
 
 class _RecordFirst:
-    """``negative`` that keeps its first evaluation (L-BFGS-B's, at the run's start)."""
+    """``negative`` that keeps its first evaluation (L-BFGS-B's, at the run's start), and
+    whether ``feasible`` said it was one (not an infeasible point's stand-in)."""
 
-    def __init__(self, negative):
-        self.negative, self.first = negative, None
+    def __init__(self, negative, feasible=None):
+        self.negative, self.first, self.feasible = negative, None, feasible
+        self.first_feasible = False
 
     def __call__(self, x):
         out = self.negative(x)
         if self.first is None:
             self.first = out
+            self.first_feasible = self.feasible is not None and self.feasible(out)
         return out
 
 
@@ -222,7 +239,8 @@ def _projected_gradient(x: np.ndarray, gradient: np.ndarray, box: np.ndarray) ->
     return float(np.max(np.abs(np.clip(x - gradient, box[:, 0], box[:, 1]) - x)))
 
 
-def _windowed_search(negative, start, box, max_iter, radius, ftol=None) -> _Run:
+def _windowed_search(negative, start, box, max_iter, radius, ftol=None, *, curve=None,
+                     feasible=None) -> _Run:
     """L-BFGS-B from ``start`` in ``box``, each parameter within ``radius`` (log units, inf:
     its whole box) of the current point.
 
@@ -239,17 +257,28 @@ def _windowed_search(negative, start, box, max_iter, radius, ftol=None) -> _Run:
     retried in windows ``WINDOW_SHRINK`` times narrower (every parameter, ``WINDOW`` at most;
     ``WINDOW_SHRINKS`` retries in all) and otherwise reported as not converged
     ("NO PROGRESS"): never as converged.
+
+    ``curve`` (a list), if given, receives the objective (not negated) at the start, when
+    ``feasible(first output)`` says it was evaluated, and after each L-BFGS-B iteration.
     """
+    curve = [] if curve is None else curve
+
+    def iteration(intermediate_result):
+        curve.append(-float(intermediate_result.fun))
+
     x, radius = np.asarray(start, dtype=float), np.asarray(radius, dtype=float)
     evaluations = moves = shrinks = 0
     options = {"maxiter": max_iter} if ftol is None else {"maxiter": max_iter, "ftol": ftol}
     while True:
         window = _window(box, x, radius)
-        recorder = _RecordFirst(negative)
+        recorder = _RecordFirst(negative, feasible)
+        at = len(curve)
         result = scipy.optimize.minimize(recorder, x, jac=True, method="L-BFGS-B",
-                                         bounds=window, options=options)
+                                         bounds=window, options=options, callback=iteration)
         evaluations += result.nfev
         start_value, start_gradient = recorder.first
+        if not curve and recorder.first_feasible:       # the start of the whole search
+            curve.insert(at, -float(start_value))
         stationarity = _projected_gradient(x, start_gradient, window)
         if shrinks == 0:
             first_stationarity = _projected_gradient(x, start_gradient, box)
@@ -366,6 +395,7 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
                                  names=names, windows=True, quiet=sides)
     hyperparameters = hyperparameters.at(result.theta)
     evaluations, moved, gain = result.n_evaluations, [], math.inf
+    history = result.history
     for _ in range(max_widenings):
         binding = _on_bounds(result.theta, hyperparameters.bounds) & sides
         if not binding.any() or gain < WIDENING_GAIN:
@@ -378,6 +408,8 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
         gain = result.log_marginal_likelihood - last.log_marginal_likelihood
         if gain < 0.0:                      # never worse than the optimum in the smaller box
             result, gain = last, 0.0
+        elif result.history:
+            history = continued_history(history, result.history[0])
         hyperparameters = wider.at(result.theta)
         bounds = np.exp(wider.bounds)
         moved += [(names[i], ("lower", "upper")[j], float(bounds[i, j]))
@@ -388,4 +420,17 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
                         quiet=~still)
     return hyperparameters, OptimizationResult(
         result.theta, result.log_marginal_likelihood, evaluations, result.n_starts,
-        result.converged, result.message, tuple(moved))
+        result.converged, result.message, tuple(moved), history)
+
+
+def continued_history(history: tuple, curve) -> tuple:
+    """``history`` (:attr:`OptimizationResult.history`) with ``curve``, a run that started
+    where the best start ended (a widened box, learned knots), appended to that start's
+    curve (its first value, the shared point, dropped)."""
+    curves = [np.asarray(c, dtype=float) for c in history]
+    curve = np.asarray(curve, dtype=float)
+    if not curves:
+        return (curve,)
+    best = max(range(len(curves)), key=lambda i: curves[i][-1] if curves[i].size else -math.inf)
+    curves[best] = np.concatenate([curves[best], curve[1:]])
+    return tuple(curves)
