@@ -338,7 +338,8 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
 
 def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
     """(RMSE ratio, mean KL(exact || candidate)) on the pilot's held-back rows, the candidate
-    fitted on the pilot's training rows at the pilot's hyperparameters."""
+    fitted on the pilot's training rows at the pilot's hyperparameters (Nystrom with its
+    knots' density on all n rows, Vecchia and neighbourhoods with their sizes)."""
     config = candidate.configuration
     Xt, yt, Xh = X[pilot.train], y[pilot.train], X[pilot.holdout]
     kernel, s2 = pilot.kernel, pilot.noise_variance
@@ -357,8 +358,11 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
                        if key not in ("estimator", "start")}
             approximation = clone(options["approximation"])
             if isinstance(approximation, Nystrom):    # at the pilot's theta: no learning
+                # the same density of knots as the fit on all n rows: m / n of the rows (m
+                # knots among the pilot's few rows would be nearly an exact GP)
+                density = approximation.n_components * yt.size / X.shape[0]
                 approximation.set_params(
-                    n_components=min(approximation.n_components, yt.size // 2),
+                    n_components=max(1, min(int(round(density)), yt.size // 2)),
                     objective="dtc", learn_knots=0)
             local = options.get("local")
             if local is not None:
