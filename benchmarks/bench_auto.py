@@ -169,10 +169,10 @@ def verdict(name: str, rows: list) -> str:
             f"{'met' if not failed else 'NOT met: ' + ', '.join(failed)} |")
 
 
-def run(name: str, data_dir: Path, with_auto: bool) -> list:
+def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True) -> list:
     X, y, X_test, y_test = load_split(name, data_dir)
     rows = []
-    for label, config in explicit_configurations(*X.shape).items():
+    for label, config in (explicit_configurations(*X.shape) if explicit else {}).items():
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -195,10 +195,25 @@ def run(name: str, data_dir: Path, with_auto: bool) -> list:
         print(rows[-1], flush=True)
         print(selection.table(), flush=True)
     try:
-        rows += peer_rows(name, X, y, X_test, y_test)
+        peers_found = peer_rows(name, X, y, X_test, y_test)
     except Exception as error:                        # reported in the table, not hidden
-        rows.append((name, "peers", None, None, 0.0, repr(error)))
-    return rows
+        peers_found = [(name, "peers", None, None, 0.0, repr(error))]
+    for row in peers_found:
+        print(row, flush=True)
+    return rows + peers_found
+
+
+def rows_of_logs(paths) -> dict:
+    """name -> rows, from the row tuples printed by earlier runs (``--combine``): a later
+    log's row of the same data set and label replaces an earlier one."""
+    import ast
+    found: dict = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("('"):
+                row = ast.literal_eval(line)
+                found.setdefault(row[0], {})[row[1]] = row
+    return {name: list(rows.values()) for name, rows in found.items()}
 
 
 def main(argv=None) -> None:
@@ -207,6 +222,11 @@ def main(argv=None) -> None:
                         help=f"comma-separated, from {', '.join(PANEL)}")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--no-auto", action="store_true", help="explicit configurations only")
+    parser.add_argument("--no-explicit", action="store_true",
+                        help="auto and the peers only (their explicit rows from --combine)")
+    parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="LOG",
+                        help="build the table and verdicts from the rows printed in these "
+                             "logs (no fitting)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.datasets.split(",") if name.strip()]
@@ -214,9 +234,16 @@ def main(argv=None) -> None:
     if unknown:
         parser.error(f"unknown data set(s): {', '.join(unknown)}")
     rate = machine.gemm_rate(512)
-    per_set = {name: run(name, args.data_dir, not args.no_auto) for name in names}
+    if args.combine:
+        logged = rows_of_logs(args.combine)
+        per_set = {name: logged.get(name, []) for name in names}
+    else:
+        per_set = {name: run(name, args.data_dir, not args.no_auto, not args.no_explicit)
+                   for name in names}
     rows = [row for name in names for row in per_set[name]]
-    lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran).",
+    lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran)"
+             + (f"; rows from the logs {', '.join(map(str, args.combine))}" if args.combine
+                else "") + ".",
              "", "| data set | configuration | test RMSE | test NLPD | fit s | note |",
              "|---|---|---|---|---|---|"]
     def fmt(value):
