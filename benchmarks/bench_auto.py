@@ -6,8 +6,15 @@ standardized with the training part's mean and std; for each configuration the t
 and the mean Gaussian negative log predictive density (NLPD, of a new observation), both in
 standardized target units, and the fit time (seconds, wall). ``auto`` is
 :func:`scalegp.estimators.auto.select` with its default budget (its seconds included in the
-fit time) followed by the fit of the configuration it chose; the oracle is the best
-explicit configuration on the test part.
+fit time) followed by the fit of the configuration it chose, run as ``sg.GPRegressor()``
+with its defaults; the oracle is the explicit configuration of lowest test RMSE. Peers in
+the same run: scikit-learn's ``GaussianProcessRegressor`` (ARD RBF + white noise, up to
+EXACT_ROWS rows), scikit-learn's ``Nystroem`` (500 components) + ``BayesianRidge``, and
+GPyTorch's SGPR (256 inducing points, 200 Adam steps) where torch and gpytorch are installed.
+
+The verdict per data set (the issue's rule): auto's RMSE <= 1.05 x the oracle's, auto's NLPD
+<= the oracle's + 0.05, auto's fit within its time budget (60 s), and auto's RMSE <= the
+best peer's.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_auto.py --datasets yacht,concrete \\
         --out benchmarks/results/auto.md
@@ -36,7 +43,8 @@ import scalegp as sg  # noqa: E402
 from scalegp.estimators import auto  # noqa: E402
 
 DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
-PANEL = ("yacht", "concrete", "energy", "airfoil", "pol", "elevators", "kin40k", "protein",
+PANEL = ("yacht", "concrete", "energy", "airfoil", "housing", "autompg", "wine", "servo",
+         "skillcraft", "sml", "parkinsons", "pol", "elevators", "kin40k", "protein",
          "keggdirected", "relief")
 #: The exact GP is run up to this many training rows.
 EXACT_ROWS = 3000
@@ -73,6 +81,7 @@ def explicit_configurations(n: int, d: int) -> dict:
                                     learn_knots=150)}
     configs["rff m=512"] = {"estimator": "LowRankGPRegressor",
                             "approximation": sg.Features("rff", n_components=512)}
+    configs["vecchia m=30"] = {"estimator": "VecchiaGPRegressor", "n_neighbors": 30}
     if d <= 3:
         configs["glf s=2048"] = {"estimator": "LowRankGPRegressor",
                                  "approximation": sg.Features("glf", n_components=2048)}
@@ -108,10 +117,62 @@ def scores(mean, var, y):
     return rmse, nlpd
 
 
-def run(name: str, data_dir: Path, with_auto: bool) -> list:
+def peer_rows(name, X, y, X_test, y_test) -> list:
+    """The peers' (name, label, RMSE, NLPD, seconds, note) on the same split."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import BayesianRidge
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import peers
+    rows = []
+    if X.shape[0] <= EXACT_ROWS:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, _ = peers.sklearn_exact_fit(
+                X, y, length_scale=np.ones(X.shape[1]), length_scale_bounds=(1e-5, 1e5),
+                variance_bounds=(1e-5, 1e5), noise_variance=0.1, noise_bounds=(1e-6, 1e5))
+            mean, std = model.predict(X_test, return_std=True)
+        rows.append((name, "peer: scikit-learn GPR (ARD)", *scores(mean, std ** 2, y_test),
+                     time.perf_counter() - start, ""))
+    start = time.perf_counter()
+    features = Nystroem(n_components=min(500, X.shape[0]), random_state=0).fit(X)
+    ridge = BayesianRidge().fit(features.transform(X), y)
+    mean, std = ridge.predict(features.transform(X_test), return_std=True)
+    rows.append((name, "peer: scikit-learn Nystroem(500) + BayesianRidge",
+                 *scores(mean, std ** 2, y_test), time.perf_counter() - start, ""))
+    if peers.gpytorch_available():
+        mean, var, seconds = peers.gpytorch_sgpr_split(X, y, X_test,
+                                                       n_columns=min(256, X.shape[0]),
+                                                       steps=200, kernel="rbf")
+        rows.append((name, "peer: GPyTorch SGPR m=256", *scores(mean, var, y_test), seconds,
+                     "200 Adam steps at 0.1"))
+    return rows
+
+
+def verdict(name: str, rows: list) -> str:
+    """The rule of the module docstring applied to one data set's rows."""
+    mine = [r for r in rows if r[2] is not None and not r[1].startswith(("peer", "auto"))]
+    theirs = [r for r in rows if r[2] is not None and r[1].startswith("peer")]
+    auto_row = next((r for r in rows if r[1].startswith("auto")), None)
+    if auto_row is None or auto_row[2] is None or not mine:
+        return f"| {name} | no verdict (auto or every explicit configuration failed) |"
+    oracle = min(mine, key=lambda r: r[2])
+    checks = {"RMSE <= 1.05 oracle": auto_row[2] <= 1.05 * oracle[2],
+              "NLPD <= oracle + 0.05": auto_row[3] <= oracle[3] + 0.05,
+              "within 60 s": auto_row[4] <= auto.DEFAULT_TIME_BUDGET}
+    if theirs:
+        best = min(theirs, key=lambda r: r[2])
+        checks[f"RMSE <= best peer ({best[1][6:]})"] = auto_row[2] <= best[2]
+    failed = [key for key, ok in checks.items() if not ok]
+    return (f"| {name} | oracle {oracle[1]} {oracle[2]:.4f} / {oracle[3]:.3f}; auto "
+            f"{auto_row[2]:.4f} / {auto_row[3]:.3f} in {auto_row[4]:.1f} s | "
+            f"{'met' if not failed else 'NOT met: ' + ', '.join(failed)} |")
+
+
+def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True) -> list:
     X, y, X_test, y_test = load_split(name, data_dir)
     rows = []
-    for label, config in explicit_configurations(*X.shape).items():
+    for label, config in (explicit_configurations(*X.shape) if explicit else {}).items():
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -126,13 +187,33 @@ def run(name: str, data_dir: Path, with_auto: bool) -> list:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            selection = auto.select(X, y, random_state=0)
-            mean, var = fit_predict(selection.configuration, X, y, X_test)
-        rows.append((name, f"auto -> {selection.chosen.name}", *scores(mean, var, y_test),
+            model = sg.GPRegressor(random_state=0).fit(X, y)
+            mean, std = model.predict(X_test, return_std=True, include_noise=True)
+        selection = model.selection_
+        rows.append((name, f"auto -> {selection.chosen.name}", *scores(mean, std ** 2, y_test),
                      time.perf_counter() - start, selection.reason))
         print(rows[-1], flush=True)
         print(selection.table(), flush=True)
-    return rows
+    try:
+        peers_found = peer_rows(name, X, y, X_test, y_test)
+    except Exception as error:                        # reported in the table, not hidden
+        peers_found = [(name, "peers", None, None, 0.0, repr(error))]
+    for row in peers_found:
+        print(row, flush=True)
+    return rows + peers_found
+
+
+def rows_of_logs(paths) -> dict:
+    """name -> rows, from the row tuples printed by earlier runs (``--combine``): a later
+    log's row of the same data set and label replaces an earlier one."""
+    import ast
+    found: dict = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("('"):
+                row = ast.literal_eval(line)
+                found.setdefault(row[0], {})[row[1]] = row
+    return {name: list(rows.values()) for name, rows in found.items()}
 
 
 def main(argv=None) -> None:
@@ -141,6 +222,11 @@ def main(argv=None) -> None:
                         help=f"comma-separated, from {', '.join(PANEL)}")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--no-auto", action="store_true", help="explicit configurations only")
+    parser.add_argument("--no-explicit", action="store_true",
+                        help="auto and the peers only (their explicit rows from --combine)")
+    parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="LOG",
+                        help="build the table and verdicts from the rows printed in these "
+                             "logs (no fitting)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.datasets.split(",") if name.strip()]
@@ -148,8 +234,16 @@ def main(argv=None) -> None:
     if unknown:
         parser.error(f"unknown data set(s): {', '.join(unknown)}")
     rate = machine.gemm_rate(512)
-    rows = [row for name in names for row in run(name, args.data_dir, not args.no_auto)]
-    lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran).",
+    if args.combine:
+        logged = rows_of_logs(args.combine)
+        per_set = {name: logged.get(name, []) for name in names}
+    else:
+        per_set = {name: run(name, args.data_dir, not args.no_auto, not args.no_explicit)
+                   for name in names}
+    rows = [row for name in names for row in per_set[name]]
+    lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran)"
+             + (f"; rows from the logs {', '.join(map(str, args.combine))}" if args.combine
+                else "") + ".",
              "", "| data set | configuration | test RMSE | test NLPD | fit s | note |",
              "|---|---|---|---|---|---|"]
     def fmt(value):
@@ -158,6 +252,10 @@ def main(argv=None) -> None:
     for name, label, rmse, nlpd, seconds, note in rows:
         lines.append(f"| {name} | {label} | {fmt(rmse)} | {fmt(nlpd)} | {seconds:.1f} | "
                      f"{note} |")
+    if not args.no_auto:
+        lines += ["", "Verdicts (rule in the module docstring):", "",
+                  "| data set | numbers (RMSE / NLPD) | verdict |", "|---|---|---|"]
+        lines += [verdict(name, per_set[name]) for name in names]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:

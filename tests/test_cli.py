@@ -64,7 +64,7 @@ def test_n_jobs_threads_fit_the_serial_model_and_bad_counts_are_refused(tmp_path
     X = np.loadtxt(csv_file, delimiter=",", skiprows=1)[:, :2]
     serial, threaded = (sg.load(models[n_jobs]).predict(X) for n_jobs in (None, 2))
     np.testing.assert_allclose(threaded, serial, rtol=1e-8, atol=1e-10)
-    refused = scalegp("fit", csv_file, "--target", "target", "--n-jobs", 0,
+    refused = scalegp("fit", "--approximation", "rff", csv_file, "--target", "target", "--n-jobs", 0,
                       "--out", tmp_path / "bad.npz")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "argument --n-jobs: must be a nonzero integer" in refused.stderr.splitlines()[-1]
@@ -80,7 +80,7 @@ def test_noise_variance_bounds_reach_the_model_and_are_checked(tmp_path, csv_fil
     loaded = sg.load(model)
     assert 0.05 <= loaded.noise_variance_ <= 0.5
     assert loaded.noise_variance_bounds == (0.05, 0.5)
-    bad = scalegp("fit", csv_file, "--target", "target", "--noise-variance-bounds", 1.0, 0.1,
+    bad = scalegp("fit", "--approximation", "rff", csv_file, "--target", "target", "--noise-variance-bounds", 1.0, 0.1,
                   "--out", tmp_path / "bad.npz", "--quiet")
     assert bad.returncode == 2
     assert "noise_variance_bounds must satisfy lower < upper" in bad.stderr
@@ -94,7 +94,7 @@ def test_target_by_index_and_exact(tmp_path, csv_file):
 
 
 def test_missing_file(tmp_path):
-    assert_one_line_error(scalegp("fit", tmp_path / "nope.csv", "--target", "y",
+    assert_one_line_error(scalegp("fit", "--approximation", "rff", tmp_path / "nope.csv", "--target", "y",
                                   "--out", tmp_path / "m.npz"),
                           "nope.csv: no such file")
 
@@ -102,7 +102,7 @@ def test_missing_file(tmp_path):
 def test_non_numeric_column(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("a,city,y\n1,Paris,2\n2,Rome,3\n")
-    assert_one_line_error(scalegp("fit", path, "--target", "y", "--out", tmp_path / "m.npz"),
+    assert_one_line_error(scalegp("fit", "--approximation", "rff", path, "--target", "y", "--out", tmp_path / "m.npz"),
                           "column 'city' is not numeric", "line 2", "'Paris'")
 
 
@@ -111,17 +111,17 @@ def test_nan_rows_error_or_dropped(tmp_path, csv_file):
     lines[5] = "1.0,,0.5"
     lines[9] = "nan,1.0,0.5"
     csv_file.write_text("\n".join(lines) + "\n")
-    assert_one_line_error(scalegp("fit", csv_file, "--target", "target",
+    assert_one_line_error(scalegp("fit", "--approximation", "rff", csv_file, "--target", "target",
                                   "--out", tmp_path / "m.npz"),
                           "data row 5 has a missing", "2 such row(s)", "--drop-missing")
-    result = scalegp("fit", csv_file, "--target", "target", "--drop-missing",
+    result = scalegp("fit", "--approximation", "rff", csv_file, "--target", "target", "--drop-missing",
                      "--n-components", 32, "--out", tmp_path / "m.npz")
     assert result.returncode == 0, result.stderr
     assert "dropped 2 row(s) with missing values" in result.stderr
 
 
 def test_unknown_target(csv_file, tmp_path):
-    assert_one_line_error(scalegp("fit", csv_file, "--target", "price",
+    assert_one_line_error(scalegp("fit", "--approximation", "rff", csv_file, "--target", "price",
                                   "--out", tmp_path / "m.npz"),
                           "no column 'price'", "a, b, target")
 
@@ -134,7 +134,7 @@ def test_unknown_approximation(csv_file, tmp_path):
 
 def test_model_file_of_another_version(tmp_path, csv_file):
     model = tmp_path / "model.npz"
-    assert scalegp("fit", csv_file, "--target", "target", "--n-components", 16,
+    assert scalegp("fit", "--approximation", "rff", csv_file, "--target", "target", "--n-components", 16,
                    "--out", model, "--quiet").returncode == 0
     with np.load(model, allow_pickle=False) as archive:
         arrays = {key: archive[key] for key in archive.files}

@@ -123,7 +123,7 @@ def test_an_unreachable_scheduler_is_one_line(files, tmp_path, capsys):
 ])
 def test_models_that_hold_their_rows_are_refused(files, tmp_path, capsys, extra, named):
     """Refused before connecting: the address is never tried."""
-    assert main(["fit", str(files / "data.npy"), "--target", "2", *extra, "--out",
+    assert main(["fit", "--approximation", "rff", str(files / "data.npy"), "--target", "2", *extra, "--out",
                  str(tmp_path / "m.npz"), "--dask-scheduler", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert f"--dask-scheduler does not take {named}" in err

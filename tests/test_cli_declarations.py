@@ -49,7 +49,8 @@ def _args(*extra):
 
 
 CONFIGURATIONS = {
-    "nystrom": ((), sg.LowRankGPRegressor()),
+    "auto": ((), sg.GPRegressor()),
+    "nystrom": (("--approximation", "nystrom"), sg.LowRankGPRegressor()),
     "rff": (("--approximation", "rff"), sg.LowRankGPRegressor(approximation="rff")),
     "exact": (("--approximation", "exact"), sg.ExactGPRegressor()),
     "exact-neighbors": (("--approximation", "exact", "--local", "neighbors"),
@@ -71,7 +72,7 @@ def _comparable(params: dict) -> dict:
             value = kernels.get(value).get_params()
             value = {key: np.ravel(v).tolist() if isinstance(v, (np.ndarray, list, tuple))
                      else v for key, v in value.items()}
-        elif name in ("approximation", "local"):
+        elif name in ("approximation", "local") and value != "auto":
             value = configuration.to_json(
                 configuration.as_approximation(value) if name == "approximation"
                 else configuration.as_local(value))

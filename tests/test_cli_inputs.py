@@ -97,7 +97,7 @@ def test_duplicate_header_names_are_refused(tmp_path, data, capsys):
     path = write_csv(tmp_path / "dup.csv", ["a", "a", "y"], np.column_stack([X, y]))
     with pytest.raises(TableError, match=r"duplicate column name 'a' \(columns 0 and 1"):
         read_table(path)
-    code, _, err = run(capsys, "fit", path, "--target", "y", "--out", tmp_path / "m.npz")
+    code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", "--out", tmp_path / "m.npz")
     assert code == 2 and "duplicate column name 'a'" in err
     assert not (tmp_path / "m.npz").exists()
 
@@ -187,11 +187,11 @@ def test_length_scale_per_dimension(tmp_path, data, capsys):
     fitted = sg.load(out)
     np.testing.assert_array_equal(fitted.kernel_.length_scale, [0.5, 2.0])
     assert fitted.kernel_.variance == 3.0 and fitted.noise_variance_ == 0.2
-    code, _, err = run(capsys, "fit", path, "--target", "y", "--length-scale", 0.5, 2,
+    code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", "--length-scale", 0.5, 2,
                        "--out", tmp_path / "x.npz")
     assert code == 2 and "--length-scale got 2 values: give one, or one per input (2) with "\
         "--ard" in err
-    code, _, err = run(capsys, "fit", path, "--target", "y", "--ard", "--length-scale", 1, 2, 3,
+    code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", "--ard", "--length-scale", 1, 2, 3,
                        "--out", tmp_path / "x.npz")
     assert code == 2 and "--length-scale got 3 values for 2 input(s)" in err
 
@@ -202,7 +202,7 @@ def test_start_outside_the_bounds_names_both(tmp_path, data, capsys):
     for flag, value, bounds_flag in (("--length-scale", "1", "--length-scale-bounds"),
                                      ("--variance", "1", "--variance-bounds"),
                                      ("--noise-variance", "1", "--noise-variance-bounds")):
-        code, _, err = run(capsys, "fit", path, "--target", "y", flag, value, bounds_flag, 2, 10,
+        code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", flag, value, bounds_flag, 2, 10,
                            "--out", tmp_path / "x.npz")
         assert code == 2
         assert f"{flag} 1 lies outside {bounds_flag} [2, 10]" in err
@@ -254,12 +254,12 @@ def test_fit_prints_diagnostics_and_exit_codes(tmp_path, capsys):
     rng = np.random.default_rng(1)
     x = rng.uniform(-3, 3, size=(60, 1))
     huge = write_csv(tmp_path / "huge.csv", ["x", "y"], np.column_stack([x, 1e300 * np.sin(x)]))
-    code, _, err = run(capsys, "fit", huge, "--target", "y", "--no-normalize-y",
+    code, _, err = run(capsys, "fit", "--approximation", "rff", huge, "--target", "y", "--no-normalize-y",
                        "--n-components", 16, "--out", tmp_path / "bad.npz")
     assert code == cli.EXIT_NON_FINITE == 1
     assert "error: the fit is not usable: non-finite log marginal likelihood" in err
     assert not (tmp_path / "bad.npz").exists()
-    code, _, err = run(capsys, "fit", huge, "--target", "y", "--n-components", 16,
+    code, _, err = run(capsys, "fit", "--approximation", "rff", huge, "--target", "y", "--n-components", 16,
                        "--out", tmp_path / "good.npz")
     assert code == 0, err
     code, _, err = run(capsys, "predict", tmp_path / "good.npz", huge, "--out", tmp_path / "p.csv")
@@ -269,12 +269,12 @@ def test_fit_prints_diagnostics_and_exit_codes(tmp_path, capsys):
     X = np.column_stack([rng.uniform(0, 1, 300) * 1e6, rng.uniform(0, 1, 300) * 1e-6])
     y = np.sin(6 * X[:, 0] / 1e6) + np.cos(4 * X[:, 1] / 1e-6) + 0.1 * rng.standard_normal(300)
     scales = write_csv(tmp_path / "scales.csv", ["a", "b", "y"], np.column_stack([X, y]))
-    code, _, err = run(capsys, "fit", scales, "--target", "y", "--no-standardize",
+    code, _, err = run(capsys, "fit", "--approximation", "rff", scales, "--target", "y", "--no-standardize",
                        "--n-components", 64, "--out", tmp_path / "s.npz")
     assert code == 0, err
     lines = [line for line in err.splitlines() if line.startswith("scalegp fit: warning: ")]
     assert any("below the noise-only model's" in line for line in lines), err
-    code, _, err = run(capsys, "fit", scales, "--target", "y", "--n-components", 64,
+    code, _, err = run(capsys, "fit", "--approximation", "rff", scales, "--target", "y", "--n-components", 64,
                        "--out", tmp_path / "t.npz")
     assert code == 0 and "below the noise-only model's" not in err
 
@@ -306,9 +306,9 @@ def test_noise_variance_column_must_be_non_negative(tmp_path, data, capsys):
     variances = np.full(len(y), 0.1)
     variances[7] = -1.0
     path = write_csv(tmp_path / "d.csv", ["a", "b", "v", "y"], np.column_stack([X, variances, y]))
-    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "v",
+    code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", "--noise-variance-column", "v",
                        "--out", tmp_path / "m.npz")
     assert code != 0 and "must be >= 0; data row 8 has -1" in err
-    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "y",
+    code, _, err = run(capsys, "fit", "--approximation", "rff", path, "--target", "y", "--noise-variance-column", "y",
                        "--out", tmp_path / "m.npz")
     assert code != 0 and "is the target column" in err

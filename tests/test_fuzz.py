@@ -159,7 +159,7 @@ def test_fixed_dask_case(name, outcome, work, dask_scheduler):
 
 
 def fit_case(*flags, timeout=20.0):
-    return fuzz_cases.Case("fixed", "fit", ["fit", "d.csv", "--target", "y", "--out", "m.npz",
+    return fuzz_cases.Case("fixed", "fit", ["fit", "--approximation", "rff", "d.csv", "--target", "y", "--out", "m.npz",
                                            "--quiet", *flags],
                            setup=fuzz_cases.write_option_data,
                            oracle=fuzz_cases.fitted_model_oracle(), timeout=timeout)
@@ -288,7 +288,7 @@ def test_the_classification_rule(monkeypatch, tmp_path, main, setup, oracle, mus
     """Each outcome of the rule in tests/fuzzing.py, on a stand-in for ``cli.main``."""
     from scalegp import cli
     monkeypatch.setattr(cli, "main", main)
-    case = fuzz_cases.Case("rule", "rule", ["fit", "data.csv", "--out", "out.npz"],
+    case = fuzz_cases.Case("rule", "rule", ["fit", "--approximation", "rff", "data.csv", "--out", "out.npz"],
                            setup=setup or (lambda folder: None), oracle=oracle,
                            must_mention="data.csv", must_succeed=must_succeed, timeout=0.2)
     assert run_case(case, tmp_path / "case").outcome == outcome

@@ -104,3 +104,46 @@ def test_clone_and_nested_parameters():
     model.set_params(approximation__n_components=40, kernel__length_scale=0.5)
     assert model.approximation.n_components == 40 and model.kernel.length_scale == 0.5
     assert clone(model).get_params()["approximation"] == sg.Nystrom(n_components=40)
+
+
+@pytest.mark.parametrize("approximation", ["auto", sg.Nystrom(n_components=20), "vecchia"])
+def test_model_files_keep_the_front_door_and_its_selection(tmp_path, approximation):
+    X, y = smooth(80)
+    model = quiet_fit(sg.GPRegressor(approximation=approximation, random_state=0), X, y)
+    sg.save(model, tmp_path / "m.npz")
+    loaded = sg.load(tmp_path / "m.npz")
+    assert type(loaded) is sg.GPRegressor
+    assert type(loaded.estimator_) is type(model.estimator_)
+    assert loaded.get_params()["approximation"] == model.get_params()["approximation"]
+    np.testing.assert_array_equal(loaded.predict(X[:6], return_std=True)[1],
+                                  model.predict(X[:6], return_std=True)[1])
+    if model.selection_ is None:
+        assert loaded.selection_ is None
+    else:
+        assert loaded.selection_.table() == model.selection_.table()
+
+
+def test_the_command_line_fits_auto_by_default_and_info_shows_the_choice(tmp_path, capsys):
+    from scalegp.cli import main
+    X, y = smooth(150)
+    table = tmp_path / "d.csv"
+    np.savetxt(table, np.column_stack([X, y]), delimiter=",", header="a,b,y", comments="")
+    model = tmp_path / "m.npz"
+    assert main(["fit", str(table), "--target", "y", "--out", str(model)]) == 0
+    err = capsys.readouterr().err
+    assert "--approximation auto chose exact" in err and "| exact |" in err
+    fitted = sg.load(model)
+    assert isinstance(fitted, sg.GPRegressor) and fitted.random_state == 0
+    assert main(["info", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "GPRegressor(approximation='auto') -> ExactGPRegressor" in out
+    assert "columns a, b; target y" in out and "| exact |" in out
+    # what auto would ignore is refused, never dropped
+    for extra, match in [(["--length-scale", "2"], "--length-scale set a kernel start"),
+                         (["--no-optimize"], "--no-optimize applies to"),
+                         (["--approximation", "rff", "--time-budget", "5"],
+                          "--time-budget applies to")]:
+        assert main(["fit", str(table), "--target", "y", "--out", str(tmp_path / "x.npz"),
+                     *extra]) != 0
+        assert match in capsys.readouterr().err
+    assert not (tmp_path / "x.npz").exists()

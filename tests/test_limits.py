@@ -109,7 +109,7 @@ def test_the_issues_counts_on_the_command_line(extra, message, data, tmp_path, c
     path.write_text("x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in zip(X[:, 0].tolist(),
                                                                          y.tolist())))
     start = time.perf_counter()
-    assert main(["fit", str(path), "--target", "y", "--out", str(tmp_path / "m.npz"),
+    assert main(["fit", "--approximation", "rff", str(path), "--target", "y", "--out", str(tmp_path / "m.npz"),
                  "--quiet", *extra]) == 2
     assert time.perf_counter() - start < REFUSAL_SECONDS
     err = capsys.readouterr().err.strip().splitlines()

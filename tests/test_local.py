@@ -596,7 +596,7 @@ def test_cli_fits_and_predicts_a_local_model(kind, flags, tmp_path):
                comments="")
     np.savetxt(tmp_path / "test.csv", X[:7], delimiter=",", header="a,b", comments="")
     model, out = tmp_path / "m.npz", tmp_path / "p.csv"
-    assert main(["fit", str(tmp_path / "train.csv"), "--target", "y", "--local", kind,
+    assert main(["fit", "--approximation", "rff", str(tmp_path / "train.csv"), "--target", "y", "--local", kind,
                  "--local-threshold", "1.5", "--n-components", "16", "--kernel", "gaussian",
                  "--no-optimize", "--out", str(model), "--quiet", *flags]) == 0
     assert main(["predict", str(model), str(tmp_path / "test.csv"), "--out", str(out),

@@ -219,7 +219,7 @@ def test_dev_null_is_refused_without_being_touched(model, capsys, data_files, tm
         sg.save(model, "/dev/null")
     with pytest.raises(UnsafeOutputError, match="character device"):
         write_csv("/dev/null", ["a"], np.ones((1, 1)))
-    code, err = run_cli(capsys, "fit", data_files[0], "--target", "y", "--out", "/dev/null",
+    code, err = run_cli(capsys, "fit", "--approximation", "rff", data_files[0], "--target", "y", "--out", "/dev/null",
                         *FAST_FIT)
     assert code == 2 and "--out '/dev/null': is a character device" in err
     sg.save(model, tmp_path / "m.npz")
@@ -300,7 +300,7 @@ def test_cli_fit_and_predict_refuse_their_inputs(tmp_path, data_files, model, ca
     npz_data = data_files[1]
     for case, (output, source) in spellings(tmp_path, npz_data).items():
         before = npz_data.read_bytes()
-        code, err = run_cli(capsys, "fit", source, "--target", "y", "--out", output, *FAST_FIT)
+        code, err = run_cli(capsys, "fit", "--approximation", "rff", source, "--target", "y", "--out", output, *FAST_FIT)
         assert code == 2 and "is the input file" in err, (case, err)
         assert npz_data.read_bytes() == before
     model_path = tmp_path / "model.npz"
@@ -574,7 +574,7 @@ def test_cli_fit_checks_out_before_reading_or_fitting(tmp_path, data_files, caps
     for out, message in [("/nonexistent-dir/m.npz", "the folder '/nonexistent-dir' does not "
                                                      "exist"),
                          (tmp_path / "m.csv", "ending in .npz"), (tmp_path, "is a folder")]:
-        code, err = run_cli(capsys, "fit", data_files[0], "--target", "y", "--out", out)
+        code, err = run_cli(capsys, "fit", "--approximation", "rff", data_files[0], "--target", "y", "--out", out)
         assert code == 2 and f"--out {str(out)!r}" in err and message in err, err
         assert len(err.strip().splitlines()) == 1
     assert calls == [] and time.perf_counter() - start < 5

@@ -192,7 +192,7 @@ def test_scalegp_predict_refuses_the_flag_for_models_without_the_choice(tmp_path
     train, far = table
     model_path = tmp_path / "model.npz"
     size = [] if "exact" in fit_flags else ["--n-components", "16"]   # exact has no features
-    assert main(["fit", str(train), "--target", "y", *size, *fit_flags,
+    assert main(["fit", "--approximation", "rff", str(train), "--target", "y", *size, *fit_flags,
                  "--out", str(model_path), "--quiet"]) == 0
     out = tmp_path / "pred.csv"
     capsys.readouterr()

@@ -72,7 +72,7 @@ def test_an_npz_member_shorter_than_its_header_names_the_file(order, tmp_path):
 def test_the_cli_names_the_file_of_a_short_member(tmp_path, capsys):
     path = tmp_path / "short.npz"
     npz_with_short_member(path, 100, 40)
-    assert main(["fit", str(path), "--target", "y", "--out", str(tmp_path / "m.npz"),
+    assert main(["fit", "--approximation", "rff", str(path), "--target", "y", "--out", str(tmp_path / "m.npz"),
                  "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "short.npz: member 'X.npy' is cut short" in err and "internal error" not in err
@@ -113,7 +113,7 @@ def test_a_csv_field_over_the_limit_is_one_line_naming_the_line(tmp_path, capsys
     if where == "the header":
         rows = ["a" * 140_000 + ",b", "1,2", "3,4"]
     path.write_text("\n".join(rows) + "\n")
-    assert main(["fit", str(path), "--target", "b", "--out", str(tmp_path / "m.npz"),
+    assert main(["fit", "--approximation", "rff", str(path), "--target", "b", "--out", str(tmp_path / "m.npz"),
                  "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"scalegp fit: error: {path}: line {line} has a field longer than 131072 "

@@ -40,7 +40,9 @@ def test_quick_start_runs(tmp_path):
         [sys.executable, "-c", f"import sys; sys.path.insert(0, {env_src!r})\n" + code],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Matern" in result.stdout                    # the learned kernel was printed
+    assert "chosen: " in result.stdout                  # the selection table was printed
+    assert "length_scale=" in result.stdout             # and the learned kernel
+    assert "Warning" not in result.stderr, result.stderr[-3000:]   # no warning by default
     assert (tmp_path / "model.npz").is_file()
 
 

@@ -276,7 +276,7 @@ def test_cli_predict_streams_block_by_block(tmp_path, data, capsys, monkeypatch)
     X, y, noise = data
     write_files(tmp_path, X, y, noise)
     model = tmp_path / "m.npz"
-    code, _, err = run_cli(capsys, "fit", tmp_path / "t.parquet", "--target", "target",
+    code, _, err = run_cli(capsys, "fit", "--approximation", "rff", tmp_path / "t.parquet", "--target", "target",
                            "--noise-variance-column", "v", "--n-components", 32,
                            "--no-optimize", "--out", model)
     assert code == 0, err
@@ -299,7 +299,7 @@ def test_cli_predict_streams_block_by_block(tmp_path, data, capsys, monkeypatch)
     assert code == 2 and "data row 301 has a missing or non-finite value in column 'b'" in err
     assert not (tmp_path / "q.csv").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
-    code, _, err = run_cli(capsys, "fit", tmp_path / "t.npy", "--target", 2, "--quiet",
+    code, _, err = run_cli(capsys, "fit", "--approximation", "rff", tmp_path / "t.npy", "--target", 2, "--quiet",
                            "--n-components", 128, "--out", tmp_path / "q.npz")
     assert code == 0 and err == ""          # --quiet: no log line, no bar (m = 16 would warn
                                             # that it cannot resolve the kernel: 249 % off)

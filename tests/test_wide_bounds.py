@@ -59,7 +59,7 @@ def test_the_issue_example_through_the_cli(tmp_path, capsys):
     values = {}
     for label, bounds in (("default", ("1e-2", "1e3")), ("wide", ("1e-20", "1e20"))):
         out = tmp_path / f"{label}.npz"
-        code = main(["fit", str(data), "--target", "y", "--out", str(out), "--kernel",
+        code = main(["fit", "--approximation", "rff", str(data), "--target", "y", "--out", str(out), "--kernel",
                      "gaussian", "--n-components", "64", "--seed", "0",
                      "--length-scale-bounds", *bounds])
         stderr = capsys.readouterr().err

@@ -28,8 +28,9 @@ from ..estimators.lowrank import LowRankGPRegressor
 from . import demo as demo_module
 from .common import CommandError, _log, _warnings_as_lines, require_matplotlib
 from .fit import command_fit
+from .info import command_info
 from .options import (DEFAULT_DIFFERENCES, add_flag, add_gibbs_flags, add_kernel_flags,
-                      add_learning_flags, add_vecchia_flags, differences_epilog, int_at_least, parameter_default,
+                      add_auto_flags, add_learning_flags, add_vecchia_flags, differences_epilog, int_at_least, parameter_default,
                       positive_float, thread_count)
 from .predict import command_evaluate, command_predict
 
@@ -200,12 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_header_option(data)
     model = fit.add_argument_group("model")
     model.add_argument("--approximation", default=None,
-                       help="the feature map (see `scalegp list`), exact, or vecchia "
-                            "(case-insensitive) "
-                            f"(default: {parameter_default(LowRankGPRegressor, 'approximation')}"
-                            f", and {parameter_default(GibbsGPRegressor, 'approximation')} "
-                            "with --sampler gibbs: the estimators' defaults)")
+                       help="auto (the library chooses within --time-budget), the feature map "
+                            "(see `scalegp list`), exact, or vecchia (case-insensitive) "
+                            "(default: auto; with --local, "
+                            f"{parameter_default(LowRankGPRegressor, 'approximation')}; with "
+                            f"--sampler gibbs, {parameter_default(GibbsGPRegressor, 'approximation')}"
+                            ": the estimators' defaults)")
     _add_approximation_flags(model, full=True)
+    add_auto_flags(fit.add_argument_group("choosing the model (--approximation auto)"))
     add_vecchia_flags(fit.add_argument_group("Vecchia (--approximation vecchia)"))
     _add_local_flags(fit.add_argument_group("local models (--local)"))
     add_kernel_flags(fit.add_argument_group("kernel"))
@@ -298,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_learning_flags(evaluate.add_argument_group("learning"))
     evaluate.set_defaults(handler=command_evaluate)
 
+    info = sub.add_parser("info", parents=[common], help="show what a model file holds",
+                          description="The estimator, its parameters, the fitted kernel and "
+                                      "noise, the table columns and, for a model chosen by "
+                                      "--approximation auto, the table of the choice.")
+    info.add_argument("model", metavar="MODEL.npz", help="a model file written by scalegp fit")
+    info.set_defaults(handler=command_info)
     listing = sub.add_parser("list", parents=[common], help="list approximations and kernels")
     listing.set_defaults(handler=command_list)
 

@@ -14,6 +14,7 @@ from ..estimators.base import fits_data_sources
 from ..estimators.configuration import make_approximation, make_local, resolve
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..estimators.vecchia import VecchiaGPRegressor
 from ..parallel import resolve_n_jobs
@@ -96,6 +97,8 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                                    "theta1, homoscedastic noise, a global low-rank map)")
         return GibbsGPRegressor(approximation=make_approximation(name, **approximation_options),
                                 kernel=kernels.get(args.kernel), **params)
+    if estimator is GPRegressor:
+        return _auto_estimator(args, params)
     params.update(kernel=kernel, noise_variance=options.noise_variance_start(args),
                   noise_variance_bounds=options.noise_variance_bounds(args))
     if estimator is ExactGPRegressor:
@@ -111,6 +114,21 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     params["local"] = make_local(params.get("local"), **local_options)
     return LowRankGPRegressor(approximation=make_approximation(name, **approximation_options),
                               **params)
+
+
+def _auto_estimator(args, params):
+    """GPRegressor with approximation="auto": the kernel family by name (the pilot starts
+    it, one length scale per input); a fixed kernel start is refused rather than ignored."""
+    fixed = [flag for flag, value in (("--length-scale", args.length_scale),
+                                      ("--variance", args.variance),
+                                      ("--length-scale-bounds", args.length_scale_bounds),
+                                      ("--variance-bounds", args.variance_bounds),
+                                      ("--ard", args.ard or None)) if value is not None]
+    if fixed:
+        raise CommandError(f"{', '.join(fixed)} set a kernel start, which --approximation "
+                           "auto would ignore (its pilot starts the kernel, one length scale "
+                           "per input); give --approximation NAME to fit a model of your own")
+    return GPRegressor(kernel=args.kernel, **params)
 
 
 def _describe_gibbs(estimator) -> str:
@@ -174,13 +192,21 @@ def command_fit(args) -> None:
                    f"inputs in {elapsed:.2f} s; {_describe_gibbs(estimator)}; model written "
                    f"to {args.out}")
         return
-    if getattr(estimator, "local_model_", None) is not None:
-        _log(args, estimator.local_model_.describe())
-    report = getattr(estimator, "approximation_diagnostics_", None)
+    name = options.approximation_name(args.approximation)
+    if isinstance(estimator, GPRegressor):
+        _log(args, f"--approximation auto chose {estimator.selection_.chosen.name} "
+                   f"({estimator.selection_.reason}):\n{estimator.selection_.table()}")
+        name = f"auto -> {estimator.selection_.chosen.name}"
+        estimator_ = estimator.estimator_
+    else:
+        estimator_ = estimator
+    if getattr(estimator_, "local_model_", None) is not None:
+        _log(args, estimator_.local_model_.describe())
+    report = getattr(estimator_, "approximation_diagnostics_", None)
     if report:
         _log(args, "approximation: " + ", ".join(f"{key} {value:.4g}" if isinstance(
             value, float) else f"{key} {value}" for key, value in report.items()))
-    _log(args, f"fitted {options.approximation_name(args.approximation)} on {source.n_samples} rows x "
+    _log(args, f"fitted {name} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in "
                f"{elapsed:.2f} s; log marginal likelihood "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
@@ -199,6 +225,12 @@ def _refuse_on_dask(args) -> None:
                            "Vecchia model holds its training rows, and its Dask path is the "
                            "likelihood over row blocks only (scalegp.vecchia.distributed, "
                            "docs/vecchia.md); fit it without --dask-scheduler")
+    if options.approximation_name(args.approximation) == "auto":
+        streaming = [name for name in features.names()
+                     if features.get(name).builds_from_bounding_box]
+        raise CommandError("--dask-scheduler needs an explicit --approximation: auto's pilot "
+                           "and its candidates read rows into memory; the maps that stream: "
+                           f"{', '.join(streaming)}")
     held = [flag for given, flag in (
         (args.sampler == "gibbs", "--sampler gibbs"),
         (options.approximation_name(args.approximation) == "exact", "--approximation exact"),

@@ -32,6 +32,7 @@ from ..estimators import configuration
 from ..estimators.configuration import Clusters, Features, Neighbors, Nystrom, TestPoints
 from ..estimators.exact import ExactGPRegressor
 from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..estimators.vecchia import VecchiaGPRegressor
 from ..vecchia import ORDERINGS
@@ -59,17 +60,23 @@ NOT_ON_THE_CLI = {
     (LowRankGPRegressor, "approximation"): "--approximation NAME with the model group's flags",
     (GibbsGPRegressor, "approximation"): "--approximation NAME with the model group's flags",
     (Features, "name"): "--approximation NAME",
+    (GPRegressor, "approximation"): "--approximation auto (the default) or another NAME",
+    (GPRegressor, "local"): "auto chooses neighbourhood models itself; --local with an "
+                            "explicit --approximation",
+    (GPRegressor, "kernel"): "--kernel (the family, one length scale per input); the other "
+                             "kernel flags choose a fixed kernel start, refused under auto",
     (VecchiaGPRegressor, "kernel"): "set by the kernel flags",
 }
 
 
-ESTIMATORS = (LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor, VecchiaGPRegressor)
+ESTIMATORS = (GPRegressor, LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor,
+              VecchiaGPRegressor)
 APPROXIMATION_CONFIGURATIONS = (Features, Nystrom)
 LOCAL_CONFIGURATIONS = (TestPoints, Clusters, Neighbors)
 REGRESSORS = (LowRankGPRegressor, ExactGPRegressor, VecchiaGPRegressor)
 #: The models that are not a feature map (``--approximation NAME``): the dense exact GP (or
 #: exact local GPs with ``--local neighbors``) and the Vecchia approximation.
-NOT_FEATURE_MAPS = ("exact", "vecchia")
+NOT_FEATURE_MAPS = ("auto", "exact", "vecchia")
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,8 @@ def _owner_name(owner) -> str:
             GibbsGPRegressor: "--sampler gibbs", Features: "feature maps",
             Nystrom: "--approximation nystrom", TestPoints: "--local test-points",
             Clusters: "--local clusters", Neighbors: "--local neighbors",
-            VecchiaGPRegressor: "--approximation vecchia"}[owner]
+            VecchiaGPRegressor: "--approximation vecchia",
+            GPRegressor: "--approximation auto"}[owner]
 
 
 FLAGS = (
@@ -126,7 +134,7 @@ FLAGS = (
     Flag("--local-neighbors", (Neighbors,), "n_neighbors"),
     Flag("--local-learning-centers", (Neighbors,), "learning_centers"),
     # learning
-    Flag("--noise-variance", REGRESSORS, "noise_variance"),
+    Flag("--noise-variance", (GPRegressor,) + REGRESSORS, "noise_variance"),
     Flag("--noise-variance-bounds", REGRESSORS, "noise_variance_bounds"),
     Flag("--no-optimize", REGRESSORS, "optimize", negated=True),
     Flag("--n-restarts", REGRESSORS, "n_restarts"),
@@ -140,6 +148,10 @@ FLAGS = (
     Flag("--n-neighbors-predict", (VecchiaGPRegressor,), "n_neighbors_predict"),
     Flag("--ordering", (VecchiaGPRegressor,), "ordering"),
     Flag("--optimizer", (VecchiaGPRegressor,), "optimizer"),
+    # approximation="auto"
+    Flag("--time-budget", (GPRegressor,), "time_budget"),
+    Flag("--memory-budget", (GPRegressor,), "memory_budget"),
+    Flag("--tolerance", (GPRegressor,), "tolerance"),
     # the Gibbs sampler
     Flag("--n-iter", (GibbsGPRegressor,), "n_iter"),
     Flag("--burn-in", (GibbsGPRegressor,), "burn_in"),
@@ -258,12 +270,16 @@ def theta1_grid(triple):
 
 
 def fill_approximation(args) -> None:
-    """``--approximation`` when not given: the default of the estimator the other flags
-    choose (LowRankGPRegressor's, or GibbsGPRegressor's with ``--sampler gibbs``)."""
+    """``--approximation`` when not given: ``auto`` (:class:`scalegp.GPRegressor` chooses),
+    or the estimator's default where another flag chose the estimator (GibbsGPRegressor's
+    with ``--sampler gibbs``, LowRankGPRegressor's with ``--local``)."""
     if getattr(args, "approximation", None) is None:
-        owner = (GibbsGPRegressor if getattr(args, "sampler", "optimize") == "gibbs"
-                 else LowRankGPRegressor)
-        args.approximation = parameter_default(owner, "approximation")
+        if getattr(args, "sampler", "optimize") == "gibbs":
+            args.approximation = parameter_default(GibbsGPRegressor, "approximation")
+        elif getattr(args, "local", None) is not None:
+            args.approximation = parameter_default(LowRankGPRegressor, "approximation")
+        else:
+            args.approximation = parameter_default(GPRegressor, "approximation")
 
 
 def chosen_parts(args) -> tuple:
@@ -275,6 +291,8 @@ def chosen_parts(args) -> tuple:
     local_class = None if kind is None else type(configuration.as_local(kind))
     if getattr(args, "sampler", "optimize") == "gibbs":
         estimator = GibbsGPRegressor
+    elif name == "auto":
+        estimator = GPRegressor
     elif name == "exact" and kind is None:
         estimator = ExactGPRegressor
     elif name == "vecchia":
@@ -398,6 +416,34 @@ def add_kernel_flags(group) -> None:
     group.add_argument("--variance-bounds", type=float, nargs=2, metavar=("LOW", "HIGH"),
                        help="box of the signal variance (default: the kernel's, "
                             f"{_shown(tuple(bounds.variance_bounds))})")
+
+
+def tolerance(text: str):
+    """An argparse type: an RMSE ratio >= 1 (``1.05``) or ``kl=VALUE``, a mean KL
+    divergence per held-back point (``kl=0.05``)."""
+    try:
+        if text.lower().startswith("kl="):
+            value = float(text[3:])
+            if math.isfinite(value) and value > 0:
+                return {"mean_kl": value}
+        else:
+            value = float(text)
+            if math.isfinite(value) and value >= 1:
+                return value
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"must be an RMSE ratio >= 1 (e.g. 1.05) or kl=VALUE > 0 "
+                                     f"(e.g. kl=0.05), got {text!r}")
+
+
+def add_auto_flags(group) -> None:
+    """``--approximation auto`` settings (docs/choosing.md)."""
+    add_flag(group, "time_budget", "seconds of fit on this machine, the pilot included",
+             type=positive_float, metavar="SECONDS", default_text="60")
+    add_flag(group, "memory_budget", "bytes the fit may use", type=positive_float,
+             metavar="BYTES", default_text="half the available memory")
+    add_flag(group, "tolerance", "accuracy relative to the exact GP: an RMSE ratio (1.05) or "
+             "kl=VALUE, the mean KL divergence per held-back point", type=tolerance)
 
 
 def add_learning_flags(group) -> None:

@@ -193,6 +193,11 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             params["noise_variance"] = start["noise_variance"]
         return cls(kernel=kernel, **params)
 
+    def _check_streaming(self) -> None:
+        raise ValueError("GPRegressor fits arrays: its pilot and candidates read the rows "
+                         "into memory; stream a LowRankGPRegressor with an explicit "
+                         "approximation for data that do not fit")
+
     # ----------------------------------------------------------------- delegation
     def predict(self, X, return_std=False, return_cov=False, include_noise=False):
         """The chosen model's predictive mean, and optionally its std or covariance

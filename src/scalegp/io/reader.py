@@ -14,7 +14,9 @@ import numpy as np
 from .. import kernels
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
+from ..estimators.auto import Selection
 from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference.optimize import OptimizationResult
 from ..stored import Array, Value, alternatives, declarations
@@ -60,7 +62,7 @@ def load(path):
     :mod:`scalegp.io.schema`, each component's ``STORED``), then the rebuilt model predicts at
     one input as a last consistency check.
     """
-    return _read(path, lambda reader: reader.estimator())
+    return _read(path, lambda reader: reader.front_door(reader.estimator()))
 
 
 def load_table_columns(path) -> TableColumns | None:
@@ -149,6 +151,42 @@ class _Reader(CheckedFile):
                            y_train_std=float(metadata["y_train_std"]), **standardization, **extra)
         self.check_predictions(estimator)
         return estimator
+
+    def front_door(self, estimator):
+        """A GPRegressor around ``estimator`` when the file holds one (metadata
+        ``front_door``: its parameters and ``selection_``), else ``estimator``."""
+        entry = self.metadata.get("front_door")
+        if entry is None:
+            return estimator
+        keys = (("params", "object"),) + (
+            () if entry.get("selection", 0) is None else (("selection", "object"),))
+        if "selection" not in entry:
+            self.require(entry, "selection", "front_door.")
+        self._check_entries_of({k: v for k, v in entry.items()
+                                if not (k == "selection" and v is None)}, "front_door", keys)
+        params = dict(entry["params"])
+        names = GPRegressor().get_params(deep=False)
+        unknown = sorted(set(params) - set(names))
+        if unknown or set(names) - set(params):
+            raise self.error(f"has metadata 'front_door.params' with the keys {sorted(params)}"
+                             f", expected those of GPRegressor: {sorted(names)}")
+        try:
+            for name in ("approximation", "local"):
+                params[name] = configuration.from_json(params[name])
+            if isinstance(params["kernel"], dict):
+                params["kernel"] = self.kernel(params["kernel"], "front_door.params.kernel")
+            model = GPRegressor(**params)
+            restore.validate_params(model)
+            selection = entry.get("selection")
+            model.selection_ = None if selection is None else Selection.from_json(selection)
+        except (ValueError, TypeError, KeyError) as error:
+            raise self.error(f"has metadata 'front_door' that GPRegressor refuses: "
+                             f"{error}") from None
+        model.estimator_ = estimator
+        model.n_features_in_ = estimator.n_features_in_
+        if hasattr(estimator, "feature_names_in_"):
+            model.feature_names_in_ = estimator.feature_names_in_
+        return model
 
     def table_columns(self) -> TableColumns | None:
         metadata = self.metadata

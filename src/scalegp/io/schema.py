@@ -171,6 +171,7 @@ METADATA_ENTRIES = (
     _Entry("feature_names_in", "strings", required=False),
     _Entry("input_columns", "strings", required=False),
     _Entry("target_column", "str", required=False),
+    _Entry("front_door", "object", required=False, open=True),
     _Entry("kernel", "object"),
     _Entry("kernel.class", "str"),
     _Entry("kernel.params", "object", open=True),

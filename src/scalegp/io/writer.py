@@ -16,6 +16,7 @@ from .._output import MODEL_SUFFIXES, write_atomically
 from .._version import __version__
 from ..estimators import configuration
 from ..estimators.gibbs import GibbsGPRegressor
+from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
 from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
@@ -28,8 +29,9 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
 
     Parameters
     ----------
-    model : LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
-        A fitted estimator. The training data are not stored (except what the posterior
+    model : GPRegressor, LowRankGPRegressor, ExactGPRegressor, GibbsGPRegressor or VecchiaGPRegressor
+        A fitted estimator (a GPRegressor is stored as its ``estimator_`` with its own
+        parameters and ``selection_`` in the metadata entry ``front_door``). The training data are not stored (except what the posterior
         predicts from: the exact GP's and the Vecchia model's training inputs, and the
         Vecchia model's standardized targets), so a loaded model predicts but cannot
         evaluate ``log_marginal_likelihood(theta)``. A ``random_state`` that is
@@ -49,7 +51,17 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
         ``path`` is a folder, device, FIFO, socket, symbolic link or read-only file, its
         folder is missing or not writable, or it does not end in ``.npz``.
     """
+    front_door = None
+    if isinstance(model, GPRegressor):            # its fitted model, and how it was chosen
+        check_is_fitted(model, "estimator_")
+        selection = model.selection_
+        front_door = {"params": _encode_params(model),
+                      "selection": None if selection is None else _to_json(
+                          selection.to_json(), "selection_")}
+        model = model.estimator_
     arrays, metadata = _encode(model)
+    if front_door is not None:
+        metadata["front_door"] = front_door
     if table_columns is not None:
         inputs = [str(name) for name in table_columns.inputs]
         if len(inputs) != metadata["n_features_in"] or len(set(inputs)) != len(inputs):
