@@ -15,6 +15,7 @@ from scalegp.cli import main
 
 def evaluate_table(path, capsys):
     assert main(["evaluate", str(path), "--target", "y", "--quiet", "--subsample", "60",
+                 "--approximations", "rff",
                  "--n-components", "32"]) == 0
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| exact") or line.startswith("| rff")]

@@ -41,8 +41,8 @@ class LowRankGPRegressor(LowRankFit, LowRankUpdate, _GPRegressor):
         The feature map and its options (:mod:`scalegp.estimators.configuration`). The
         default, Nystrom features at pivoted-Cholesky knots, adapts to the data in any
         dimension (data-independent maps such as ``"rff"`` need many more features for the
-        same kernel error, docs/features.md); :class:`scalegp.GPRegressor` chooses the model
-        for you. A name
+        same kernel error, benchmarks/results/features.md); :class:`scalegp.GPRegressor`
+        chooses the model for you. A name
         of :func:`scalegp.features.names` (its defaults), ``Features(name, n_components,
         objective, solver, signed_rule, options)``, ``Nystrom(n_components, knots,
         objective, learn_knots)``; or ``"exact"`` / ``Exact()`` with ``local="neighbors"``:
