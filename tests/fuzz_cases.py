@@ -79,6 +79,7 @@ def reference_fit(values, options, folder: Path):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "reference.csv").write_text(fuzz_files.csv_text(["a", "b", "y"], values))
         code, _, _, _ = call_main(["fit", "reference.csv", "--target", "y", "--out", "r.npz",
+                                   "--approximation", "rff",
                                    QUIET, *options], folder, 60)
         _REFERENCES[key] = (predict_rows(load_quietly(folder / "r.npz"), PROBES)
                             if code == 0 else None)
@@ -118,7 +119,8 @@ def fit_data_cases(reference_folder: Path, scheduler=None):
             valid = mutant.kind == fuzz_files.VALID
             yield Case(
                 "dask-data" if scheduler else "fit-data", f"{suffix} {mutation}",
-                ["fit", path, "--target", target, "--out", "m.npz", QUIET, *chosen,
+                ["fit", path, "--target", target, "--out", "m.npz", "--approximation", "rff",
+                 QUIET, *chosen,
                  *mutant.extra, *engine],
                 setup=lambda folder, p=path, c=mutant.content: (folder / p).write_bytes(c),
                 oracle=(None if mutant.expected is None
@@ -321,6 +323,8 @@ def options_cases(n_cases: int, seed: int = 2024):
         draw = rng.random()
         if draw < 0.6:
             argv = ["fit", "d.csv", *_draw_flags(rng, FIT_FLAGS, {"--target"})]
+            if "--approximation" not in argv:           # the low-rank flags' estimator
+                argv += ["--approximation", "rff"]
             if "--sampler" in argv and _flag(argv, "--sampler") == "gibbs":
                 argv += ["--n-iter", "30", "--burn-in", "10"] if "--n-iter" not in argv else []
             argv += ["--out", "m.npz"] if rng.random() < 0.95 else []

@@ -254,22 +254,30 @@ def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
     return math.sqrt(1.0 + residual / max(pilot.rmse ** 2, 1e-12))
 
 
-def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str]:
-    """Whether a Gauss-Legendre rule of s columns on X's box resolves the pilot's l."""
+def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str, tuple]:
+    """Whether a Gauss-Legendre rule of s columns on X's box resolves the pilot's l, why,
+    and the length-scale box the fit then learns in: :func:`glf_box` narrowed to where
+    the rule resolves (the box the estimator would otherwise narrow to, with a warning)."""
     from ..features import get as get_map
-    kernel = pilot.kernel.with_params(
-        length_scale_bounds=(float(pilot.length_scale.min()) / 2,
-                             float(pilot.length_scale.max()) * 2), variance_bounds="fixed")
+    kernel = pilot.kernel.with_params(length_scale_bounds=glf_box(pilot),
+                                      variance_bounds="fixed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fmap = get_map("glf").build(X, kernel, s, noise_variance_lower=pilot.noise_variance)
     valid = fmap.valid_log_bounds(kernel)[:-1]
     log_l = np.log(pilot.length_scale)
     inside = bool(np.all((valid[:, 0] <= log_l + 1e-9) & (log_l <= valid[:, 1] + 1e-9)))
+    low, high = glf_box(pilot)
+    box = (max(low, float(np.exp(valid[:, 0].max()))), min(high, float(np.exp(valid[:, 1].min()))))
     mass = fmap.captured_mass(kernel)
-    ok = inside and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
+    ok = inside and box[0] < box[1] and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
     return ok, (f"captured prior variance {mass:.3f}, pilot length scales "
-                f"{'inside' if inside else 'outside'} the resolved box")
+                f"{'inside' if inside else 'outside'} the resolved box"), box
+
+
+def glf_box(pilot: Pilot) -> tuple[float, float]:
+    """The length-scale box of a Gauss-Legendre candidate: the pilot's scales / 2 to x 2."""
+    return float(pilot.length_scale.min()) / 2, float(pilot.length_scale.max()) * 2
 
 
 def _config(estimator, **options) -> dict:
@@ -314,12 +322,12 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
     if d > LOW_DIMENSION:
         return out
     for s in GLF_SIZES:
-        ok, why = _glf_resolves(X, pilot, s)
+        ok, why, box = _glf_resolves(X, pilot, s)
         if ok:
             out.append(priced(f"glf s={s}", auto_costs.glf_cost(n, d, s, E), 1.0,
                               _config("LowRankGPRegressor",
                                       approximation=Features("glf", n_components=s),
-                                      start=start), why))
+                                      start={**start, "length_scale_bounds": box}), why))
     span = float(np.mean(X.max(axis=0) - X.min(axis=0)))
     if float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
         for k in NEIGHBOR_SIZES:

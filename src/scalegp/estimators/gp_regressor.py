@@ -188,8 +188,10 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         kernel = auto.pilot_kernel(self.kernel, np.shape(X)[1])
         params = {**self._common(), **options}
         if start is not None:
-            kernel = kernel.with_params(length_scale=np.asarray(start["length_scale"]),
-                                        variance=start["variance"])
+            bounds = start.get("length_scale_bounds")      # where the candidate resolves
+            extra = {} if bounds is None else {"length_scale_bounds": tuple(bounds)}
+            kernel = kernel.with_params(length_scale=np.clip(start["length_scale"], *(
+                bounds or (0, np.inf))), variance=start["variance"], **extra)
             params["noise_variance"] = start["noise_variance"]
         return cls(kernel=kernel, **params)
 

@@ -159,11 +159,12 @@ class _Reader(CheckedFile):
         if entry is None:
             return estimator
         keys = (("params", "object"),) + (
-            () if entry.get("selection", 0) is None else (("selection", "object"),))
-        if "selection" not in entry:
-            self.require(entry, "selection", "front_door.")
+            () if entry.get("auto_selection", 0) is None else (("auto_selection", "object"),))
+        if "auto_selection" not in entry:
+            self.require(entry, "auto_selection", "front_door.")
         self._check_entries_of({k: v for k, v in entry.items()
-                                if not (k == "selection" and v is None)}, "front_door", keys)
+                                if not (k == "auto_selection" and v is None)}, "front_door",
+                               keys)
         params = dict(entry["params"])
         names = GPRegressor().get_params(deep=False)
         unknown = sorted(set(params) - set(names))
@@ -177,7 +178,7 @@ class _Reader(CheckedFile):
                 params["kernel"] = self.kernel(params["kernel"], "front_door.params.kernel")
             model = GPRegressor(**params)
             restore.validate_params(model)
-            selection = entry.get("selection")
+            selection = entry.get("auto_selection")
             model.selection_ = None if selection is None else Selection.from_json(selection)
         except (ValueError, TypeError, KeyError) as error:
             raise self.error(f"has metadata 'front_door' that GPRegressor refuses: "

@@ -56,7 +56,7 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
         check_is_fitted(model, "estimator_")
         selection = model.selection_
         front_door = {"params": _encode_params(model),
-                      "selection": None if selection is None else _to_json(
+                      "auto_selection": None if selection is None else _to_json(
                           selection.to_json(), "selection_")}
         model = model.estimator_
     arrays, metadata = _encode(model)
