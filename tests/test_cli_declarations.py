@@ -68,7 +68,9 @@ def _comparable(params: dict) -> dict:
     for name, value in params.items():
         if name in options.DEFAULT_DIFFERENCES:
             continue
-        if name == "kernel":
+        if name == "kernel" and value is None:      # GPRegressor's: auto compares families
+            pass
+        elif name == "kernel":
             value = kernels.get(value).get_params()
             value = {key: np.ravel(v).tolist() if isinstance(v, (np.ndarray, list, tuple))
                      else v for key, v in value.items()}

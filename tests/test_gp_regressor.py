@@ -25,22 +25,49 @@ def quiet_fit(model, X, y):
         return model.fit(X, y)
 
 
-def test_small_data_gets_the_exact_gp_without_a_pilot():
-    X, y = smooth(200)
-    model = quiet_fit(sg.GPRegressor(), X, y)
-    assert isinstance(model.estimator_, sg.ExactGPRegressor)
-    assert model.selection_.pilot is None and model.selection_.chosen.name == "exact"
-    assert "without a pilot" in model.selection_.table()
-    # the same model as the exact estimator with an ARD Gaussian kernel, to the last bit
-    reference = quiet_fit(sg.ExactGPRegressor(kernel=sg.Gaussian(length_scale=np.ones(2))),
-                          X, y)
+def test_small_data_get_the_validated_choice_learned_on_all_rows():
+    """Where the budget allows, every cheap model is learned on all rows and the lowest
+    cross-validated NLPD is kept; estimator_ is that model, not refitted."""
+    from scalegp.estimators import auto_validation
+    X, y = smooth(auto_validation.VECCHIA_MIN_ROWS)
+    model = quiet_fit(sg.GPRegressor(random_state=0), X, y)
+    selection = model.selection_
+    assert selection.pilot is None
+    names = [c.name for c in selection.candidates]
+    assert set(names) == {"exact gaussian", "exact matern52", "vecchia m=30 gaussian",
+                          "vecchia m=30 matern52"}
+    scored = [c for c in selection.candidates if c.cv_nlpd is not None]
+    assert len(scored) == 4
+    assert selection.chosen.cv_nlpd == min(c.cv_nlpd for c in scored)
+    assert "CV NLPD" in selection.table() and "cross-validated NLPD" in selection.reason
+    # the same model as its explicit estimator with the same parameters, to the last bit
+    reference = quiet_fit(clone(model.estimator_), X, y)
     mean, std = model.predict(X[:7], return_std=True)
     expected_mean, expected_std = reference.predict(X[:7], return_std=True)
     np.testing.assert_array_equal(mean, expected_mean)
     np.testing.assert_array_equal(std, expected_std)
     assert model.kernel_ == reference.kernel_
     assert model.noise_variance_ == reference.noise_variance_
-    assert model.score(X, y) == reference.score(X, y)
+
+
+def test_cross_validation_of_the_exact_gp_is_its_leave_one_out_formula(monkeypatch):
+    """With as many folds as rows, the validated choice's score of an exact GP is the
+    closed-form leave-one-out predictive density (Rasmussen & Williams 2006, eqs. 5.10-5.12):
+    mu_i = y_i - [K^-1 y]_i / [K^-1]_ii, v_i = 1 / [K^-1]_ii, K = k(X, X) + s2 I."""
+    from scalegp.estimators import auto_validation
+    X, y = smooth(40)
+    model = quiet_fit(sg.ExactGPRegressor(kernel=sg.Matern(nu=2.5, length_scale=[1.0, 1.0]),
+                                          normalize_X=False, normalize_y=False), X, y)
+    candidate = auto_validation.Scored("exact", "exact", model, None)
+    folds = [np.array([i]) for i in range(y.size)]
+    auto_validation.cross_validate(candidate, X, y, folds)
+    K = model.kernel_(X, X) + model.noise_variance_ * np.eye(y.size)
+    inverse = np.linalg.inv(K)
+    var = 1.0 / np.diag(inverse)
+    mean = y - inverse @ y * var
+    nlpd = np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (y - mean) ** 2 / var)
+    assert candidate.cv_nlpd == pytest.approx(nlpd, rel=1e-9)
+    assert candidate.cv_rmse == pytest.approx(np.sqrt(np.mean((y - mean) ** 2)), rel=1e-9)
 
 
 @pytest.mark.parametrize("approximation, cls", [
@@ -82,9 +109,10 @@ def test_parameters_the_choice_would_ignore_are_refused(params, match):
 
 
 def test_auto_with_a_pilot_fits_what_it_chose(monkeypatch):
-    """Above DIRECT_EXACT_ROWS the pilot runs, and estimator_ is the chosen configuration
-    (the threshold lowered so that the test stays small)."""
-    monkeypatch.setattr(auto, "DIRECT_EXACT_ROWS", 100)
+    """Where the validated choice does not fit the budget the pilot runs, and estimator_ is
+    the chosen configuration (its cost raised here so that the test stays small)."""
+    from scalegp.estimators import auto_validation
+    monkeypatch.setattr(auto_validation, "ASSUMED_EVALUATIONS", 10**9)
     X, y = smooth(400, d=5, seed=1)
     model = quiet_fit(sg.GPRegressor(random_state=0, time_budget=600), X, y)
     selection = model.selection_
@@ -100,7 +128,7 @@ def test_auto_with_a_pilot_fits_what_it_chose(monkeypatch):
 
 
 def test_clone_and_nested_parameters():
-    model = sg.GPRegressor(approximation=sg.Nystrom(n_components=20))
+    model = sg.GPRegressor(approximation=sg.Nystrom(n_components=20), kernel=sg.Gaussian())
     model.set_params(approximation__n_components=40, kernel__length_scale=0.5)
     assert model.approximation.n_components == 40 and model.kernel.length_scale == 0.5
     assert clone(model).get_params()["approximation"] == sg.Nystrom(n_components=40)
@@ -131,13 +159,13 @@ def test_the_command_line_fits_auto_by_default_and_info_shows_the_choice(tmp_pat
     model = tmp_path / "m.npz"
     assert main(["fit", str(table), "--target", "y", "--out", str(model)]) == 0
     err = capsys.readouterr().err
-    assert "--approximation auto chose exact" in err and "| exact |" in err
+    assert "--approximation auto chose " in err and "| CV NLPD |" in err
     fitted = sg.load(model)
     assert isinstance(fitted, sg.GPRegressor) and fitted.random_state == 0
     assert main(["info", str(model)]) == 0
     out = capsys.readouterr().out
-    assert "GPRegressor(approximation='auto') -> ExactGPRegressor" in out
-    assert "columns a, b; target y" in out and "| exact |" in out
+    assert f"GPRegressor(approximation='auto') -> {type(fitted.estimator_).__name__}" in out
+    assert "columns a, b; target y" in out and "| CV NLPD |" in out
     # what auto would ignore is refused, never dropped
     for extra, match in [(["--length-scale", "2"], "--length-scale set a kernel start"),
                          (["--no-optimize"], "--no-optimize applies to"),

@@ -96,7 +96,7 @@ def _make_estimator(args, n_dims: int, n_samples: int):
                 raise CommandError(f"--sampler gibbs does not take {flag} (one length scale "
                                    "theta1, homoscedastic noise, a global low-rank map)")
         return GibbsGPRegressor(approximation=make_approximation(name, **approximation_options),
-                                kernel=kernels.get(args.kernel), **params)
+                                kernel=kernels.get(options.kernel_name(args)), **params)
     if estimator is GPRegressor:
         return _auto_estimator(args, params)
     params.update(kernel=kernel, noise_variance=options.noise_variance_start(args),

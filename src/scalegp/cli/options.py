@@ -336,18 +336,25 @@ def describe_choice(args) -> str:
     return " ".join(words)
 
 
+def kernel_name(args) -> str:
+    """--kernel, or the explicit estimators' default family where it is not given (under
+    --approximation auto no name lets auto compare the families)."""
+    return parameter_default(LowRankGPRegressor, "kernel") if args.kernel is None else \
+        args.kernel
+
+
 def kernel_from_args(args, n_dims: int):
     """The starting kernel: --kernel with its bounds (the kernel's own unless given), and
     --length-scale / --variance (each checked inside its bounds) or the kernel's default
     start (1), or the bounds' geometric mean when 1 lies outside them."""
-    family = kernels.get(args.kernel)
+    family = kernels.get(kernel_name(args))
     length_bounds = (tuple(family.length_scale_bounds) if args.length_scale_bounds is None
                      else tuple(args.length_scale_bounds))
     variance_bounds = (tuple(family.variance_bounds) if args.variance_bounds is None
                        else tuple(args.variance_bounds))
     variance = _start(args.variance, family.variance, variance_bounds, "--variance",
                       "--variance-bounds")
-    return kernels.get(args.kernel, length_scale=_length_scale_start(args, n_dims, length_bounds),
+    return kernels.get(kernel_name(args), length_scale=_length_scale_start(args, n_dims, length_bounds),
                        variance=variance, length_scale_bounds=length_bounds,
                        variance_bounds=variance_bounds)
 
@@ -397,9 +404,12 @@ def noise_variance_bounds(args) -> tuple:
 
 def add_kernel_flags(group) -> None:
     """The kernel's flags (:data:`NOT_ON_THE_CLI`: the estimators' ``kernel``)."""
-    group.add_argument("--kernel", default=parameter_default(LowRankGPRegressor, "kernel"),
+    group.add_argument("--kernel", default=None,
                        help="gaussian, matern12, matern32, matern52, cauchy, laplacian or "
-                            "reciprocal_semigroup (see `scalegp list`) (default: %(default)s)")
+                            "reciprocal_semigroup (see `scalegp list`) (default: under "
+                            "--approximation auto the better of gaussian and matern52 by "
+                            "cross-validation or on the pilot's held-back rows, otherwise "
+                            f"{parameter_default(LowRankGPRegressor, 'kernel')})")
     group.add_argument("--ard", action="store_true",
                        help="one length scale per input (default: one shared length scale)")
     group.add_argument("--length-scale", type=positive_float, nargs="+", metavar="L",

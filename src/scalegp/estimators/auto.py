@@ -1,11 +1,16 @@
-"""``approximation="auto"``: the pilot, the candidates and the choice (issue 26, groundwork).
+"""``approximation="auto"``: the pilot, the candidates and the choice (issue 26).
 
-:func:`select` chooses a configuration for (X, y) in four steps:
+:func:`select` chooses a configuration for (X, y). Where the budget allows learning the
+cheap models on all rows (and no tolerance relative to the exact GP is asked), it does so
+and keeps the best by cross-validation: the *validated choice*
+(:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian and
+Matern-5/2). Otherwise, in four steps:
 
-(a) **Pilot.** An exact GP (ARD Gaussian kernel, inputs and targets standardized, the better
-    of the starts ``PILOT_STARTS``) on a random subsample of at most ``PILOT_ROWS`` rows, of which ``HOLDOUT_FRACTION`` are
-    held back: its length scales l, signal variance s, noise variance s2, its number of
-    likelihood evaluations E and its measured seconds.
+(a) **Pilot.** An exact GP (ARD kernel, inputs and targets standardized, the better of the
+    starts ``PILOT_STARTS``) on a random subsample of at most ``PILOT_ROWS`` rows, of which
+    ``HOLDOUT_FRACTION`` are held back, one per kernel family (:func:`kernel_families`), the
+    family of lowest NLPD on the held-back rows kept: its length scales l, signal variance
+    s, noise variance s2, its number of likelihood evaluations E and its measured seconds.
 (b) **Costs.** Each candidate's fit on all n rows is counted in flops and bytes
     (:mod:`scalegp.estimators.auto_costs`) and priced in seconds by the machine's GEMM rate
     (measured once per process) at a fixed efficiency, plus the seconds per likelihood
@@ -46,7 +51,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.base import clone
@@ -54,7 +59,7 @@ from sklearn.base import clone
 from .. import kernels, linalg
 from .._memory import available_bytes
 from .._validation import as_generator, check_matrix, check_vector
-from . import auto_costs
+from . import auto_costs, auto_validation
 from .configuration import Exact, Features, Neighbors, Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
@@ -87,15 +92,12 @@ LEARNING_CENTRES = 32
 #: Conditioning-set sizes of the Vecchia candidates.
 VECCHIA_SIZES = (15, 30)
 VECCHIA_REFERENCE_M = 30
-#: Up to this many rows the exact GP is chosen without a pilot (its fit costs about a second
-#: here: a pilot would cost as much as the fit it informs), unless a tolerance asks otherwise.
-DIRECT_EXACT_ROWS = 1000
-#: Likelihood evaluations assumed for that exact fit's predicted cost.
-DIRECT_EXACT_EVALUATIONS = 50
 #: Spatial / low-dimensional models are candidates up to this many inputs.
 LOW_DIMENSION = 3
-#: Vecchia (in the length-scale-scaled inputs: scaled Vecchia) up to this many inputs.
-VECCHIA_DIMENSION = 10
+#: Vecchia (in the length-scale-scaled inputs: scaled Vecchia) up to this many inputs: on
+#: the auto panel it was the most accurate model on sml (22 inputs: 0.023 against 0.051 for
+#: Nystrom-VFE), where the learned length scales switch most inputs off.
+VECCHIA_DIMENSION = 32
 #: Without a tolerance, this many of the best predicted candidates are verified on the
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
@@ -118,6 +120,7 @@ class Pilot:
     mean: np.ndarray            # exact predictive mean on the held-back rows
     var: np.ndarray             # and variance, noise included
     rmse: float                 # of the exact GP on the held-back rows
+    family: object = "gaussian"  # the kernel family (name or Kernel) it was started from
 
     @property
     def length_scale(self) -> np.ndarray:
@@ -130,16 +133,34 @@ class Pilot:
 
 @dataclass
 class Candidate:
-    """One configuration: its predicted cost and accuracy, and its measured accuracy."""
+    """One configuration: its predicted cost and accuracy, and its measured accuracy (on the
+    pilot's held-back rows, or by cross-validation where it was learned on all rows:
+    :mod:`scalegp.estimators.auto_validation`)."""
 
     name: str
     configuration: dict
     seconds: float
     memory_bytes: float
-    predicted_ratio: float
+    predicted_ratio: float | None
     note: str = ""
     measured_ratio: float | None = None
     measured_kl: float | None = None
+    fit_seconds: float | None = None
+    cv_rmse: float | None = None
+    cv_nlpd: float | None = None
+
+
+#: The columns of :meth:`Selection.table`: (header, Candidate attribute, format); a column no
+#: candidate fills is left out.
+TABLE_COLUMNS = (("predicted s", "seconds", ".3g"), ("fit s", "fit_seconds", ".3g"),
+                 ("memory MB", "memory_bytes", "MB"),
+                 ("predicted RMSE ratio", "predicted_ratio", ".4g"),
+                 ("measured RMSE ratio", "measured_ratio", ".4g"),
+                 ("measured mean KL", "measured_kl", ".3g"),
+                 ("CV RMSE", "cv_rmse", ".4g"), ("CV NLPD", "cv_nlpd", ".4g"))
+#: Candidate fields stored in model files (:meth:`Selection.to_json`).
+STORED_FIELDS = ("name", "seconds", "memory_bytes", "predicted_ratio", "note",
+                 "measured_ratio", "measured_kl", "fit_seconds", "cv_rmse", "cv_nlpd")
 
 
 @dataclass
@@ -156,6 +177,10 @@ class Selection:
     rate: float
     slowdown: float             # measured pilot seconds over predicted (auto_costs.calibrate)
     notes: list = field(default_factory=list)
+    #: The chosen estimator, already learned on all rows (the validated choice), or None;
+    #: with what its learning warned. Neither is stored.
+    estimator: object = None
+    warnings: list = field(default_factory=list)
 
     @property
     def configuration(self) -> dict:
@@ -164,41 +189,44 @@ class Selection:
 
     def table(self) -> str:
         """A Markdown table of the candidates and the choice."""
-        rows = ["| candidate | predicted s | memory MB | predicted RMSE ratio | measured RMSE "
-                "ratio | measured mean KL | |", "|---|---|---|---|---|---|---|"]
+        columns = [column for column in TABLE_COLUMNS
+                   if any(getattr(c, column[1]) is not None for c in self.candidates)]
+
+        def cell(value, fmt):
+            if value is None:
+                return ""
+            return format(value / 1e6, ".3g") if fmt == "MB" else format(value, fmt)
+
+        rows = ["| candidate | " + " | ".join(header for header, _, _ in columns) + " | |",
+                "|---" * (len(columns) + 2) + "|"]
         for c in self.candidates:
-            def number(value, fmt):
-                return "" if value is None else format(value, fmt)
             mark = "chosen" if c is self.chosen else c.note
-            rows.append(f"| {c.name} | {c.seconds:.3g} | {c.memory_bytes / 1e6:.3g} | "
-                        f"{c.predicted_ratio:.4g} | {number(c.measured_ratio, '.4g')} | "
-                        f"{number(c.measured_kl, '.3g')} | {mark} |")
+            rows.append(f"| {c.name} | " + " | ".join(cell(getattr(c, attribute), fmt)
+                                                     for _, attribute, fmt in columns)
+                        + f" | {mark} |")
         return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"])
 
     def to_json(self) -> dict:
         """The table, the choice and the budgets as JSON values (stored in model files)."""
-        return {"candidates": [{"name": c.name, "seconds": c.seconds,
-                                "memory_bytes": c.memory_bytes,
-                                "predicted_ratio": c.predicted_ratio, "note": c.note,
-                                "measured_ratio": c.measured_ratio,
-                                "measured_kl": c.measured_kl} for c in self.candidates],
+        return {"candidates": [{key: getattr(c, key) for key in STORED_FIELDS}
+                               for c in self.candidates],
                 "chosen": self.chosen.name, "reason": self.reason,
                 "time_budget": self.time_budget, "memory_budget": self.memory_budget,
-                "tolerance": self.tolerance, "rate": self.rate, "slowdown": self.slowdown}
+                "tolerance": self.tolerance, "rate": self.rate, "slowdown": self.slowdown,
+                "notes": list(self.notes)}
 
     @classmethod
     def from_json(cls, value: dict) -> Selection:
-        """The selection of :meth:`to_json` (without the pilot and configurations)."""
-        found = [Candidate(row["name"], {}, float(row["seconds"]), float(row["memory_bytes"]),
-                           float(row["predicted_ratio"]), str(row["note"]),
-                           row["measured_ratio"], row["measured_kl"])
+        """The selection of :meth:`to_json` (without the pilot and configurations; files
+        written before the validated choice lack its fields)."""
+        found = [Candidate(**{key: row.get(key) for key in STORED_FIELDS}, configuration={})
                  for row in value["candidates"]]
         chosen = next((c for c in found if c.name == value["chosen"]), None)
         if chosen is None:
             raise ValueError(f"the chosen candidate {value['chosen']!r} is not in the table")
         return cls(found, chosen, str(value["reason"]), None, value["time_budget"],
                    value["memory_budget"], value["tolerance"], value["rate"],
-                   value["slowdown"])
+                   value["slowdown"], list(value.get("notes", [])))
 
 
 def _standardize(X, y):
@@ -238,7 +266,84 @@ def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian") -> Pilot
     mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
     rmse = float(np.sqrt(np.mean((mean - y[holdout]) ** 2)))
     return Pilot(model.kernel_, float(model.noise_variance_), train, holdout,
-                 sum(fit.optimization_result_.n_evaluations for fit in fits), seconds, mean, std ** 2, rmse)
+                 sum(fit.optimization_result_.n_evaluations for fit in fits), seconds, mean,
+                 std ** 2, rmse, kernel)
+
+
+def kernel_families(kernel) -> tuple:
+    """The kernel families ``auto`` compares: every one of
+    :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES` for None, else the one
+    given (a name, one length scale per input, or a Kernel used as given)."""
+    return auto_validation.KERNEL_FAMILIES if kernel is None else (kernel,)
+
+
+def _holdout_nlpd(pilot: Pilot, y) -> float:
+    """Mean NLPD of the pilot's predictions on its held-back rows (noise included)."""
+    residual = y[pilot.holdout] - pilot.mean
+    return float(np.mean(0.5 * np.log(2 * np.pi * pilot.var) + 0.5 * residual ** 2
+                         / pilot.var))
+
+
+def _best_pilot(Xs, ys, rng, families) -> tuple[Pilot, str]:
+    """The pilot of each kernel family on the same rows, and the one of lowest NLPD on the
+    held-back rows (with a note saying so when there was a choice)."""
+    seed = int(rng.integers(2**31))
+    pilots = [run_pilot(Xs, ys, np.random.default_rng(seed), kernel=family)
+              for family in families]
+    scores = [_holdout_nlpd(p, ys) for p in pilots]
+    best = int(np.argmin(scores))
+    if len(pilots) == 1:
+        return pilots[0], ""
+    named = ", ".join(f"{_family_name(f)} {score:.4g}" for f, score in zip(families, scores))
+    # the chosen pilot carries the time of all of them (the budget's accounting)
+    chosen = replace(pilots[best], seconds=sum(p.seconds for p in pilots),
+                     evaluations=pilots[best].evaluations)
+    return chosen, (f"kernel family {_family_name(families[best])}: the lowest NLPD of the "
+                    f"pilots on the held-back rows ({named})")
+
+
+def _family_name(family) -> str:
+    return family if isinstance(family, str) else type(family).__name__
+
+
+def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, rng,
+                         estimator_params, sample_noise_variance, started):
+    """The validated choice (:mod:`scalegp.estimators.auto_validation`) where its cheapest
+    candidate fits the budgets and no tolerance relative to the exact GP is asked; else
+    None (the pilot decides)."""
+    if tolerance is not None:
+        return None
+    n, d = X.shape
+    found = auto_validation.validated_candidates(
+        n, d, families, with_vecchia=sample_noise_variance is None,
+        estimator_params=estimator_params)
+    within = [c for c in found if c.cost.memory_bytes <= memory_budget]
+    for c in found:
+        if c not in within:
+            c.note = "over the memory budget"
+    if not within or within[0].predicted_seconds > time_budget:
+        return None
+    auto_validation.learn_and_score(X, y, within, time_budget=time_budget, rng=rng,
+                                    sample_noise_variance=sample_noise_variance,
+                                    started=started)
+    if n < auto_validation.MIN_VALIDATED_ROWS:
+        best = next(c for c in within if c.seconds is not None)
+        reason = (f"n = {n} < {auto_validation.MIN_VALIDATED_ROWS} rows, too few to "
+                  "cross-validate: the exact GP with the first kernel family")
+    else:
+        scored = [c for c in within if c.scored]
+        if not scored:
+            return None
+        best = min(scored, key=lambda c: c.cv_nlpd)
+        reason = (f"the lowest {auto_validation.VALIDATION_FOLDS}-fold cross-validated NLPD "
+                  "among the models learned on all rows within the budgets")
+    rows = [Candidate(c.name, {}, c.predicted_seconds, c.cost.memory_bytes, None, c.note,
+                      fit_seconds=c.seconds, cv_rmse=c.cv_rmse, cv_nlpd=c.cv_nlpd)
+            for c in found]
+    chosen = rows[found.index(best)]
+    return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
+                     auto_costs.machine_rate(), 1.0, estimator=best.estimator,
+                     warnings=best.warnings)
 
 
 def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
@@ -292,7 +397,8 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
     # have widened; the full fit widens its own where its optimum needs it)
     low, high = kernels.DEFAULT_LENGTH_SCALE_BOUNDS
     v_low, v_high = kernels.DEFAULT_VARIANCE_BOUNDS
-    start = {"length_scale": np.clip(pilot.length_scale, low, high).tolist(),
+    start = {"family": pilot.family,
+             "length_scale": np.clip(pilot.length_scale, low, high).tolist(),
              "variance": float(np.clip(pilot.variance, v_low, v_high)),
              "noise_variance": float(np.clip(pilot.noise_variance, 1e-6, 1e5))}
 
@@ -397,7 +503,8 @@ def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
 
 def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None,
            tolerance=None, random_state=None, rate: float | None = None,
-           pilot: Pilot | None = None, kernel="gaussian") -> Selection:
+           pilot: Pilot | None = None, kernel=None,
+           sample_noise_variance=None, estimator_params=None) -> Selection:
     """Choose a configuration for (X, y) (module docstring).
 
     Parameters
@@ -415,8 +522,15 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         GEMM flops per second (default: :func:`scalegp.estimators.auto_costs.machine_rate`).
     pilot : Pilot, optional
         A pilot already run on these data (standardized: :func:`run_pilot`), reused.
-    kernel : str or Kernel, default="gaussian"
-        The pilot's kernel (:func:`pilot_kernel`).
+    kernel : None, str or Kernel
+        The kernel family (:func:`kernel_families`): None compares
+        :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES`.
+    sample_noise_variance : array (n,), optional
+        Known per-row noise variances (the validated choice fits with them; Vecchia, which
+        does not take them, is then no candidate).
+    estimator_params : dict, optional
+        noise_variance, normalize_X, normalize_y and random_state of the estimators the
+        validated choice learns (default: theirs, standardizing, seeded by random_state).
     """
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])
@@ -429,29 +543,32 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         available = available_bytes()
         memory_budget = DEFAULT_MEMORY_FRACTION * (available or FALLBACK_MEMORY)
     rng = as_generator(random_state)
-    n, d = X.shape
-    if pilot is None and n <= DIRECT_EXACT_ROWS:
-        cost = auto_costs.exact_cost(n, d, DIRECT_EXACT_EVALUATIONS)
-        rate = auto_costs.machine_rate() if rate is None else float(rate)
-        if cost.memory_bytes <= memory_budget:
-            exact = Candidate("exact", _config("ExactGPRegressor"), cost.seconds(rate),
-                              cost.memory_bytes, 1.0, measured_ratio=1.0, measured_kl=0.0)
-            return Selection([exact], exact, f"n = {n} <= {DIRECT_EXACT_ROWS} rows: the exact "
-                             "GP, without a pilot (which would cost as much as the fit)",
-                             None, time_budget, memory_budget, tolerance, rate, 1.0)
+    started = time.perf_counter()
+    families = kernel_families(kernel)
+    if pilot is None:
+        params = {"normalize_X": True, "normalize_y": True, "random_state": random_state,
+                  **(estimator_params or {})}
+        validated = _validated_selection(X, y, families, time_budget, memory_budget,
+                                         tolerance, rng, params, sample_noise_variance,
+                                         started)
+        if validated is not None:
+            return validated
     Xs, ys = _standardize(X, y)
-    pilot = run_pilot(Xs, ys, rng, kernel=kernel) if pilot is None else pilot
+    notes = []
+    if pilot is None:
+        pilot, why = _best_pilot(Xs, ys, rng, families)
+        if why:
+            notes.append(why)
     rate = auto_costs.machine_rate() if rate is None else float(rate)
     slowdown = auto_costs.calibrate(pilot.train.size, X.shape[1], pilot.evaluations,
                                     pilot.seconds, rate)
     found = candidates(Xs, pilot, rate, slowdown, rng)
-    left = time_budget - pilot.seconds
+    left = time_budget - (time.perf_counter() - started)
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
     for c in found:
         if c not in fitting:
             c.note = "over the memory budget" if c.memory_bytes > memory_budget else \
                 "over the time budget"
-    notes = []
     if not fitting:
         within_memory = [c for c in found if c.memory_bytes <= memory_budget] or found
         chosen = min(within_memory, key=lambda c: c.seconds)

@@ -14,6 +14,7 @@ documentation starts with. The fitted model is ``estimator_``; ``selection_`` sa
 
 from __future__ import annotations
 
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -33,6 +34,9 @@ __all__ = ["GPRegressor"]
 #: The estimator classes a selection's configuration names (``Selection.configuration``).
 ESTIMATORS = {cls.__name__: cls for cls in (ExactGPRegressor, LowRankGPRegressor,
                                             VecchiaGPRegressor)}
+#: The kernel family of an explicit approximation when ``kernel`` is None (the explicit
+#: estimators' default).
+_GAUSSIAN = "gaussian"
 #: Parameters that only ``approximation="auto"`` reads.
 AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance")
 
@@ -54,9 +58,12 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         A local model (:class:`~scalegp.Neighbors`, :class:`~scalegp.TestPoints`,
         :class:`~scalegp.Clusters`) with an explicit approximation; ``"auto"`` chooses
         neighbourhood models itself, so ``local`` with ``"auto"`` is refused.
-    kernel : str or Kernel, default="gaussian"
-        A name gives that family with one length scale per input (ARD), started by the pilot
-        under ``auto``; a :class:`~scalegp.kernels.Kernel` is used as given.
+    kernel : None, str or Kernel, default=None
+        None: ``auto`` compares the Gaussian and Matern-5/2 families (one length scale per
+        input) and keeps the better (:mod:`scalegp.estimators.auto_validation`); with an
+        explicit approximation None is the Gaussian kernel. A name gives that family with one
+        length scale per input (ARD), started by the pilot under ``auto``; a
+        :class:`~scalegp.kernels.Kernel` is used as given.
     noise_variance : float, default=0.1
         The starting noise variance (of the standardized targets), where the pilot gives none.
     normalize_X, normalize_y : bool, default=True
@@ -89,7 +96,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "approximation": [str, configuration.CONFIGURATION_TYPE],
         "local": [None, str, configuration.CONFIGURATION_TYPE],
-        "kernel": KERNEL_CONSTRAINT,
+        "kernel": [None, *KERNEL_CONSTRAINT],
         "noise_variance": [Interval(Real, 0, None, closed="neither")],
         "normalize_X": ["boolean"],
         "normalize_y": ["boolean"],
@@ -99,7 +106,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
-    def __init__(self, approximation="auto", local=None, kernel="gaussian", noise_variance=0.1,
+    def __init__(self, approximation="auto", local=None, kernel=None, noise_variance=0.1,
                  normalize_X=True, normalize_y=True, time_budget=None, memory_budget=None,
                  tolerance=None, random_state=None):
         self.approximation = approximation
@@ -143,22 +150,29 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         # scikit-learn's validation (its messages, feature names); the chosen estimator then
         # gets plain arrays, and so does its predict
         X, y = validate_data(self, X, y, y_numeric=True)
+        params = {} if sample_noise_variance is None else {
+            "sample_noise_variance": sample_noise_variance}
         if is_auto:
-            self.selection_ = self._select(X, y)
+            self.selection_ = self._select(X, y, sample_noise_variance)
+            if self.selection_.estimator is not None:     # learned on all rows already
+                for message, category in self.selection_.warnings:
+                    warnings.warn(message, category, stacklevel=2)
+                self.estimator_ = self.selection_.estimator
+                return self
             estimator = self._from_selection(self.selection_, X)
         else:
             self.selection_ = None
             estimator = self._explicit()
-        params = {} if sample_noise_variance is None else {
-            "sample_noise_variance": sample_noise_variance}
         self.estimator_ = estimator.fit(X, y, **params)
         return self
 
-    def _select(self, X, y):
+    def _select(self, X, y, sample_noise_variance):
         return auto.select(X, y, time_budget=(auto.DEFAULT_TIME_BUDGET if self.time_budget is None
                                               else self.time_budget),
                            memory_budget=self.memory_budget, tolerance=self.tolerance,
-                           random_state=self.random_state, kernel=self.kernel)
+                           random_state=self.random_state, kernel=self.kernel,
+                           sample_noise_variance=sample_noise_variance,
+                           estimator_params=self._common())
 
     def _common(self) -> dict:
         return {"noise_variance": self.noise_variance, "normalize_X": self.normalize_X,
@@ -168,16 +182,17 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         config = self.approximation
         if isinstance(config, str) and config.lower() == "vecchia":
             config = configuration.Vecchia()
+        kernel = _GAUSSIAN if self.kernel is None else self.kernel
         if isinstance(config, configuration.Vecchia):
             if self.local is not None:
                 raise ValueError("local= does not apply to Vecchia (its neighbour sets are "
                                  "its own); remove it")
-            return VecchiaGPRegressor(kernel=self.kernel, **self._common(),
+            return VecchiaGPRegressor(kernel=kernel, **self._common(),
                                       **config.estimator_parameters())
         config = configuration.as_approximation(config)
         if isinstance(config, configuration.Exact) and self.local is None:
-            return ExactGPRegressor(kernel=self.kernel, **self._common())
-        return LowRankGPRegressor(approximation=config, local=self.local, kernel=self.kernel,
+            return ExactGPRegressor(kernel=kernel, **self._common())
+        return LowRankGPRegressor(approximation=config, local=self.local, kernel=kernel,
                                   **self._common())
 
     def _from_selection(self, selection, X):
@@ -185,7 +200,8 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         options = selection.configuration
         cls = ESTIMATORS[options.pop("estimator")]
         start = options.pop("start", None)
-        kernel = auto.pilot_kernel(self.kernel, np.shape(X)[1])
+        family = self.kernel if start is None else start["family"]
+        kernel = auto.pilot_kernel(_GAUSSIAN if family is None else family, np.shape(X)[1])
         params = {**self._common(), **options}
         if start is not None:
             bounds = start.get("length_scale_bounds")      # where the candidate resolves

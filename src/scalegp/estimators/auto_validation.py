@@ -1,0 +1,200 @@
+"""``approximation="auto"`` where the data are small enough to fit every cheap model: learn
+each, score each by cross-validation, keep the best (issue 26).
+
+The pilot of :mod:`scalegp.estimators.auto` predicts a candidate's accuracy from an exact GP
+on a few hundred rows at the pilot's hyperparameters; what it cannot see is that a model
+learned by its own objective on all rows can generalize differently. The auto panel
+(benchmarks/results/auto-panel.md) showed it: below 1,000 rows the exact GP with the Gaussian
+kernel at its likelihood optimum was beaten on the test set by Vecchia (m = 30) on five of
+ten data sets (yacht 0.110 against 0.219 in standardized RMSE) and Matern-5/2 beat the
+Gaussian kernel on most. So where the budget allows, nothing is predicted:
+
+1. **Candidates**: the exact GP and Vecchia with ``VALIDATED_NEIGHBORS`` neighbours (in the
+   scaled inputs; from ``VECCHIA_MIN_ROWS`` rows), each with every kernel family asked for
+   (default :data:`KERNEL_FAMILIES`: Gaussian and Matern-5/2, one length scale per input),
+   in order of predicted cost (:mod:`scalegp.estimators.auto_costs`). Vecchia is left out
+   where the rows carry known noise variances (it does not take them). Below
+   ``MIN_VALIDATED_ROWS`` rows nothing can be cross-validated: the exact GP with the first
+   family is learned, and the selection says so.
+2. **Learning** on all rows, cheapest first, each by its own objective (the exact or the
+   Vecchia likelihood), as long as the time spent plus the candidate's predicted seconds
+   stays within the budget. After each fit the prediction is corrected by the measured
+   ratio of its kind (exact or Vecchia), and a kind not yet measured by the largest ratio
+   seen (at least 1).
+3. **Scoring**: ``VALIDATION_FOLDS``-fold cross-validation at the learned hyperparameters
+   (each fold fitted without learning, on standardized inputs and targets, so the score
+   costs a few likelihood evaluations, not a relearning): the mean negative log predictive
+   density of a new observation
+
+       NLPD = mean_i [log(2 pi v_i) / 2 + (y_i - mu_i)^2 / (2 v_i)]
+
+   (mu_i, v_i the fold model's predictive mean and variance, noise included; Rasmussen &
+   Williams 2006, eq. 5.10 is its leave-one-out form) and the RMSE, in standardized target
+   units (the units the kernel was learned in). The hyperparameters saw the held-out fold while learning; that favours every
+   candidate alike, by O(p / n) for p hyperparameters.
+4. **Choice**: the lowest cross-validated NLPD (a proper score: it rewards the mean and the
+   variance together). The chosen estimator is the one learned on all rows: nothing is
+   refitted.
+
+Where even the cheapest candidate is predicted over the budget, :func:`scalegp.estimators.auto.select`
+runs its pilot instead.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import clone
+
+from .. import kernels
+from . import auto_costs
+from .exact import ExactGPRegressor
+from .vecchia import VecchiaGPRegressor
+
+__all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
+           "validated_candidates", "learn_and_score"]
+
+#: Kernel families compared when the user names none.
+KERNEL_FAMILIES = ("gaussian", "matern52")
+#: Folds of the cross-validation at the learned hyperparameters.
+VALIDATION_FOLDS = 5
+#: Neighbours of the Vecchia candidates (the panel's m = 30: within 1 % of the exact GP's
+#: RMSE at m = N - 1 on the relief map, benchmarks/results/vecchia.md).
+VALIDATED_NEIGHBORS = 30
+#: Vecchia is a candidate from this many rows: below, its m = 30 neighbours are a tenth of
+#: the rows or more, and it is a costlier copy of the exact GP.
+VECCHIA_MIN_ROWS = 10 * VALIDATED_NEIGHBORS
+#: Fewer rows than this are too few to cross-validate: the exact GP with the first family.
+MIN_VALIDATED_ROWS = 4 * VALIDATION_FOLDS
+#: Likelihood evaluations assumed for a candidate's learning before it is measured (the panel
+#: measured 15 to 135).
+ASSUMED_EVALUATIONS = 50
+
+
+class Scored:
+    """One candidate of the validated choice: the estimator (unfitted, then learned on all
+    rows), its predicted and measured seconds and its cross-validated scores."""
+
+    def __init__(self, name: str, kind: str, estimator, cost: auto_costs.CostModel):
+        self.name, self.kind, self.estimator, self.cost = name, kind, estimator, cost
+        self.predicted_seconds = 0.0
+        self.seconds: float | None = None
+        self.cv_rmse: float | None = None
+        self.cv_nlpd: float | None = None
+        self.note = ""
+        self.warnings: list = []     # what its learning warned (re-issued if it is chosen)
+
+    @property
+    def scored(self) -> bool:
+        return self.cv_nlpd is not None
+
+
+def _family_kernel(family, n_dims: int):
+    """A family name with one length scale per input, or the Kernel given."""
+    if isinstance(family, str):
+        return kernels.get(family).with_params(length_scale=np.ones(n_dims))
+    return family
+
+
+def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
+                         estimator_params: dict) -> list:
+    """The exact GP and Vecchia for each kernel family, cheapest predicted first
+    (``estimator_params``: noise_variance, normalize_X, normalize_y, random_state)."""
+    common = dict(estimator_params)
+    found = []
+    for family in families:
+        label = family if isinstance(family, str) else type(family).__name__
+        kernel = _family_kernel(family, n_dims)
+        if with_vecchia and n >= VECCHIA_MIN_ROWS:
+            found.append(Scored(
+                f"vecchia m={VALIDATED_NEIGHBORS} {label}", "vecchia",
+                VecchiaGPRegressor(kernel=kernel, n_neighbors=VALIDATED_NEIGHBORS, **common),
+                auto_costs.vecchia_cost(n, n_dims, VALIDATED_NEIGHBORS, ASSUMED_EVALUATIONS)))
+        found.append(Scored(f"exact {label}", "exact",
+                            ExactGPRegressor(kernel=kernel, **common),
+                            auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS)))
+    rate = auto_costs.machine_rate()
+    for candidate in found:
+        candidate.predicted_seconds = candidate.cost.seconds(rate)
+    return sorted(found, key=lambda c: c.predicted_seconds)
+
+
+def _standardized(X, y, normalize_X: bool, normalize_y: bool):
+    """(X, y) standardized as the estimators' normalize_X / normalize_y do (mean, population
+    std, 1 where constant; the stationary kernels here are shift-invariant), and y's std."""
+    if normalize_X:
+        scale = X.std(axis=0)
+        X = (X - X.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
+    y_std = (float(y.std()) or 1.0) if normalize_y else 1.0
+    return X, ((y - y.mean()) / y_std if normalize_y else y), y_std
+
+
+def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -> None:
+    """The candidate's cross-validated RMSE and NLPD at its learned hyperparameters (module
+    docstring, step 3), in the units its kernel was learned in (standardized as it was)."""
+    fitted = candidate.estimator
+    Xs, ys, y_std = _standardized(X, y, fitted.normalize_X, fitted.normalize_y)
+    if sample_noise_variance is not None:
+        sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
+    fixed = clone(fitted).set_params(kernel=fitted.kernel_,
+                                     noise_variance=fitted.noise_variance_, optimize=False,
+                                     normalize_X=False, normalize_y=False)
+    squared, nlpd = 0.0, 0.0
+    for held in folds:
+        train = np.ones(ys.size, dtype=bool)
+        train[held] = False
+        extra = {} if sample_noise_variance is None else {
+            "sample_noise_variance": sample_noise_variance[train]}
+        model = clone(fixed).fit(Xs[train], ys[train], **extra)
+        mean, std = model.predict(Xs[held], return_std=True, include_noise=True)
+        var = std ** 2
+        if sample_noise_variance is not None:
+            var = var + sample_noise_variance[held]
+        squared += float(np.sum((ys[held] - mean) ** 2))
+        nlpd += float(np.sum(0.5 * np.log(2 * np.pi * var) + 0.5 * (ys[held] - mean) ** 2
+                             / var))
+    candidate.cv_rmse = float(np.sqrt(squared / ys.size))
+    candidate.cv_nlpd = nlpd / ys.size
+
+
+def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
+                    sample_noise_variance=None, started: float | None = None) -> list:
+    """Learn each candidate on all rows within the budget and score it (module docstring,
+    steps 2 and 3); returns the candidates, each scored or with a note saying why not."""
+    started = time.perf_counter() if started is None else started
+    folds = np.array_split(rng.permutation(y.size), VALIDATION_FOLDS)
+    if y.size < MIN_VALIDATED_ROWS:       # module docstring: the first exact GP, unscored
+        candidates = [next(c for c in candidates if c.kind == "exact")]
+    ratios: dict = {}
+    for candidate in candidates:
+        ratio = ratios.get(candidate.kind, max([1.0, *ratios.values()]))
+        expected = candidate.predicted_seconds * ratio
+        left = time_budget - (time.perf_counter() - started)
+        if expected > left:
+            candidate.note = (f"over the time budget (predicted {expected:.3g} s, "
+                              f"{max(left, 0):.3g} s left)")
+            continue
+        extra = {} if sample_noise_variance is None else {
+            "sample_noise_variance": sample_noise_variance}
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                candidate.estimator.fit(X, y, **extra)
+            candidate.seconds = time.perf_counter() - start
+            candidate.warnings = [(w.message, w.category) for w in caught]
+            if y.size >= MIN_VALIDATED_ROWS:
+                with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
+                    warnings.simplefilter("ignore")
+                    cross_validate(candidate, X, y, folds, sample_noise_variance)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
+            candidate.note = f"failed: {error}"
+            continue
+        ratios[candidate.kind] = max(candidate.seconds / max(candidate.predicted_seconds,
+                                                             1e-9), 1e-3)
+        if candidate.cv_nlpd is not None and not np.isfinite(candidate.cv_nlpd):
+            candidate.note = "non-finite cross-validated NLPD"
+            candidate.cv_nlpd = None
+    return candidates
