@@ -82,6 +82,11 @@ def explicit_configurations(n: int, d: int) -> dict:
     configs["rff m=512"] = {"estimator": "LowRankGPRegressor",
                             "approximation": sg.Features("rff", n_components=512)}
     configs["vecchia m=30"] = {"estimator": "VecchiaGPRegressor", "n_neighbors": 30}
+    # the second kernel family auto compares (Matern-5/2), for the two models it learns
+    if n <= EXACT_ROWS:
+        configs["exact matern52"] = {"estimator": "ExactGPRegressor", "family": "matern52"}
+    configs["vecchia m=30 matern52"] = {"estimator": "VecchiaGPRegressor", "n_neighbors": 30,
+                                        "family": "matern52"}
     if d <= 3:
         configs["glf s=2048"] = {"estimator": "LowRankGPRegressor",
                                  "approximation": sg.Features("glf", n_components=2048)}
@@ -99,9 +104,11 @@ def fit_predict(config: dict, X, y, X_test, seed: int = 0):
     estimator = config.pop("estimator")
     start = config.pop("start", None)
     config.pop("normalize_X", None), config.pop("normalize_y", None)
+    family = config.pop("family", "gaussian")
     d = X.shape[1]
     scale = np.asarray(start["length_scale"]) if start else np.ones(d)
-    kernel = sg.Gaussian(length_scale=scale, variance=start["variance"] if start else 1.0)
+    kernel = sg.kernels.get(family).with_params(
+        length_scale=scale, variance=start["variance"] if start else 1.0)
     noise = start["noise_variance"] if start else 1e-2
     cls = {"ExactGPRegressor": sg.ExactGPRegressor, "LowRankGPRegressor": sg.LowRankGPRegressor,
            "VecchiaGPRegressor": sg.VecchiaGPRegressor}[estimator]
@@ -170,10 +177,14 @@ def verdict(name: str, rows: list) -> str:
             f"{'met' if not failed else 'NOT met: ' + ', '.join(failed)} |")
 
 
-def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True) -> list:
+def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=None,
+        with_peers: bool = True) -> list:
     X, y, X_test, y_test = load_split(name, data_dir)
     rows = []
-    for label, config in (explicit_configurations(*X.shape) if explicit else {}).items():
+    configs = explicit_configurations(*X.shape) if explicit else {}
+    for label, config in configs.items():
+        if only is not None and label not in only:
+            continue
         start = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -195,6 +206,8 @@ def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True) -> li
                      time.perf_counter() - start, selection.reason))
         print(rows[-1], flush=True)
         print(selection.table(), flush=True)
+    if not with_peers:
+        return rows
     try:
         peers_found = peer_rows(name, X, y, X_test, y_test)
     except Exception as error:                        # reported in the table, not hidden
@@ -225,6 +238,10 @@ def main(argv=None) -> None:
     parser.add_argument("--no-auto", action="store_true", help="explicit configurations only")
     parser.add_argument("--no-explicit", action="store_true",
                         help="auto and the peers only (their explicit rows from --combine)")
+    parser.add_argument("--only", default=None, metavar="LABELS",
+                        help="comma-separated explicit configurations to run (default: all)")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="no peers (their rows from --combine)")
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="LOG",
                         help="build the table and verdicts from the rows printed in these "
                              "logs (no fitting)")
@@ -239,7 +256,9 @@ def main(argv=None) -> None:
         logged = rows_of_logs(args.combine)
         per_set = {name: logged.get(name, []) for name in names}
     else:
-        per_set = {name: run(name, args.data_dir, not args.no_auto, not args.no_explicit)
+        only = None if args.only is None else {label.strip() for label in args.only.split(",")}
+        per_set = {name: run(name, args.data_dir, not args.no_auto, not args.no_explicit, only,
+                             not args.no_peers)
                    for name in names}
     rows = [row for name in names for row in per_set[name]]
     lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran)"

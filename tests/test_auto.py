@@ -1,6 +1,7 @@
 """approximation="auto" groundwork (issue 26): the pilot, the cost models and the choice."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -115,8 +116,9 @@ def test_high_dimension_has_no_low_dimensional_candidates(smooth_5d, smooth_pilo
 
 def test_smooth_low_dimensional_field_gets_glf_not_neighborhoods():
     rng = np.random.default_rng(2)
-    X = rng.uniform(0, 1, (100, 1))
-    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(100)
+    n = auto.GLF_SIZES[0] + 100            # a map of s >= n columns is no candidate
+    X = rng.uniform(0, 1, (n, 1))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(n)
     Xs, ys = auto._standardize(X, y)
     pilot = auto.run_pilot(Xs, ys, np.random.default_rng(0))
     found = auto.candidates(Xs, pilot, RATE, 0.0, np.random.default_rng(0))
@@ -161,3 +163,25 @@ def test_bad_tolerance_is_refused(smooth_5d, tolerance):
     X, y = smooth_5d
     with pytest.raises(ValueError, match="tolerance"):
         auto.select(X, y, tolerance=tolerance)
+
+
+def test_a_chosen_gauss_legendre_candidate_fits_without_warnings():
+    """The candidate's box is the fixed point of the rule's resolved region
+    (auto._glf_resolves): the estimator builds the same map on it and has nothing to narrow
+    or to warn about (a default fit prints no warnings)."""
+    from scalegp.estimators.gp_regressor import GPRegressor
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (1500, 2))
+    y = np.sin(3 * X.sum(1)) + 0.05 * rng.standard_normal(1500)
+    Xs, ys = auto._standardize(X, y)
+    pilot = auto.run_pilot(Xs, ys, np.random.default_rng(0))
+    glf = [c for c in auto.candidates(Xs, pilot, RATE, 1.0, np.random.default_rng(0))
+           if c.name.startswith("glf")]
+    assert [c.name for c in glf] == ["glf s=1024"]      # s = 4096 >= n is no candidate
+    selection = auto.Selection(glf, glf[0], "", pilot, 60.0, 1e9, None, RATE, 1.0)
+    estimator = GPRegressor()._from_selection(selection, X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        estimator.fit(X, y)
+    low, high = glf[0].configuration["start"]["length_scale_bounds"]
+    assert low <= estimator.kernel_.length_scale.min() <= estimator.kernel_.length_scale.max() <= high

@@ -84,6 +84,8 @@ NYSTROM_SIZES = (256, 512, 1024, 2048)
 NYSTROM_LEARN_ITERATIONS = 150
 #: Columns of the Gauss-Legendre candidates.
 GLF_SIZES = (1024, 4096)
+#: Rounds of the fixed point of a Gauss-Legendre candidate's box (:func:`_glf_resolves`).
+GLF_BOX_ROUNDS = 4
 #: |captured prior variance - 1| a resolving Gauss-Legendre rule stays within.
 GLF_MASS_TOLERANCE = 0.01
 #: Neighbourhood sizes of the local candidates, and their learning neighbourhoods.
@@ -361,23 +363,39 @@ def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
 
 def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str, tuple]:
     """Whether a Gauss-Legendre rule of s columns on X's box resolves the pilot's l, why,
-    and the length-scale box the fit then learns in: :func:`glf_box` narrowed to where
-    the rule resolves (the box the estimator would otherwise narrow to, with a warning)."""
+    and the length-scale box the fit then learns in.
+
+    The rule's node spacing depends on the box it is built for, so the box is found as a
+    fixed point: start from :func:`glf_box`, build the map as the chosen estimator will
+    (the kernel of :meth:`GPRegressor._from_selection`, the estimators' default noise
+    floor), narrow the box to where that map resolves, and rebuild, at most
+    ``GLF_BOX_ROUNDS`` times. At the fixed point the estimator builds the same map on the
+    same box and has nothing to narrow or warn about (issue 28: no warnings from a default
+    fit)."""
     from ..features import get as get_map
-    kernel = pilot.kernel.with_params(length_scale_bounds=glf_box(pilot),
-                                      variance_bounds="fixed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fmap = get_map("glf").build(X, kernel, s, noise_variance_lower=pilot.noise_variance)
-    valid = fmap.valid_log_bounds(kernel)[:-1]
+    noise_floor = LowRankGPRegressor().noise_variance_bounds[0]
+    start = pilot_kernel(pilot.family, X.shape[1]).with_params(
+        length_scale=pilot.length_scale, variance=pilot.variance)
+    box, resolved = glf_box(pilot), False
+    for _ in range(GLF_BOX_ROUNDS):
+        kernel = start.with_params(length_scale_bounds=box)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fmap = get_map("glf").build(X, kernel, s, noise_variance_lower=noise_floor)
+        valid = fmap.valid_log_bounds(kernel)[:-1]
+        narrowed = (max(box[0], float(np.exp(valid[:, 0].max()))),
+                    min(box[1], float(np.exp(valid[:, 1].min()))))
+        resolved = narrowed == box
+        if resolved or narrowed[0] >= narrowed[1]:
+            break
+        box = narrowed
     log_l = np.log(pilot.length_scale)
-    inside = bool(np.all((valid[:, 0] <= log_l + 1e-9) & (log_l <= valid[:, 1] + 1e-9)))
-    low, high = glf_box(pilot)
-    box = (max(low, float(np.exp(valid[:, 0].max()))), min(high, float(np.exp(valid[:, 1].min()))))
+    inside = bool(np.all((np.log(box[0]) <= log_l + 1e-9) & (log_l <= np.log(box[1]) + 1e-9)))
     mass = fmap.captured_mass(kernel)
-    ok = inside and box[0] < box[1] and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
+    ok = resolved and inside and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
     return ok, (f"captured prior variance {mass:.3f}, pilot length scales "
-                f"{'inside' if inside else 'outside'} the resolved box"), box
+                f"{'inside' if inside else 'outside'} the resolved box"
+                + ("" if resolved else f" (no fixed point in {GLF_BOX_ROUNDS} rounds)")), box
 
 
 def glf_box(pilot: Pilot) -> tuple[float, float]:
@@ -428,6 +446,8 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
     if d > LOW_DIMENSION:
         return out
     for s in GLF_SIZES:
+        if s >= n:          # no faster than the exact GP (the map's own warning)
+            break
         ok, why, box = _glf_resolves(X, pilot, s)
         if ok:
             out.append(priced(f"glf s={s}", auto_costs.glf_cost(n, d, s, E), 1.0,
