@@ -1,10 +1,13 @@
 """approximation="auto" groundwork (issue 26): the pilot, the cost models and the choice."""
 
 import math
+import time
 import warnings
 
 import numpy as np
 import pytest
+
+import scalegp as sg
 
 from scalegp.estimators import auto, auto_costs
 
@@ -185,3 +188,48 @@ def test_a_chosen_gauss_legendre_candidate_fits_without_warnings():
         estimator.fit(X, y)
     low, high = glf[0].configuration["start"]["length_scale_bounds"]
     assert low <= estimator.kernel_.length_scale.min() <= estimator.kernel_.length_scale.max() <= high
+
+
+def test_learning_past_its_deadline_is_stopped_not_reported():
+    from scalegp.errors import TimeBudgetExceeded
+    from scalegp.inference import optimize
+    X, y = np.random.default_rng(0).normal(size=(60, 2)), np.arange(60.0)
+    with optimize.deadline(time.perf_counter() - 1.0), pytest.raises(TimeBudgetExceeded):
+        sg.ExactGPRegressor().fit(X, y)
+    sg.ExactGPRegressor().fit(X, y)             # outside the block: no deadline
+
+
+def test_the_validated_choice_abandons_a_fit_the_budget_stops(monkeypatch):
+    """A candidate predicted within the budget whose learning outlasts it is stopped and
+    marked, and the choice falls to what finished."""
+    from scalegp.estimators import auto_validation
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
+
+    def candidates():
+        found = auto_validation.validated_candidates(
+            120, 2, ("gaussian", "matern52"), with_vecchia=False,
+            estimator_params={"random_state": 0})
+        for candidate in found:
+            candidate.predicted_seconds = 0.0           # every one predicted to fit
+        return found
+
+    start = time.perf_counter()                         # the first's learning and folds
+    auto_validation.learn_and_score(X, y, candidates()[:1], time_budget=1e9,
+                                    rng=np.random.default_rng(0))
+    budget = 3 * (time.perf_counter() - start) + 1.0
+    found = candidates()
+    first, second, cls = found[0], found[1], type(found[0].estimator)
+    fit = cls.fit
+
+    def slow(self, *args, **kwargs):                # the second starts past the budget
+        if self is second.estimator:
+            time.sleep(budget)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "fit", slow)
+    auto_validation.learn_and_score(X, y, found, time_budget=budget,
+                                    rng=np.random.default_rng(0), started=time.perf_counter())
+    assert first.scored
+    assert second.note.startswith("stopped at the time budget") and not second.scored

@@ -58,3 +58,8 @@ class ApproximationWarning(UserWarning):
     """A feature map cannot resolve the kernel in this setting (a measured kernel error, or a
     truncation remainder, above the stated limit): its predictions may be far from the exact
     GP's (see :mod:`scalegp.local.resolution`)."""
+
+
+class TimeBudgetExceeded(RuntimeError):
+    """Learning passed the deadline set by :func:`scalegp.inference.optimize.deadline`
+    (``approximation="auto"`` abandons such a fit rather than report it)."""

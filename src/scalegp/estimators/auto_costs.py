@@ -75,6 +75,13 @@ EVALUATION_SECONDS = 2e-3
 #: a Nystrom or GLF choice from overrunning the budget as it did on the auto panel (wine,
 #: skillcraft and sml: 96, 299 and 473 s against 60).
 FAMILY_FACTORS = {"glf": 4.0, "nystrom": 4.0}
+#: Vecchia's measured over predicted seconds grow with the input dimension beyond
+#: VECCHIA_DIMENSION_SCALE inputs (neighbour sets overlap less, so the grouped blocks' union
+#: sets grow, and tree searches near brute force): on the auto panel (validated choice, m = 30,
+#: learning on all rows, loaded machine) 1.15 at d = 11 (wine), 7.3 at d = 18 (skillcraft),
+#: 5.6 at d = 22 (sml), against 0.3 to 2.2 at d = 8 (concrete, idle and loaded); priced as
+#: (d / VECCHIA_DIMENSION_SCALE)^2 above it.
+VECCHIA_DIMENSION_SCALE = 8
 
 
 @functools.lru_cache(maxsize=1)
@@ -186,8 +193,10 @@ def neighbors_cost(n: int, n_dims: int, k: int, evaluations: int,
 
 
 def vecchia_cost(n: int, n_dims: int, m: int, evaluations: int) -> CostModel:
-    """E n m^3 / 3 flops and E n m^2 (d + 2 p) entries; n m indices and values."""
+    """E n m^3 / 3 flops and E n m^2 (d + 2 p) entries; n m indices and values; the
+    dimension's factor (:data:`VECCHIA_DIMENSION_SCALE`)."""
     p = _parameters(n_dims)
     steps = evaluations + 1
     return CostModel(steps * n * m ** 3 / 3.0, 16.0 * n * m, steps, loops=steps * n,
-                     entries=steps * n * float(m) ** 2 * (n_dims + 2 * p))
+                     entries=steps * n * float(m) ** 2 * (n_dims + 2 * p),
+                     factor=max(1.0, n_dims / VECCHIA_DIMENSION_SCALE) ** 2)

@@ -20,7 +20,9 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    Vecchia likelihood), as long as the time spent plus the candidate's predicted seconds
    stays within the budget. After each fit the prediction is corrected by the measured
    ratio of its kind (exact or Vecchia), and a kind not yet measured by the largest ratio
-   seen (at least 1).
+   seen (at least 1). A fit still learning when the budget runs out is stopped
+   (:func:`scalegp.inference.optimize.deadline`) and not used: it is in the table, marked
+   so, and never reported as learned.
 3. **Scoring**: ``VALIDATION_FOLDS``-fold cross-validation at the learned hyperparameters
    (each fold fitted without learning, on standardized inputs and targets, so the score
    costs a few likelihood evaluations, not a relearning): the mean negative log predictive
@@ -49,6 +51,8 @@ import numpy as np
 from sklearn.base import clone
 
 from .. import kernels
+from ..errors import TimeBudgetExceeded
+from ..inference import optimize
 from . import auto_costs
 from .exact import ExactGPRegressor
 from .vecchia import VecchiaGPRegressor
@@ -180,7 +184,8 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
             "sample_noise_variance": sample_noise_variance}
         start = time.perf_counter()
         try:
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, \
+                    optimize.deadline(started + time_budget):
                 warnings.simplefilter("always")
                 candidate.estimator.fit(X, y, **extra)
             candidate.seconds = time.perf_counter() - start
@@ -189,6 +194,10 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
                 with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
                     warnings.simplefilter("ignore")
                     cross_validate(candidate, X, y, folds, sample_noise_variance)
+        except TimeBudgetExceeded:
+            candidate.note = (f"stopped at the time budget after "
+                              f"{time.perf_counter() - start:.3g} s of learning: not used")
+            continue
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
             candidate.note = f"failed: {error}"
             continue

@@ -27,7 +27,10 @@ not depend on, whose length scale tends to infinity). A user's bounds are never 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -37,7 +40,25 @@ import scipy.optimize
 from .._limits import MAX_RESTARTS, check_count
 from .._validation import as_generator, check_positive_int
 from ..engine.hyperparameters import WIDENING_FACTOR, Hyperparameters
-from ..errors import BoundaryWarning, NotPositiveDefiniteError, NumericalWarning
+from ..errors import (BoundaryWarning, NotPositiveDefiniteError, NumericalWarning,
+                      TimeBudgetExceeded)
+
+#: The time.perf_counter() value past which no likelihood evaluation starts (None: none);
+#: set by :func:`deadline`.
+_DEADLINE: contextvars.ContextVar = contextvars.ContextVar("scalegp_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(at: float):
+    """Within the block, an evaluation of :func:`maximize_likelihood` that would start after
+    ``time.perf_counter() > at`` raises :class:`~scalegp.errors.TimeBudgetExceeded` instead:
+    the fit is abandoned, never reported as learned. ``approximation="auto"`` learns its
+    candidates under its time budget this way."""
+    token = _DEADLINE.set(float(at))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 #: An optimum closer than this (in log units) to a bound counts as "on the bound".
 BOUNDARY_TOLERANCE = 1e-5
@@ -137,7 +158,12 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
         worst = max((value for value, _ in evaluated), default=0.0)
         return worst + abs(worst) + 1.0, np.zeros(free_theta.size)
 
+    stop_at = _DEADLINE.get()
+
     def negative(free_theta):
+        if stop_at is not None and time.perf_counter() > stop_at:
+            raise TimeBudgetExceeded(f"learning passed its deadline after {len(evaluated)} "
+                                     "evaluations")
         theta = theta0.copy()
         theta[free] = free_theta
         try:
