@@ -150,6 +150,13 @@ class Candidate:
     fit_seconds: float | None = None
     cv_rmse: float | None = None
     cv_nlpd: float | None = None
+    #: Likelihood evaluations (and knot steps) its predicted seconds count (not stored).
+    steps: float = 1.0
+
+    @property
+    def conditioning_seconds(self) -> float:
+        """Predicted seconds of the fit at fixed hyperparameters: one of its steps."""
+        return self.seconds / max(self.steps, 1.0)
 
 
 #: The columns of :meth:`Selection.table`: (header, Candidate attribute, format); a column no
@@ -422,7 +429,7 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
 
     def priced(name, cost, ratio, config, note=""):
         return Candidate(name, config, cost.seconds(rate, slowdown), cost.memory_bytes,
-                         ratio, note)
+                         ratio, note, steps=cost.evaluations)
 
     out = [priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
                   _config("ExactGPRegressor", start=start))]
@@ -521,6 +528,29 @@ def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
     return ratio is not None and ratio <= tolerance
 
 
+def _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget, tolerance,
+                      rate, slowdown, notes) -> Selection:
+    """No candidate's learning fits the budgets: the candidate of best predicted accuracy
+    whose fit at the pilot's hyperparameters (no learning on all rows, Nystrom's knots not
+    learned: one step of its cost) fits them, else the cheapest such fit. Learning on all
+    rows would overrun the budget by the factor its predicted seconds say."""
+    within_memory = [c for c in found if c.memory_bytes <= memory_budget] or found
+    affordable = [c for c in within_memory if c.conditioning_seconds <= left]
+    chosen = (min(affordable, key=lambda c: (c.predicted_ratio, c.conditioning_seconds))
+              if affordable else min(within_memory, key=lambda c: c.conditioning_seconds))
+    config = dict(chosen.configuration, optimize=False)
+    if isinstance(config.get("approximation"), Nystrom):
+        config["approximation"] = clone(config["approximation"]).set_params(learn_knots=0)
+    chosen.configuration = config
+    chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
+    chosen.note = "; ".join(filter(None, [chosen.note, "at the pilot's hyperparameters"]))
+    return Selection(found, chosen, "no candidate's learning fits the budgets: "
+                     + ("the most accurate predicted" if affordable else "the cheapest")
+                     + " at the pilot's hyperparameters (no learning on all rows; predicted "
+                     f"{chosen.conditioning_seconds:.3g} s)", pilot, time_budget,
+                     memory_budget, tolerance, rate, slowdown, notes)
+
+
 def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None,
            tolerance=None, random_state=None, rate: float | None = None,
            pilot: Pilot | None = None, kernel=None,
@@ -590,11 +620,8 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
             c.note = "over the memory budget" if c.memory_bytes > memory_budget else \
                 "over the time budget"
     if not fitting:
-        within_memory = [c for c in found if c.memory_bytes <= memory_budget] or found
-        chosen = min(within_memory, key=lambda c: c.seconds)
-        chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
-        return Selection(found, chosen, "nothing fits the budgets: the cheapest candidate",
-                         pilot, time_budget, memory_budget, tolerance, rate, slowdown, notes)
+        return _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget,
+                                 tolerance, rate, slowdown, notes)
     if tolerance is None:
         ranked = sorted(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
         if ranked[0].name == "exact":
