@@ -219,14 +219,16 @@ def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=
 
 def rows_of_logs(paths) -> dict:
     """name -> rows, from the row tuples printed by earlier runs (``--combine``): a later
-    log's row of the same data set and label replaces an earlier one."""
+    log's row of the same data set and label replaces an earlier one (every ``auto -> ...``
+    row is one label: a later run of auto replaces an earlier one, whatever it chose)."""
     import ast
     found: dict = {}
     for path in paths:
         for line in Path(path).read_text().splitlines():
             if line.startswith("('"):
                 row = ast.literal_eval(line)
-                found.setdefault(row[0], {})[row[1]] = row
+                label = "auto" if row[1].startswith("auto") else row[1]
+                found.setdefault(row[0], {})[label] = row
     return {name: list(rows.values()) for name, rows in found.items()}
 
 
