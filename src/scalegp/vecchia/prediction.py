@@ -49,8 +49,10 @@ from .ordering import scaled_inputs
 
 #: Largest test set :func:`predict_joint` accepts (its factor F is n x n).
 MAX_JOINT = 5000
-#: Test points per batch (one thread's work at a time).
-POINTS_PER_TASK = 256
+#: Test points per batch (one thread's work at a time). Predicting the relief grid (82,800
+#: points, m = 45, one thread) took 3.2-3.4 CPU s in batches of 32 or 64, 3.6 in 128, 3.8 in
+#: 256 and 4.3-4.5 in 512 (benchmarks/results/demo-speed.md): a batch's arrays stay in cache.
+POINTS_PER_TASK = 64
 
 
 def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m):
