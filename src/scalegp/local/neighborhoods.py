@@ -47,6 +47,7 @@ from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
 from ..stored import Array
+from ..nearest import ScaledTree, pairs_within
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
 
@@ -134,23 +135,28 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
     if not 0.0 < overlap < 1.0:
         raise ValueError(f"overlap must lie in (0, 1), got {overlap!r}")
     scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
-    Z = X / scale
+    tree = ScaledTree(X, scale)
+    Z = tree.points
     coverage = np.full(n_samples, np.inf)        # min_c |z - c| / r_c so far
     centres, members, radii = [], [], []
-    centre = Z.mean(axis=0)
+    centre, worst_coverage = Z.mean(axis=0), np.inf
     while True:
-        distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
-        nearest = np.argpartition(distance, n_neighbors - 1)[:n_neighbors]
-        reach = float(distance[nearest].max())
+        nearest = np.sort(tree.nearest_scaled(centre, n_neighbors)[0])
+        reach = float(_distance_to(Z[nearest], centre).max())
         radius = 0.5 * reach if reach > 0 else 1.0
         centres.append(centre * scale)
-        members.append(np.sort(nearest))
+        members.append(nearest)
         radii.append(radius)
-        np.minimum(coverage, distance / radius, out=coverage)
+        # only points closer than worst_coverage radii (every coverage is at most that) can
+        # be covered better by the new centre: one ball query, not a pass over all points
+        rows = (np.arange(n_samples) if not np.isfinite(worst_coverage)
+                else tree.within_scaled(centre, worst_coverage * radius))
+        coverage[rows] = np.minimum(coverage[rows], _distance_to(Z[rows], centre) / radius)
         worst = int(np.argmax(coverage))
-        if coverage[worst] <= overlap:
+        worst_coverage = float(coverage[worst])
+        if worst_coverage <= overlap:
             break
-        if len(centres) == max_centres:
+        if max_centres is not None and len(centres) == max_centres:
             warnings.warn(
                 f"the neighbourhood cover stopped at max_centres = {max_centres}: a training "
                 f"point lies {coverage[worst]:.3g} blend radii from its nearest centre "
@@ -159,6 +165,11 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
             break
         centre = Z[worst].copy()
     return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def _distance_to(Z, centre) -> np.ndarray:
+    """|z - c| for every row of Z (the cover's formula: the tree only finds the rows)."""
+    return np.sqrt(np.sum((Z - centre) ** 2, axis=1))
 
 
 def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
@@ -210,19 +221,54 @@ def _distances(Z, C) -> np.ndarray:
     return np.sqrt(squared)
 
 
+def blend_pairs(neighborhoods: Neighborhoods, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, centres, w~) of the nonzero normalized weights w~_c(x) (module docstring),
+    sorted by row, then centre.
+
+    The centres whose support |x - c| < r_c holds a row come from a tree search
+    (:func:`scalegp.nearest.pairs_within`, O(n log n_centres) for a cover of bounded overlap),
+    and t = |x - c| / r_c is computed on those pairs by the formula of
+    :meth:`Neighborhoods.scaled_distances`; only a row outside every support (weight 1 on
+    its centre of smallest t) is measured against every centre."""
+    X = check_matrix(X, "X", n_dims=neighborhoods.centres.shape[1])
+    Z = X / neighborhoods.scale
+    C = neighborhoods.centres / neighborhoods.scale
+    radius = neighborhoods.blend_radius
+    with np.errstate(over="ignore", invalid="ignore"):   # a row too far: no pair, inf below
+        finite = np.flatnonzero(np.all(np.isfinite(Z), axis=1))
+        rows, centres = pairs_within(C, radius, Z[finite])
+        rows = finite[rows]
+        squared = np.zeros(rows.size)
+        for j in range(Z.shape[1]):
+            squared += (Z[rows, j] - C[centres, j]) ** 2
+    t = np.sqrt(squared) / radius[centres]
+    inside = t < 1.0
+    rows, centres, t = rows[inside], centres[inside], t[inside]
+    weights = (1.0 - t ** 2) ** 2
+    outside = np.ones(X.shape[0], dtype=bool)
+    outside[rows] = False
+    if np.any(outside):
+        far = np.flatnonzero(outside)
+        nearest = np.argmin(neighborhoods.scaled_distances(X[far]) / radius, axis=1)
+        rows = np.concatenate([rows, far])
+        centres = np.concatenate([centres, nearest])
+        weights = np.concatenate([weights, np.ones(far.size)])
+        order = np.lexsort((centres, rows))
+        rows, centres, weights = rows[order], centres[order], weights[order]
+    total = np.bincount(rows, weights=weights, minlength=X.shape[0])
+    return rows, centres, weights / total[rows]
+
+
 def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
-    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres).
+    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres)
+    (:func:`blend_pairs` as a dense matrix).
 
     A row outside every support gets weight 1 on its centre of smallest t (module docstring).
     """
-    t = neighborhoods.scaled_distances(X) / neighborhoods.blend_radius
-    weights = np.where(t < 1.0, (1.0 - np.minimum(t, 1.0) ** 2) ** 2, 0.0)
-    total = weights.sum(axis=1)
-    outside = total == 0
-    if np.any(outside):
-        weights[outside, np.argmin(t[outside], axis=1)] = 1.0
-        total[outside] = 1.0
-    return weights / total[:, None]
+    rows, centres, weights = blend_pairs(neighborhoods, X)
+    dense = np.zeros((np.shape(X)[0], neighborhoods.n_centres))
+    dense[rows, centres] = weights
+    return dense
 
 
 class _Shifted:
@@ -240,6 +286,36 @@ class _Shifted:
     def predict(self, X, return_var=False):
         return self.posterior.predict(X - self.centre, return_var=return_var,
                                       diag_correction=self.diag_correction)
+
+
+class _LocalExactGP:
+    """An exact local GP that keeps its coefficients alpha = (K + s2 I)^{-1} y and its
+    training rows, not its k x k Cholesky factor: the mean k(x, X_N) alpha needs alpha only,
+    and a variance refactorizes K + s2 I on demand, by the same computation as the fit
+    (:meth:`scalegp.engine.exact.ExactPosterior.fit`), so predictions are those of the kept
+    factor, bitwise. A fitted model then holds O(n_centres k) numbers instead of
+    O(n_centres k^2) (2.3 GB for the relief map's 3,260 neighbourhoods of 300 points), and
+    a prediction with variance holds one factor at a time."""
+
+    def __init__(self, posterior, rows, X, y):
+        self.kernel, self.noise_variance = posterior.kernel, posterior.noise_variance
+        self.alpha, self.rows = posterior.alpha, rows
+        self.log_marginal_likelihood, self.jitter = (posterior.log_marginal_likelihood,
+                                                     posterior.jitter)
+        self._X, self._y = X, y
+
+    def posterior(self, *, factor: bool = True):
+        """The exact posterior of the neighbourhood (refactorized with ``factor``; else
+        without its factor, which only a variance reads)."""
+        X = check_matrix(self._X[self.rows], "X")
+        if factor:
+            return exact.ExactPosterior.fit(self.kernel, self.noise_variance, X,
+                                            self._y[self.rows])
+        return exact.ExactPosterior(self.kernel, self.noise_variance, X, None, self.alpha,
+                                    self.log_marginal_likelihood, self.jitter)
+
+    def predict(self, X, return_var: bool = False):
+        return self.posterior(factor=return_var).predict(X, return_var=return_var)
 
 
 class NeighborhoodLikelihood:
@@ -319,6 +395,9 @@ class NeighborhoodLikelihood:
                 posterior = self._local_objective(c).posterior(theta)
                 if self.feature_map is not None:
                     posterior = _Shifted(posterior, self.neighborhoods.centres[c])
+                else:                   # alpha kept, the k x k factor dropped
+                    posterior = _LocalExactGP(posterior, self.neighborhoods.members[c],
+                                              self.X, self.y)
                 locals_.append(posterior)
                 if c not in self.learning_centres:   # not needed again: free its memory
                     self._objectives.pop(c, None)
@@ -388,11 +467,11 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes of the local systems: a k x k factor, k inputs and alpha per exact local GP;
-        an m x m factor and beta per low-rank one."""
+        """Bytes of the local systems: alpha and the row indices per exact local GP (its
+        factor is recomputed on demand: :class:`_LocalExactGP`); an m x m factor and beta
+        per low-rank one."""
         if self.feature_map is None:
-            return int(sum(p.cholesky_factor.nbytes + p.X_train.nbytes + p.alpha.nbytes
-                           for p in self.local_posteriors))
+            return int(sum(p.alpha.nbytes + p.rows.nbytes for p in self.local_posteriors))
         m = self.feature_map.n_components
         return 8 * (m * m + m) * len(self.local_posteriors)
 
@@ -475,16 +554,16 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
     def _blend(self, X, return_var: bool, chunk_size: int):
         """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X.
 
-        The weights come ``chunk_size`` rows at a time (an O(chunk n_centres) matrix); each
-        centre then predicts all its rows of the batch in one call, and each row adds its
+        The weights come ``chunk_size`` rows at a time (:func:`blend_pairs`: a tree search,
+        and only the nonzero weights kept); each centre then predicts all its rows in one
+        call (an exact local GP refactorizes once per call for a variance), and each row adds its
         centres' terms in the centres' order: a row's value is the one it has alone."""
         rows, centres, weights = [], [], []
         for start in range(0, X.shape[0], chunk_size):
-            chunk_weights = blend_weights(self.neighborhoods, X[start:start + chunk_size])
-            row, centre = np.nonzero(chunk_weights)
+            row, centre, weight = blend_pairs(self.neighborhoods, X[start:start + chunk_size])
             rows.append(row + start)
             centres.append(centre)
-            weights.append(chunk_weights[row, centre])
+            weights.append(weight)
         rows, centres, weights = (np.concatenate(part) for part in (rows, centres, weights))
         order = np.argsort(centres, kind="stable")          # by centre, rows ascending
         rows, centres, weights = rows[order], centres[order], weights[order]
@@ -513,13 +592,16 @@ def describe_cover(neighborhoods: Neighborhoods) -> str:
 
 def required_bytes(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
                    itemsize: int = 8) -> int:
-    """Bytes a fitted neighbourhood model keeps: per centre, a k x k Cholesky factor, its k
-    inputs and k coefficients (exact local GPs), or an m x m factor and m coefficients
-    (low-rank ones, float64 whatever ``itemsize``, which sizes the exact GPs' inputs)."""
+    """Bytes a fitted neighbourhood model needs: for exact local GPs, k coefficients and k
+    row indices per centre kept, and the one neighbourhood conditioned at a time (its k x k
+    kernel matrix and factor, its k inputs: :class:`_LocalExactGP`); for low-rank ones an
+    m x m factor and m coefficients per centre (float64 whatever ``itemsize``, which sizes
+    the exact GPs' inputs)."""
     if feature_map is None:
         n_dims = neighborhoods.centres.shape[1]
-        return int(sum(8 * len(rows) * (len(rows) + 1) + itemsize * len(rows) * n_dims
-                       for rows in neighborhoods.members))
+        sizes = np.array([len(rows) for rows in neighborhoods.members], dtype=np.int64)
+        largest = int(sizes.max()) if sizes.size else 0
+        return int(16 * sizes.sum() + 16 * largest * largest + itemsize * largest * n_dims)
     m = feature_map.n_components
     return 8 * (m * m + m) * neighborhoods.n_centres
 
