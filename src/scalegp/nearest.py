@@ -28,11 +28,14 @@ from scipy.spatial import cKDTree
 
 from ._validation import check_matrix
 
-__all__ = ["RADIUS_MARGIN", "ScaledTree", "pairs_within"]
+__all__ = ["MAX_COORDINATE", "RADIUS_MARGIN", "ScaledTree", "pairs_within"]
 
 #: Relative enlargement of a radius asked of the tree (its distances round differently from
 #: the callers' formulas, by a few units in the last place).
 RADIUS_MARGIN = 1e-9
+#: Largest scaled coordinate a query may have: its square stays finite, which the tree's
+#: arithmetic needs (:func:`pairs_within` finds no pair for a row beyond it).
+MAX_COORDINATE = 1e150
 
 
 class ScaledTree:
@@ -88,6 +91,10 @@ def pairs_within(centres, radii, U) -> tuple[np.ndarray, np.ndarray]:
     centres = np.asarray(centres, dtype=float)
     radii = np.asarray(radii, dtype=float)
     U = np.asarray(U, dtype=float)
+    measurable = np.flatnonzero(np.max(np.abs(U), axis=1, initial=0.0) <= MAX_COORDINATE)
+    if measurable.size < U.shape[0]:                    # too far for the tree: no pair
+        rows, found = pairs_within(centres, radii, U[measurable])
+        return measurable[rows], found
     if U.shape[0] == 0 or centres.shape[0] == 0:
         return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
     octave = np.floor(np.log2(radii / radii.max())).astype(np.int64)

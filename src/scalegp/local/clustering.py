@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_vector
-from ..nearest import RADIUS_MARGIN, ScaledTree
+from ..nearest import MAX_COORDINATE, RADIUS_MARGIN, ScaledTree
 
 __all__ = ["farthest_point_centres", "nearest_centres", "MAX_CENTRES"]
 
@@ -111,8 +111,9 @@ def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     row instead of a pass over all centres): each row's two nearest centres by the tree,
     and where their distances tie to within :data:`~scalegp.nearest.RADIUS_MARGIN` every
     centre within that reach, compared by |u - v|^2 from the differences; ties go to the
-    lower index. A row's route depends on that row alone. A row too far to measure (inf)
-    goes to centre 0.
+    lower index. A row's route depends on that row alone; a row too far for the tree
+    (a scaled coordinate above :data:`~scalegp.nearest.MAX_COORDINATE`) is compared with
+    every centre in units of its own size.
 
     Returns
     -------
@@ -123,17 +124,22 @@ def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     if V.shape[1] != U.shape[1]:
         raise ValueError(f"centres have {V.shape[1]} columns, X has {U.shape[1]}")
     route = np.zeros(U.shape[0], dtype=np.intp)
-    finite = np.flatnonzero(np.all(np.isfinite(U), axis=1))
-    if finite.size == 0 or V.shape[0] == 1:
+    if V.shape[0] == 1:
+        return route
+    size = np.max(np.abs(U), axis=1, initial=0.0)
+    near = np.flatnonzero(size <= MAX_COORDINATE)
+    for i in np.flatnonzero(size > MAX_COORDINATE):     # too far for the tree: in units of
+        squared = np.sum(((V - U[i]) / size[i]) ** 2, axis=1)    # |u|, no overflow
+        route[i] = np.flatnonzero(squared == squared.min())[0]
+    if near.size == 0:
         return route
     tree = ScaledTree(V)
-    k = min(2, V.shape[0])
-    distance, index = tree.tree.query(U[finite], k=k)
-    route[finite] = index[:, 0]
+    distance, index = tree.tree.query(U[near], k=2)
+    route[near] = index[:, 0]
     tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] * (1.0 + RADIUS_MARGIN) + 1e-300)
     for i in tied:                               # exact or near ties: the lower index wins
-        u = U[finite[i]]
+        u = U[near[i]]
         candidates = tree.within_scaled(u, distance[i, 1])
         squared = np.sum((V[candidates] - u) ** 2, axis=1)
-        route[finite[i]] = candidates[np.flatnonzero(squared == squared.min())[0]]
+        route[near[i]] = candidates[np.flatnonzero(squared == squared.min())[0]]
     return route

@@ -12,8 +12,15 @@ points nearest c, so each GP sees a small extent at full resolution (docs/local-
   min_c |x - c| / r_c, until every training point has |x - c| / r_c <= ``overlap`` for some c.
   Distances are measured in units of the starting length scales (x / l), and the cover stays
   fixed while the hyperparameters are learned (the objective is then smooth in theta).
-  Cost O(N N_C d): one distance vector and one partial sort per new centre.
-* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``) or a
+  A k-d tree over the scaled training points (:class:`scalegp.nearest.ScaledTree`, shared
+  with the Vecchia approximation) gives each centre's k nearest points (O(k log N)), and
+  the coverage min_c |x - c| / r_c is updated only for the points of one ball query around
+  the new centre (radius: the current worst coverage times r_c, beyond which no point can
+  improve), with the distances by the same formula as a pass over all points: the cover is
+  that of the brute-force O(N N_C d) computation, bitwise, plus an O(N) argmax per centre.
+* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``: it keeps
+  alpha = (K + s2 I)^{-1} y and its rows, and a variance refactorizes K + s2 I on demand,
+  one neighbourhood at a time: :class:`_LocalExactGP`) or a
   low-rank GP of any feature map, with one map for all centres (one draw, one rule) built on
   the neighbourhoods shifted to their centres, x - c: a fixed-basis map (GLF) then covers a
   small box, so few nodes resolve short length scales.
@@ -57,8 +64,15 @@ __all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
 #: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
 #: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
 OVERLAP = 0.75
-#: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
-MAX_CENTRES = 20_000
+#: Most centres a cover may have by default: None, no cap. A cover has at most one centre
+#: per training point plus their mean (each new centre is an uncovered training point), and
+#: exact local GPs keep k numbers per centre, not a k x k factor (:class:`_LocalExactGP`),
+#: so the cover's size is bounded by the data; :func:`check_memory` refuses a cover whose
+#: low-rank systems (m x m each) would not fit. The cap was 20,000, set by the kept factors
+#: (2.3 GB for 3,260 exact neighbourhoods of 300 points); in 8-D, where a blend radius holds
+#: few points and the cover needs about one centre per point, it stopped kin40k's cover of
+#: 25,600 points (benchmarks/results/local-fast.md).
+MAX_CENTRES = None
 #: Relative tolerance of :func:`check_cover` (a float32 fit's distances round at 6e-8).
 COVER_TOLERANCE = 1e-5
 
@@ -108,7 +122,7 @@ class Neighborhoods:
 
 
 def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
-          max_centres: int = MAX_CENTRES) -> Neighborhoods:
+          max_centres: int | None = MAX_CENTRES) -> Neighborhoods:
     """The adaptive farthest-point cover of X by neighbourhoods of ``n_neighbors`` points.
 
     Parameters
@@ -120,8 +134,9 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
         The length scales distances are measured in.
     overlap : float in (0, 1), default=OVERLAP
         Every training point ends within ``overlap`` blend radii of a centre.
-    max_centres : int, default=MAX_CENTRES
-        The cover stops there with a warning (some points then have smaller weights).
+    max_centres : int or None, default=MAX_CENTRES (None)
+        The cover stops there with a warning (some points then have smaller weights); None:
+        no cap.
 
     Returns
     -------
@@ -235,9 +250,7 @@ def blend_pairs(neighborhoods: Neighborhoods, X) -> tuple[np.ndarray, np.ndarray
     C = neighborhoods.centres / neighborhoods.scale
     radius = neighborhoods.blend_radius
     with np.errstate(over="ignore", invalid="ignore"):   # a row too far: no pair, inf below
-        finite = np.flatnonzero(np.all(np.isfinite(Z), axis=1))
-        rows, centres = pairs_within(C, radius, Z[finite])
-        rows = finite[rows]
+        rows, centres = pairs_within(C, radius, Z)
         squared = np.zeros(rows.size)
         for j in range(Z.shape[1]):
             squared += (Z[rows, j] - C[centres, j]) ** 2
