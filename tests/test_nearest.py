@@ -176,3 +176,19 @@ def test_scaled_tree_and_pairs_within_against_brute_force():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert nearest.pairs_within(X[:0], radii[:0], Q)[0].size == 0
+
+
+def test_ties_at_the_kth_distance_go_to_the_lower_rows():
+    """On a grid many points tie at a neighbourhood's k-th distance; the members are the
+    nearest, then the lowest rows among those tied."""
+    g = np.arange(9.0)
+    X = np.column_stack([np.repeat(g, 9), np.tile(g, 9)])[::-1].copy()   # rows reversed
+    cover = nb.cover(X, 7, scale=1.0)
+    Z = X / cover.scale
+    for centre, members in zip(cover.centres, cover.members):
+        distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
+        want = np.sort(np.lexsort((np.arange(len(X)), distance))[:7])
+        np.testing.assert_array_equal(members, want)
+    assert any(np.sum(np.isclose(np.sqrt(np.sum((Z - c) ** 2, axis=1)),
+                                 0.5 * 2 * r)) > 1
+               for c, r in zip(cover.centres, cover.blend_radius))      # ties did occur

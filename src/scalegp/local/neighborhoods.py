@@ -13,11 +13,14 @@ points nearest c, so each GP sees a small extent at full resolution (docs/local-
   Distances are measured in units of the starting length scales (x / l), and the cover stays
   fixed while the hyperparameters are learned (the objective is then smooth in theta).
   A k-d tree over the scaled training points (:class:`scalegp.nearest.ScaledTree`, shared
-  with the Vecchia approximation) gives each centre's k nearest points (O(k log N)), and
+  with the Vecchia approximation) gives each centre's k nearest points (O(k log N); ties at
+  the k-th distance, common on a grid, go to the lower rows), and
   the coverage min_c |x - c| / r_c is updated only for the points of one ball query around
   the new centre (radius: the current worst coverage times r_c, beyond which no point can
   improve), with the distances by the same formula as a pass over all points: the cover is
-  that of the brute-force O(N N_C d) computation, bitwise, plus an O(N) argmax per centre.
+  that of the brute-force O(N N_C d) computation, bitwise (its partial sort chose among
+  points tied at the k-th distance arbitrarily: the members may differ there, the centres
+  and radii do not), plus an O(N) argmax per centre.
 * **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``: it keeps
   alpha = (K + s2 I)^{-1} y and its rows, and a variance refactorizes K + s2 I on demand,
   one neighbourhood at a time: :class:`_LocalExactGP`) or a
@@ -54,7 +57,7 @@ from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
 from ..stored import Array
-from ..nearest import ScaledTree, pairs_within
+from ..nearest import RADIUS_MARGIN, ScaledTree, pairs_within
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
 
@@ -156,7 +159,7 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
     centres, members, radii = [], [], []
     centre, worst_coverage = Z.mean(axis=0), np.inf
     while True:
-        nearest = np.sort(tree.nearest_scaled(centre, n_neighbors)[0])
+        nearest = _nearest_members(tree, centre, n_neighbors)
         reach = float(_distance_to(Z[nearest], centre).max())
         radius = 0.5 * reach if reach > 0 else 1.0
         centres.append(centre * scale)
@@ -180,6 +183,27 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
             break
         centre = Z[worst].copy()
     return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def _nearest_members(tree: ScaledTree, centre, k: int) -> np.ndarray:
+    """The k training rows nearest the scaled centre by |z - c| (:func:`_distance_to`), ties
+    at the k-th distance going to the lower rows (on a grid many points tie), increasing.
+
+    The tree gives the k + 1 nearest; when the (k+1)-th is not farther than the k-th (a tie,
+    or one within rounding), every row within the k-th distance is measured and ordered by
+    (distance, row)."""
+    n = tree.n_points
+    near = tree.nearest_scaled(centre, min(n, k + 1))[0]
+    distance = _distance_to(tree.points[near], centre)
+    order = np.argsort(distance, kind="stable")
+    if n <= k:
+        return np.sort(near)
+    reach = distance[order[k - 1]]
+    if distance[order[k]] > reach * (1.0 + RADIUS_MARGIN):
+        return np.sort(near[order[:k]])
+    rows = tree.within_scaled(centre, reach)
+    distance = _distance_to(tree.points[rows], centre)
+    return np.sort(rows[np.lexsort((rows, distance))[:k]])
 
 
 def _distance_to(Z, centre) -> np.ndarray:
