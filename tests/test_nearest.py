@@ -192,3 +192,23 @@ def test_ties_at_the_kth_distance_go_to_the_lower_rows():
     assert any(np.sum(np.isclose(np.sqrt(np.sum((Z - c) ** 2, axis=1)),
                                  0.5 * 2 * r)) > 1
                for c, r in zip(cover.centres, cover.blend_radius))      # ties did occur
+
+
+def test_check_cover_finds_a_centre_too_close_by_the_tree_search():
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-3, 3, size=(600, 2))
+    cover = nb.cover(X, 20, scale=0.5)
+    nb.check_cover(cover, X)                          # a fitted cover keeps the rules
+    late = cover.n_centres - 3
+    centres = cover.centres.copy()
+    centres[late] = centres[5] + 1e-3                 # next to an earlier centre
+    members = list(cover.members)
+    Z = X / cover.scale
+    members[late] = np.sort(np.argsort(np.linalg.norm(Z - centres[late] / cover.scale,
+                                                      axis=1))[:20])
+    radii = cover.blend_radius.copy()
+    radii[late] = 0.5 * np.linalg.norm(Z[members[late]] - centres[late] / cover.scale,
+                                       axis=1).max()
+    moved = nb.Neighborhoods(centres, tuple(members), radii, cover.scale)
+    with pytest.raises(ValueError, match=f"centre {late} lies within 0.75 blend radii"):
+        nb.check_cover(moved, X)

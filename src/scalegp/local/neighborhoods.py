@@ -57,7 +57,7 @@ from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
 from ..stored import Array
-from ..nearest import RADIUS_MARGIN, ScaledTree, pairs_within
+from ..nearest import MAX_COORDINATE, RADIUS_MARGIN, ScaledTree, pairs_within
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
 
@@ -223,7 +223,9 @@ def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
     repeat one centre many times). A radius is at least half the distance of the k-th
     nearest row, so this bounds the number of centres as the fit's rule does. Comparisons
     allow a relative ``tolerance`` (the fit may have computed in float32). Cost
-    O(n_centres (k + n_centres) d + N d), against O(n_centres k^3) for conditioning. Which
+    O(n_centres (k d + log n_centres) + N d): the pairs of centres close enough to break the
+    rule come from a tree search (:func:`scalegp.nearest.pairs_within`), against
+    O(n_centres k^3) for conditioning. Which
     rows each neighbourhood holds is checked afterwards, by the likelihood of the model.
     """
     Z = X / neighborhoods.scale
@@ -242,12 +244,27 @@ def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
         if abs(radii[c] - radius) > tolerance * radius:
             raise ValueError(f"neighbourhood {c} has the blend radius {radii[c]!r}, not half "
                              f"the distance of its farthest row ({radius!r})")
-    chunk = max(1, 2**20 // n_centres)
+    limit = overlap * radii * (1 - tolerance)
+    if np.max(np.abs(C)) <= MAX_COORDINATE:
+        # the pairs of centres within reach from a tree search (O(n_centres log n_centres)),
+        # measured by the differences as below; the first later centre too close is named
+        later, earlier = pairs_within(C, limit, C)
+        keep = earlier < later
+        later, earlier = later[keep], earlier[keep]
+        squared = np.zeros(later.size)
+        for j in range(C.shape[1]):
+            squared += (C[earlier, j] - C[later, j]) ** 2
+        close = np.sqrt(squared) <= limit[earlier]
+        if np.any(close):
+            raise ValueError(f"centre {int(later[close].min())} lies within {overlap} blend "
+                             "radii of an earlier centre, which the cover never chooses")
+        return
+    chunk = max(1, 2**20 // n_centres)          # coordinates too large for the tree
     for start in range(1, n_centres, chunk):
         stop = min(start + chunk, n_centres)
         between = _distances(C[:stop], C[start:stop])          # (stop, stop - start)
         for j, c in enumerate(range(start, stop)):
-            if np.any(between[:c, j] <= overlap * radii[:c] * (1 - tolerance)):
+            if np.any(between[:c, j] <= limit[:c]):
                 raise ValueError(f"centre {c} lies within {overlap} blend radii of an earlier "
                                  "centre, which the cover never chooses")
 
