@@ -157,3 +157,24 @@ def test_grid_maximin_is_a_spreading_permutation():
     order = grid_maximin_order(duplicated)
     np.testing.assert_array_equal(np.sort(order), np.arange(55))
     assert set(order[-5:].tolist()) <= set(range(5)) | set(range(50, 55))
+
+
+def test_grid_maximin_cube_ids_by_integer_keys_are_those_of_unique_rows(monkeypatch):
+    """The 1-D keys label the cubes in the order numpy's unique of rows does, so the ordering
+    is the same; forcing the rows path (as for keys that would overflow) changes nothing."""
+    from scalegp.vecchia import grid_maximin_order, ordering
+    rng = np.random.default_rng(11)
+    cells = rng.integers(0, 9, size=(500, 3))
+    np.testing.assert_array_equal(ordering._cube_ids(cells, 9),
+                                  np.unique(cells, axis=0, return_inverse=True)[1].ravel())
+    U = rng.uniform(size=(3000, 2))
+    keyed = grid_maximin_order(U)
+    monkeypatch.setattr(ordering, "_cube_ids", lambda cells, n: np.unique(
+        cells, axis=0, return_inverse=True)[1].ravel())
+    np.testing.assert_array_equal(keyed, grid_maximin_order(U))
+
+
+def test_threaded_neighbour_search_finds_the_same_sets():
+    from scalegp.vecchia import ordered_neighbors
+    U = np.random.default_rng(2).uniform(size=(4000, 2))
+    np.testing.assert_array_equal(ordered_neighbors(U, 12, n_jobs=2), ordered_neighbors(U, 12))

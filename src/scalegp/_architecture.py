@@ -43,7 +43,7 @@ TOP_LEVEL: dict[str, str] = {
     "_architecture": "base", "_version": "base", "errors": "base", "_validation": "base",
     "_limits": "base", "_memory": "base", "_output": "base", "linalg": "base",
     "parallel": "base", "rowwise": "base", "kernels": "base", "metrics": "base",
-    "plot": "base", "stored": "base",
+    "plot": "base", "stored": "base", "nearest": "base",
 }
 
 LAYER_OF: dict[str, int] = {wing: level for level, wings in enumerate(LAYERS) for wing in wings}

@@ -16,7 +16,7 @@ Three models, all chosen as the library chooses them for any user, with no hand-
 - ``model="vecchia"`` (the default: the most accurate, and the cheapest at full size): the
   Vecchia approximation of the GP on all training points (:mod:`scalegp.cli.demo_vecchia`,
   docs/vecchia.md): each point conditioned on its 30 nearest predecessors, hyperparameters
-  learned on nested samples of the conditionals, predictions from the 45 nearest training
+  learned on nested samples of the conditionals, predictions from the 30 nearest training
   points with variance.
 - ``model="neighbors"`` (the default, the most accurate at demo cost): a neighbourhood-local
   model (:mod:`scalegp.local.neighborhoods`) of exact GPs on every training point, one per centre of
@@ -52,6 +52,7 @@ from ..errors import BoundaryWarning
 from ..inference.optimize import BOUNDARY_TOLERANCE
 from ..metrics import nlpd, rmse
 from ..plot import new_figure
+from ..rowwise import one_blas_thread
 from ..estimators.configuration import Neighbors, make_approximation
 
 #: The figure written when no path is named: created, never replacing anything there.
@@ -67,10 +68,11 @@ HELD_OUT_REGION = (36.3, 38.3, -4.1, -2.1)
 #: learning (about 17 O(n^3) likelihood-and-gradient evaluations) took 12 to 13 s on the
 #: shared 2-core machine when otherwise idle.
 EXACT_SUBSAMPLE = 2000
-#: Training points of the exact GP beside the Vecchia model: its learning is most of the
-#: demo's cost at 2,000 points (591 s of a 750 s demo under heavy load, about 12 s of
-#: learning on the idle machine), which a 15-second demo cannot afford.
-EXACT_SUBSAMPLE_VECCHIA = 1000
+#: Training points of the exact GP beside the Vecchia model, a comparison the 15-second demo
+#: can afford: its learning (one BLAS thread) took 0.7 CPU s at 500 points (test RMSE 367 m),
+#: 2.7 s at 700 (340 m) and 4.8 s at 1,000 (317 m) on the loaded 2-core machine, and 12 s at
+#: 2,000 (253 m) when idle (benchmarks/results/demo-speed.md).
+EXACT_SUBSAMPLE_VECCHIA = 500
 #: The demo's models (module docstring).
 DEMO_MODELS = ("vecchia", "neighbors", "global")
 #: Training points per neighbourhood of the default model: on this map k = 200, 300 and 500
@@ -115,7 +117,7 @@ def run_demo(*, model: str = "vecchia", subsample: int | None = None,
         the default bounds; the exact GP uses the same family.
     exact_subsample : int or None, default=None
         Training points of the exact GP: the first min(exact_subsample, subsample) of the
-        model's. None: 1,000 beside ``"vecchia"`` (:data:`EXACT_SUBSAMPLE_VECCHIA`), 2,000
+        model's. None: 500 beside ``"vecchia"`` (:data:`EXACT_SUBSAMPLE_VECCHIA`), 2,000
         beside the others.
     n_neighbors : int, default=N_NEIGHBORS
         Training points per neighbourhood of ``model="neighbors"``.
@@ -195,8 +197,9 @@ def run_demo(*, model: str = "vecchia", subsample: int | None = None,
     exact_rows = train[:min(exact_subsample, subsample)]
     exact, exact_seconds = _fit_exact(standardise(relief.X[exact_rows]), y_km[exact_rows],
                                       model, seed)
-    exact_mean, exact_std = exact.predict(standardise(relief.X[test]), return_std=True,
-                                          include_noise=True)
+    with one_blas_thread():
+        exact_mean, exact_std = exact.predict(standardise(relief.X[test]), return_std=True,
+                                              include_noise=True)
     scale = model.X_train_scale_
     results = {
         "n_train": len(train), "n_test": len(test), "n_exact": len(exact_rows),
@@ -304,14 +307,18 @@ def _fit_exact(X, y, model, seed):
     """(exact GP, fit seconds) on standardised inputs, learning from the low-rank optimum.
 
     The same kernel family and bounds; the start only shortens L-BFGS-B's path to the exact
-    GP's own optimum.
+    GP's own optimum. BLAS runs on one thread: for these n <= 2,000 matrices two OpenBLAS
+    threads made the learning 20 times slower beside other jobs on the 2-core machine (128
+    s against 6.5 s at 1,000 points; benchmarks/results/demo-speed.md), and the Vecchia
+    model's arithmetic holds BLAS to one thread as well.
     """
     from ..estimators.exact import ExactGPRegressor
 
     exact = ExactGPRegressor(kernel=model.kernel_, noise_variance=model.noise_variance_,
                              normalize_y=True, normalize_X=False, random_state=seed)
     start = time.perf_counter()
-    exact.fit(X, y)
+    with one_blas_thread():
+        exact.fit(X, y)
     return exact, time.perf_counter() - start
 
 

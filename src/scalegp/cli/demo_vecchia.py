@@ -3,11 +3,14 @@ own API behind the few attributes the demo reads of a fitted model.
 
 Inputs are standardised by the training mean and standard deviation and the targets by theirs
 (as ``normalize_X=True, normalize_y=True`` do for the estimators), the kernel is learned by
-:class:`scalegp.vecchia.VecchiaGP` with a schedule of nested block samples (2,000, then
-8,000, then 20,000 of the 77,800 conditionals, each sample keeping the data's density:
+:class:`scalegp.vecchia.VecchiaGP` with a schedule of nested block samples (1,000, then
+5,000 of the 77,224 conditionals, each sample keeping the data's density:
 docs/vecchia.md, "Learning: scaled Vecchia (`learning.py`, `fisher.py`)"), and predictions
 condition each point on its ``M_PREDICT`` nearest training points in the learned scaling,
 with the variance of a new response (docs/vecchia.md, "Prediction (`prediction.py`)").
+
+The constants are set by benchmarks/results/demo-speed.md (``scalegp demo`` under 15 s and
+500 MB on the 2-core machine at a test RMSE of at most 50 m).
 """
 
 from __future__ import annotations
@@ -20,14 +23,20 @@ from ..vecchia import VecchiaGP
 
 #: Neighbours per training point in the likelihood (GpGp's default).
 M = 30
-#: Training neighbours per predicted point: on the relief map 45 reached 50.0 m where 30
-#: and 60 reached 50.2 m with the same learned hyperparameters (docs/vecchia.md).
-M_PREDICT = 45
-#: Conditionals sampled by the learning stages (None: all): most L-BFGS-B steps are taken
-#: at a few per cent of the full likelihood's cost, and the last stage at a quarter of it
-#: (with all 77,800 it took 14 more evaluations of about 1.7 CPU s each and moved the test
-#: RMSE by less than 0.1 m: docs/vecchia.md).
-SCHEDULE = (2000, 8000, 20000)
+#: Training neighbours per predicted point (GpGp's m, as in the likelihood). At the demo's
+#: learned hyperparameters m = 30, 45 and 60 reach 49.72, 49.68 and 49.73 m (NLPD -1.592 for
+#: all three), and predicting the 82,800 grid points with variance took 1.7, 3.9 and 6.8 CPU
+#: s (benchmarks/results/demo-speed.md); with the hyperparameters learned on 20,000
+#: conditionals 45 had reached 50.0 m where 30 and 60 reached 50.2 m (docs/vecchia.md).
+M_PREDICT = 30
+#: Conditionals sampled by the learning stages (None: all): every L-BFGS-B step is taken at
+#: 1.3 % and then 6.5 % of the full likelihood's cost. Measured on the demo's split
+#: (benchmarks/results/demo-speed.md, seed 0; test RMSE at m_predict 30): (1000, 5000) 49.72 m
+#: in 35 + 10 evaluations and 3.4 learning CPU s; (2000, 8000, 20000), the schedule before,
+#: 49.94 m in 33 + 16 + 13 evaluations and 12.6 CPU s; learning on all 77,800 reached 50.20 m
+#: (docs/vecchia.md). The sample's draw moves the RMSE by about 0.2 m (random_state 1 and 2:
+#: 49.99 and 50.07 m), as much as the schedule does.
+SCHEDULE = (1000, 5000)
 #: Stop a learning stage when an iteration gains less than this many nats per 1 nat of log
 #: likelihood per point (VecchiaGP's tolerance).
 TOLERANCE = 0.01

@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from .. import rowwise
 from .._validation import as_generator, check_matrix, check_positive_int, check_positive_vector
+from ..nearest import MAX_COORDINATE, RADIUS_MARGIN, ScaledTree
 
 __all__ = ["farthest_point_centres", "nearest_centres", "MAX_CENTRES"]
 
@@ -37,8 +37,11 @@ def farthest_point_centres(X, threshold, *, length_scale, first="mean",
     Farthest-point clustering (Wacker & Filippone 2022, Algorithm 1, step 2): start from the
     training mean; while some point is farther than theta from every centre, add the
     farthest one. With u = x / l and the running minimum distance
-    d_i = min_{c in C} |u_i - u_c|, each new centre updates d against itself only, so N_C
-    centres cost O(N N_C d) (docs/local-models.md, "Algorithm 1").
+    d_i = min_{c in C} |u_i - u_c|, each new centre updates d against itself only, and only
+    for the points within the current covering radius of it (one ball query of a k-d tree,
+    :class:`scalegp.nearest.ScaledTree`): N_C centres cost O(N_C (log N + the ball's points))
+    for the updates plus an O(N) argmax each, instead of O(N N_C d) distances
+    (docs/local-models.md, "Algorithm 1").
 
     Parameters
     ----------
@@ -79,6 +82,7 @@ def farthest_point_centres(X, threshold, *, length_scale, first="mean",
     else:
         centres = [X[0]]
         distance = np.linalg.norm(U - U[0], axis=1)
+    tree = ScaledTree(U)                         # U is already in length scales
     while True:
         farthest = int(np.argmax(distance))
         radius = float(distance[farthest])
@@ -92,17 +96,24 @@ def farthest_point_centres(X, threshold, *, length_scale, first="mean",
                 stacklevel=2)
             break
         centres.append(X[farthest])
-        np.minimum(distance, np.linalg.norm(U - U[farthest], axis=1), out=distance)
+        # only points closer to the new centre than ``radius`` (every distance is at most
+        # that) move: one ball query, the rest keep their distance
+        near = tree.within_scaled(U[farthest], radius)
+        distance[near] = np.minimum(distance[near],
+                                    np.linalg.norm(U[near] - U[farthest], axis=1))
     return np.array(centres)
 
 
 def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     """The index of each row's nearest centre in length-scale units, argmin_c |x/l - c/l|.
 
-    Row by row: with u = x / l - o and v = c / l - o, o the centres' mean (a reference of the
-    model, not of X), |u - v|^2 = |u|^2 - 2 u.v + |v|^2, and |u|^2 is common to a row and
-    drops out; the products go through the fixed blocks of :func:`scalegp.rowwise.in_blocks`,
-    so a row's route is that of the row alone, bitwise. Ties go to the lower index.
+    A tree search over the centres (:class:`scalegp.nearest.ScaledTree`, O(log N_C) per
+    row instead of a pass over all centres): each row's two nearest centres by the tree,
+    and where their distances tie to within :data:`~scalegp.nearest.RADIUS_MARGIN` every
+    centre within that reach, compared by |u - v|^2 from the differences; ties go to the
+    lower index. A row's route depends on that row alone; a row too far for the tree
+    (a scaled coordinate above :data:`~scalegp.nearest.MAX_COORDINATE`) is compared with
+    every centre in units of its own size.
 
     Returns
     -------
@@ -112,11 +123,23 @@ def nearest_centres(X, centres, *, length_scale) -> np.ndarray:
     V = _scaled(centres, length_scale, "centres")
     if V.shape[1] != U.shape[1]:
         raise ValueError(f"centres have {V.shape[1]} columns, X has {U.shape[1]}")
-    origin = V.mean(axis=0)
-    V = V - origin
-    V_norm2 = np.einsum("ij,ij->i", V, V)
-
-    def route(rows):
-        with np.errstate(over="ignore", invalid="ignore"):    # a row too far: any centre
-            return np.argmin(V_norm2 - 2.0 * (rows - origin) @ V.T, axis=1)
-    return rowwise.in_blocks(route, U)
+    route = np.zeros(U.shape[0], dtype=np.intp)
+    if V.shape[0] == 1:
+        return route
+    size = np.max(np.abs(U), axis=1, initial=0.0)
+    near = np.flatnonzero(size <= MAX_COORDINATE)
+    for i in np.flatnonzero(size > MAX_COORDINATE):     # too far for the tree: in units of
+        squared = np.sum(((V - U[i]) / size[i]) ** 2, axis=1)    # |u|, no overflow
+        route[i] = np.flatnonzero(squared == squared.min())[0]
+    if near.size == 0:
+        return route
+    tree = ScaledTree(V)
+    distance, index = tree.tree.query(U[near], k=2)
+    route[near] = index[:, 0]
+    tied = np.flatnonzero(distance[:, 1] <= distance[:, 0] * (1.0 + RADIUS_MARGIN) + 1e-300)
+    for i in tied:                               # exact or near ties: the lower index wins
+        u = U[near[i]]
+        candidates = tree.within_scaled(u, distance[i, 1])
+        squared = np.sum((V[candidates] - u) ** 2, axis=1)
+        route[near[i]] = candidates[np.flatnonzero(squared == squared.min())[0]]
+    return route

@@ -12,8 +12,18 @@ points nearest c, so each GP sees a small extent at full resolution (docs/local-
   min_c |x - c| / r_c, until every training point has |x - c| / r_c <= ``overlap`` for some c.
   Distances are measured in units of the starting length scales (x / l), and the cover stays
   fixed while the hyperparameters are learned (the objective is then smooth in theta).
-  Cost O(N N_C d): one distance vector and one partial sort per new centre.
-* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``) or a
+  A k-d tree over the scaled training points (:class:`scalegp.nearest.ScaledTree`, shared
+  with the Vecchia approximation) gives each centre's k nearest points (O(k log N); ties at
+  the k-th distance, common on a grid, go to the lower rows), and
+  the coverage min_c |x - c| / r_c is updated only for the points of one ball query around
+  the new centre (radius: the current worst coverage times r_c, beyond which no point can
+  improve), with the distances by the same formula as a pass over all points: the cover is
+  that of the brute-force O(N N_C d) computation, bitwise (its partial sort chose among
+  points tied at the k-th distance arbitrarily: the members may differ there, the centres
+  and radii do not), plus an O(N) argmax per centre.
+* **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``: it keeps
+  alpha = (K + s2 I)^{-1} y and its rows, and a variance refactorizes K + s2 I on demand,
+  one neighbourhood at a time: :class:`_LocalExactGP`) or a
   low-rank GP of any feature map, with one map for all centres (one draw, one rule) built on
   the neighbourhoods shifted to their centres, x - c: a fixed-basis map (GLF) then covers a
   small box, so few nodes resolve short length scales.
@@ -47,6 +57,7 @@ from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
 from ..stored import Array
+from ..nearest import MAX_COORDINATE, RADIUS_MARGIN, ScaledTree, pairs_within
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
 
@@ -56,8 +67,15 @@ __all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
 #: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
 #: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
 OVERLAP = 0.75
-#: Most centres a cover may have (each keeps an n_neighbors x n_neighbors or m x m system).
-MAX_CENTRES = 20_000
+#: Most centres a cover may have by default: None, no cap. A cover has at most one centre
+#: per training point plus their mean (each new centre is an uncovered training point), and
+#: exact local GPs keep k numbers per centre, not a k x k factor (:class:`_LocalExactGP`),
+#: so the cover's size is bounded by the data; :func:`check_memory` refuses a cover whose
+#: low-rank systems (m x m each) would not fit. The cap was 20,000, set by the kept factors
+#: (2.3 GB for 3,260 exact neighbourhoods of 300 points); in 8-D, where a blend radius holds
+#: few points and the cover needs about one centre per point, it stopped kin40k's cover of
+#: 25,600 points (benchmarks/results/local-fast.md).
+MAX_CENTRES = None
 #: Relative tolerance of :func:`check_cover` (a float32 fit's distances round at 6e-8).
 COVER_TOLERANCE = 1e-5
 
@@ -107,7 +125,7 @@ class Neighborhoods:
 
 
 def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
-          max_centres: int = MAX_CENTRES) -> Neighborhoods:
+          max_centres: int | None = MAX_CENTRES) -> Neighborhoods:
     """The adaptive farthest-point cover of X by neighbourhoods of ``n_neighbors`` points.
 
     Parameters
@@ -119,8 +137,9 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
         The length scales distances are measured in.
     overlap : float in (0, 1), default=OVERLAP
         Every training point ends within ``overlap`` blend radii of a centre.
-    max_centres : int, default=MAX_CENTRES
-        The cover stops there with a warning (some points then have smaller weights).
+    max_centres : int or None, default=MAX_CENTRES (None)
+        The cover stops there with a warning (some points then have smaller weights); None:
+        no cap.
 
     Returns
     -------
@@ -134,23 +153,28 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
     if not 0.0 < overlap < 1.0:
         raise ValueError(f"overlap must lie in (0, 1), got {overlap!r}")
     scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
-    Z = X / scale
+    tree = ScaledTree(X, scale)
+    Z = tree.points
     coverage = np.full(n_samples, np.inf)        # min_c |z - c| / r_c so far
     centres, members, radii = [], [], []
-    centre = Z.mean(axis=0)
+    centre, worst_coverage = Z.mean(axis=0), np.inf
     while True:
-        distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
-        nearest = np.argpartition(distance, n_neighbors - 1)[:n_neighbors]
-        reach = float(distance[nearest].max())
+        nearest = _nearest_members(tree, centre, n_neighbors)
+        reach = float(_distance_to(Z[nearest], centre).max())
         radius = 0.5 * reach if reach > 0 else 1.0
         centres.append(centre * scale)
-        members.append(np.sort(nearest))
+        members.append(nearest)
         radii.append(radius)
-        np.minimum(coverage, distance / radius, out=coverage)
+        # only points closer than worst_coverage radii (every coverage is at most that) can
+        # be covered better by the new centre: one ball query, not a pass over all points
+        rows = (np.arange(n_samples) if not np.isfinite(worst_coverage)
+                else tree.within_scaled(centre, worst_coverage * radius))
+        coverage[rows] = np.minimum(coverage[rows], _distance_to(Z[rows], centre) / radius)
         worst = int(np.argmax(coverage))
-        if coverage[worst] <= overlap:
+        worst_coverage = float(coverage[worst])
+        if worst_coverage <= overlap:
             break
-        if len(centres) == max_centres:
+        if max_centres is not None and len(centres) == max_centres:
             warnings.warn(
                 f"the neighbourhood cover stopped at max_centres = {max_centres}: a training "
                 f"point lies {coverage[worst]:.3g} blend radii from its nearest centre "
@@ -159,6 +183,32 @@ def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
             break
         centre = Z[worst].copy()
     return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
+
+
+def _nearest_members(tree: ScaledTree, centre, k: int) -> np.ndarray:
+    """The k training rows nearest the scaled centre by |z - c| (:func:`_distance_to`), ties
+    at the k-th distance going to the lower rows (on a grid many points tie), increasing.
+
+    The tree gives the k + 1 nearest; when the (k+1)-th is not farther than the k-th (a tie,
+    or one within rounding), every row within the k-th distance is measured and ordered by
+    (distance, row)."""
+    n = tree.n_points
+    near = tree.nearest_scaled(centre, min(n, k + 1))[0]
+    distance = _distance_to(tree.points[near], centre)
+    order = np.argsort(distance, kind="stable")
+    if n <= k:
+        return np.sort(near)
+    reach = distance[order[k - 1]]
+    if distance[order[k]] > reach * (1.0 + RADIUS_MARGIN):
+        return np.sort(near[order[:k]])
+    rows = tree.within_scaled(centre, reach)
+    distance = _distance_to(tree.points[rows], centre)
+    return np.sort(rows[np.lexsort((rows, distance))[:k]])
+
+
+def _distance_to(Z, centre) -> np.ndarray:
+    """|z - c| for every row of Z (the cover's formula: the tree only finds the rows)."""
+    return np.sqrt(np.sum((Z - centre) ** 2, axis=1))
 
 
 def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
@@ -173,7 +223,9 @@ def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
     repeat one centre many times). A radius is at least half the distance of the k-th
     nearest row, so this bounds the number of centres as the fit's rule does. Comparisons
     allow a relative ``tolerance`` (the fit may have computed in float32). Cost
-    O(n_centres (k + n_centres) d + N d), against O(n_centres k^3) for conditioning. Which
+    O(n_centres (k d + log n_centres) + N d): the pairs of centres close enough to break the
+    rule come from a tree search (:func:`scalegp.nearest.pairs_within`), against
+    O(n_centres k^3) for conditioning. Which
     rows each neighbourhood holds is checked afterwards, by the likelihood of the model.
     """
     Z = X / neighborhoods.scale
@@ -192,12 +244,27 @@ def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
         if abs(radii[c] - radius) > tolerance * radius:
             raise ValueError(f"neighbourhood {c} has the blend radius {radii[c]!r}, not half "
                              f"the distance of its farthest row ({radius!r})")
-    chunk = max(1, 2**20 // n_centres)
+    limit = overlap * radii * (1 - tolerance)
+    if np.max(np.abs(C)) <= MAX_COORDINATE:
+        # the pairs of centres within reach from a tree search (O(n_centres log n_centres)),
+        # measured by the differences as below; the first later centre too close is named
+        later, earlier = pairs_within(C, limit, C)
+        keep = earlier < later
+        later, earlier = later[keep], earlier[keep]
+        squared = np.zeros(later.size)
+        for j in range(C.shape[1]):
+            squared += (C[earlier, j] - C[later, j]) ** 2
+        close = np.sqrt(squared) <= limit[earlier]
+        if np.any(close):
+            raise ValueError(f"centre {int(later[close].min())} lies within {overlap} blend "
+                             "radii of an earlier centre, which the cover never chooses")
+        return
+    chunk = max(1, 2**20 // n_centres)          # coordinates too large for the tree
     for start in range(1, n_centres, chunk):
         stop = min(start + chunk, n_centres)
         between = _distances(C[:stop], C[start:stop])          # (stop, stop - start)
         for j, c in enumerate(range(start, stop)):
-            if np.any(between[:c, j] <= overlap * radii[:c] * (1 - tolerance)):
+            if np.any(between[:c, j] <= limit[:c]):
                 raise ValueError(f"centre {c} lies within {overlap} blend radii of an earlier "
                                  "centre, which the cover never chooses")
 
@@ -210,19 +277,52 @@ def _distances(Z, C) -> np.ndarray:
     return np.sqrt(squared)
 
 
+def blend_pairs(neighborhoods: Neighborhoods, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, centres, w~) of the nonzero normalized weights w~_c(x) (module docstring),
+    sorted by row, then centre.
+
+    The centres whose support |x - c| < r_c holds a row come from a tree search
+    (:func:`scalegp.nearest.pairs_within`, O(n log n_centres) for a cover of bounded overlap),
+    and t = |x - c| / r_c is computed on those pairs by the formula of
+    :meth:`Neighborhoods.scaled_distances`; only a row outside every support (weight 1 on
+    its centre of smallest t) is measured against every centre."""
+    X = check_matrix(X, "X", n_dims=neighborhoods.centres.shape[1])
+    Z = X / neighborhoods.scale
+    C = neighborhoods.centres / neighborhoods.scale
+    radius = neighborhoods.blend_radius
+    with np.errstate(over="ignore", invalid="ignore"):   # a row too far: no pair, inf below
+        rows, centres = pairs_within(C, radius, Z)
+        squared = np.zeros(rows.size)
+        for j in range(Z.shape[1]):
+            squared += (Z[rows, j] - C[centres, j]) ** 2
+    t = np.sqrt(squared) / radius[centres]
+    inside = t < 1.0
+    rows, centres, t = rows[inside], centres[inside], t[inside]
+    weights = (1.0 - t ** 2) ** 2
+    outside = np.ones(X.shape[0], dtype=bool)
+    outside[rows] = False
+    if np.any(outside):
+        far = np.flatnonzero(outside)
+        nearest = np.argmin(neighborhoods.scaled_distances(X[far]) / radius, axis=1)
+        rows = np.concatenate([rows, far])
+        centres = np.concatenate([centres, nearest])
+        weights = np.concatenate([weights, np.ones(far.size)])
+        order = np.lexsort((centres, rows))
+        rows, centres, weights = rows[order], centres[order], weights[order]
+    total = np.bincount(rows, weights=weights, minlength=X.shape[0])
+    return rows, centres, weights / total[rows]
+
+
 def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
-    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres).
+    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres)
+    (:func:`blend_pairs` as a dense matrix).
 
     A row outside every support gets weight 1 on its centre of smallest t (module docstring).
     """
-    t = neighborhoods.scaled_distances(X) / neighborhoods.blend_radius
-    weights = np.where(t < 1.0, (1.0 - np.minimum(t, 1.0) ** 2) ** 2, 0.0)
-    total = weights.sum(axis=1)
-    outside = total == 0
-    if np.any(outside):
-        weights[outside, np.argmin(t[outside], axis=1)] = 1.0
-        total[outside] = 1.0
-    return weights / total[:, None]
+    rows, centres, weights = blend_pairs(neighborhoods, X)
+    dense = np.zeros((np.shape(X)[0], neighborhoods.n_centres))
+    dense[rows, centres] = weights
+    return dense
 
 
 class _Shifted:
@@ -240,6 +340,36 @@ class _Shifted:
     def predict(self, X, return_var=False):
         return self.posterior.predict(X - self.centre, return_var=return_var,
                                       diag_correction=self.diag_correction)
+
+
+class _LocalExactGP:
+    """An exact local GP that keeps its coefficients alpha = (K + s2 I)^{-1} y and its
+    training rows, not its k x k Cholesky factor: the mean k(x, X_N) alpha needs alpha only,
+    and a variance refactorizes K + s2 I on demand, by the same computation as the fit
+    (:meth:`scalegp.engine.exact.ExactPosterior.fit`), so predictions are those of the kept
+    factor, bitwise. A fitted model then holds O(n_centres k) numbers instead of
+    O(n_centres k^2) (2.3 GB for the relief map's 3,260 neighbourhoods of 300 points), and
+    a prediction with variance holds one factor at a time."""
+
+    def __init__(self, posterior, rows, X, y):
+        self.kernel, self.noise_variance = posterior.kernel, posterior.noise_variance
+        self.alpha, self.rows = posterior.alpha, rows
+        self.log_marginal_likelihood, self.jitter = (posterior.log_marginal_likelihood,
+                                                     posterior.jitter)
+        self._X, self._y = X, y
+
+    def posterior(self, *, factor: bool = True):
+        """The exact posterior of the neighbourhood (refactorized with ``factor``; else
+        without its factor, which only a variance reads)."""
+        X = check_matrix(self._X[self.rows], "X")
+        if factor:
+            return exact.ExactPosterior.fit(self.kernel, self.noise_variance, X,
+                                            self._y[self.rows])
+        return exact.ExactPosterior(self.kernel, self.noise_variance, X, None, self.alpha,
+                                    self.log_marginal_likelihood, self.jitter)
+
+    def predict(self, X, return_var: bool = False):
+        return self.posterior(factor=return_var).predict(X, return_var=return_var)
 
 
 class NeighborhoodLikelihood:
@@ -319,6 +449,9 @@ class NeighborhoodLikelihood:
                 posterior = self._local_objective(c).posterior(theta)
                 if self.feature_map is not None:
                     posterior = _Shifted(posterior, self.neighborhoods.centres[c])
+                else:                   # alpha kept, the k x k factor dropped
+                    posterior = _LocalExactGP(posterior, self.neighborhoods.members[c],
+                                              self.X, self.y)
                 locals_.append(posterior)
                 if c not in self.learning_centres:   # not needed again: free its memory
                     self._objectives.pop(c, None)
@@ -388,11 +521,11 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
 
     @property
     def memory_bytes(self) -> int:
-        """Bytes of the local systems: a k x k factor, k inputs and alpha per exact local GP;
-        an m x m factor and beta per low-rank one."""
+        """Bytes of the local systems: alpha and the row indices per exact local GP (its
+        factor is recomputed on demand: :class:`_LocalExactGP`); an m x m factor and beta
+        per low-rank one."""
         if self.feature_map is None:
-            return int(sum(p.cholesky_factor.nbytes + p.X_train.nbytes + p.alpha.nbytes
-                           for p in self.local_posteriors))
+            return int(sum(p.alpha.nbytes + p.rows.nbytes for p in self.local_posteriors))
         m = self.feature_map.n_components
         return 8 * (m * m + m) * len(self.local_posteriors)
 
@@ -475,16 +608,16 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
     def _blend(self, X, return_var: bool, chunk_size: int):
         """(sum_c w~_c mu_c, sum_c w~_c (v_c + mu_c^2) or None) at the rows of X.
 
-        The weights come ``chunk_size`` rows at a time (an O(chunk n_centres) matrix); each
-        centre then predicts all its rows of the batch in one call, and each row adds its
+        The weights come ``chunk_size`` rows at a time (:func:`blend_pairs`: a tree search,
+        and only the nonzero weights kept); each centre then predicts all its rows in one
+        call (an exact local GP refactorizes once per call for a variance), and each row adds its
         centres' terms in the centres' order: a row's value is the one it has alone."""
         rows, centres, weights = [], [], []
         for start in range(0, X.shape[0], chunk_size):
-            chunk_weights = blend_weights(self.neighborhoods, X[start:start + chunk_size])
-            row, centre = np.nonzero(chunk_weights)
+            row, centre, weight = blend_pairs(self.neighborhoods, X[start:start + chunk_size])
             rows.append(row + start)
             centres.append(centre)
-            weights.append(chunk_weights[row, centre])
+            weights.append(weight)
         rows, centres, weights = (np.concatenate(part) for part in (rows, centres, weights))
         order = np.argsort(centres, kind="stable")          # by centre, rows ascending
         rows, centres, weights = rows[order], centres[order], weights[order]
@@ -513,13 +646,16 @@ def describe_cover(neighborhoods: Neighborhoods) -> str:
 
 def required_bytes(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
                    itemsize: int = 8) -> int:
-    """Bytes a fitted neighbourhood model keeps: per centre, a k x k Cholesky factor, its k
-    inputs and k coefficients (exact local GPs), or an m x m factor and m coefficients
-    (low-rank ones, float64 whatever ``itemsize``, which sizes the exact GPs' inputs)."""
+    """Bytes a fitted neighbourhood model needs: for exact local GPs, k coefficients and k
+    row indices per centre kept, and the one neighbourhood conditioned at a time (its k x k
+    kernel matrix and factor, its k inputs: :class:`_LocalExactGP`); for low-rank ones an
+    m x m factor and m coefficients per centre (float64 whatever ``itemsize``, which sizes
+    the exact GPs' inputs)."""
     if feature_map is None:
         n_dims = neighborhoods.centres.shape[1]
-        return int(sum(8 * len(rows) * (len(rows) + 1) + itemsize * len(rows) * n_dims
-                       for rows in neighborhoods.members))
+        sizes = np.array([len(rows) for rows in neighborhoods.members], dtype=np.int64)
+        largest = int(sizes.max()) if sizes.size else 0
+        return int(16 * sizes.sum() + 16 * largest * largest + itemsize * largest * n_dims)
     m = feature_map.n_components
     return 8 * (m * m + m) * neighborhoods.n_centres
 

@@ -151,7 +151,8 @@ class VecchiaGP:
     # ----------------------------------------------------------------- fitting
     def _structure(self, length_scale) -> VecchiaStructure:
         return build_structure(self.X_train_, length_scale, self.m, ordering=self.ordering,
-                               grouping=self.grouping, rng=self.random_state)
+                               grouping=self.grouping, rng=self.random_state,
+                               n_jobs=self.n_jobs)
 
     def fit(self, X, y, *, learn: bool = True) -> VecchiaGP:
         """Learn the hyperparameters on (X, y) (module docstring), or keep them

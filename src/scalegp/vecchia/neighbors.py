@@ -41,13 +41,15 @@ from scipy.spatial import cKDTree
 from .._validation import check_matrix, check_positive_int
 
 
-def ordered_neighbors(U_ordered, m: int) -> np.ndarray:
+def ordered_neighbors(U_ordered, m: int, *, n_jobs: int = 1) -> np.ndarray:
     """c(i) of every position i of the ordered scaled inputs, shape (N, m), -1 padded.
 
     Row i holds the (at most) m nearest points among positions 0..i-1, nearest first
-    (ties in distance broken by the tree)."""
+    (ties in distance broken by the tree). ``n_jobs`` threads share each stage's tree
+    queries (the same sets)."""
     U = check_matrix(U_ordered, "U_ordered")
     m = check_positive_int(m, "m")
+    n_jobs = check_positive_int(n_jobs, "n_jobs")
     n = U.shape[0]
     neighbors = np.full((n, m), -1, dtype=np.intp)
     head = min(n, m + 1)
@@ -61,7 +63,7 @@ def ordered_neighbors(U_ordered, m: int) -> np.ndarray:
         todo = np.arange(start, stop)
         k = min(stop, 2 * m + 2)
         while todo.size:
-            _, idx = tree.query(U[todo], k=k)
+            _, idx = tree.query(U[todo], k=k, workers=n_jobs)
             idx = idx.reshape(todo.size, k)
             before = idx < todo[:, None]
             enough = before.sum(axis=1) >= m

@@ -122,9 +122,8 @@ def grid_maximin_order(U) -> np.ndarray:
         cells = np.floor((U[remaining] - low) / side).astype(np.int64)
         taken = np.floor((chosen - low) / side).astype(np.int64)
         # cube ids shared by the remaining and the earlier points
-        keys, inverse = np.unique(np.vstack([taken, cells]), axis=0, return_inverse=True)
-        inverse = inverse.ravel()
-        occupied = np.zeros(len(keys), dtype=bool)
+        inverse = _cube_ids(np.vstack([taken, cells]), 2 ** level + 1)
+        occupied = np.zeros(int(inverse.max()) + 1 if inverse.size else 0, dtype=bool)
         occupied[inverse[:len(taken)]] = True
         cube = inverse[len(taken):]
         free = ~occupied[cube]
@@ -150,6 +149,20 @@ def grid_maximin_order(U) -> np.ndarray:
         remaining = remaining[keep]
     parts.append(remaining)
     return np.concatenate(parts).astype(np.intp)
+
+
+def _cube_ids(cells, n_cells: int) -> np.ndarray:
+    """Consecutive ids of the distinct rows of ``cells`` (integers in [0, n_cells)), in the
+    rows' lexicographic order: one integer key per row, c_0 n^(d-1) + ... + c_{d-1}, sorted
+    in 1-D (numpy's unique of rows sorts a row view, several times slower), or the rows
+    themselves when the key would overflow int64."""
+    n_dims = cells.shape[1]
+    if n_dims * np.log2(float(n_cells)) < 62:
+        key = np.zeros(cells.shape[0], dtype=np.int64)
+        for j in range(n_dims):
+            key = key * n_cells + cells[:, j]
+        return np.unique(key, return_inverse=True)[1].ravel()
+    return np.unique(cells, axis=0, return_inverse=True)[1].ravel()
 
 
 def coordinate_order(U, coordinate: int | None = None) -> np.ndarray:

@@ -32,7 +32,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from scipy.spatial import cKDTree
 from threadpoolctl import threadpool_limits
 
 from .._validation import (
@@ -45,12 +44,15 @@ from .._validation import (
 from .. import linalg
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel
+from ..nearest import ScaledTree
 from .ordering import scaled_inputs
 
 #: Largest test set :func:`predict_joint` accepts (its factor F is n x n).
 MAX_JOINT = 5000
-#: Test points per batch (one thread's work at a time).
-POINTS_PER_TASK = 256
+#: Test points per batch (one thread's work at a time). Predicting the relief grid (82,800
+#: points, m = 45, one thread) took 3.2-3.4 CPU s in batches of 32 or 64, 3.6 in 128, 3.8 in
+#: 256 and 4.3-4.5 in 512 (benchmarks/results/demo-speed.md): a batch's arrays stay in cache.
+POINTS_PER_TASK = 64
 
 
 def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m):
@@ -75,9 +77,8 @@ def training_neighbors(kernel: Kernel, X_train, X_test, m: int, *,
                        n_jobs: int = 1) -> np.ndarray:
     """Rows of the m nearest training points to each test point in the scaling x / l,
     shape (n_test, m), nearest first (``n_jobs`` threads in the tree's query)."""
-    tree = cKDTree(scaled_inputs(X_train, kernel.length_scale))
-    _, idx = tree.query(scaled_inputs(X_test, kernel.length_scale), k=m, workers=n_jobs)
-    return np.asarray(idx, dtype=np.intp).reshape(len(X_test), m)
+    tree = ScaledTree(X_train, kernel.length_scale)      # shared with scalegp.local
+    return tree.nearest(X_test, m, workers=n_jobs)
 
 
 def _bordered(K, y_N, noise_variance):

@@ -39,18 +39,18 @@ class VecchiaStructure:
 
 def build_structure(X, length_scale, m: int, *, ordering: str = "maximin",
                     grouping: bool = True, exponent: float = 2.0, rng=None,
-                    coordinate: int | None = None) -> VecchiaStructure:
+                    coordinate: int | None = None, n_jobs: int = 1) -> VecchiaStructure:
     """Order the rows of X in the scaling x / ``length_scale``, find each point's m nearest
     previously ordered points, and group them into blocks (``grouping=False``: one block
     per point, the ungrouped Vecchia approximation).
 
-    Costs O(N log N) for the maximin ordering, O(N m log N) for the neighbours and
-    O(N m) for the grouping; memory O(N m)."""
+    Costs O(N log N) for the maximin ordering, O(N m log N) for the neighbours (``n_jobs``
+    threads in the tree queries) and O(N m) for the grouping; memory O(N m)."""
     X = check_matrix(X, "X")
     m = check_positive_int(m, "m")
     U = scaled_inputs(X, length_scale)
     order = order_points(U, ordering, rng=rng, coordinate=coordinate)
-    neighbors = ordered_neighbors(U[order], m)
+    neighbors = ordered_neighbors(U[order], m, n_jobs=n_jobs)
     blocks = grouped_blocks(neighbors, exponent=exponent) if grouping else \
         singleton_blocks(neighbors)
     scale = np.broadcast_to(np.asarray(length_scale, dtype=float).ravel(),
