@@ -123,6 +123,9 @@ class Pilot:
     var: np.ndarray             # and variance, noise included
     rmse: float                 # of the exact GP on the held-back rows
     family: object = "gaussian"  # the kernel family (name or Kernel) it was started from
+    #: Evaluations of all its starts (``seconds`` is their time: the cost model's
+    #: calibration); ``evaluations`` is the best start's, what a candidate's learning costs.
+    total_evaluations: int = 0
 
     @property
     def length_scale(self) -> np.ndarray:
@@ -253,9 +256,11 @@ def pilot_kernel(kernel, n_dims: int):
     return kernel
 
 
-def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian") -> Pilot:
+def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian",
+              family=None) -> Pilot:
     """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y),
-    from each start of ``PILOT_STARTS`` (a kernel name) or from the kernel given."""
+    from each start of ``PILOT_STARTS`` (a kernel name) or from the kernel given (then
+    ``family`` names its family, recorded in the pilot)."""
     n = X.shape[0]
     rows = rng.permutation(n)[:min(n, max_rows)]
     n_hold = max(1, int(round(HOLDOUT_FRACTION * rows.size)))
@@ -275,8 +280,9 @@ def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian") -> Pilot
     mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
     rmse = float(np.sqrt(np.mean((mean - y[holdout]) ** 2)))
     return Pilot(model.kernel_, float(model.noise_variance_), train, holdout,
-                 sum(fit.optimization_result_.n_evaluations for fit in fits), seconds, mean,
-                 std ** 2, rmse, kernel)
+                 model.optimization_result_.n_evaluations, seconds, mean, std ** 2, rmse,
+                 kernel if family is None else family,
+                 sum(fit.optimization_result_.n_evaluations for fit in fits))
 
 
 def kernel_families(kernel) -> tuple:
@@ -297,8 +303,15 @@ def _best_pilot(Xs, ys, rng, families) -> tuple[Pilot, str]:
     """The pilot of each kernel family on the same rows, and the one of lowest NLPD on the
     held-back rows (with a note saying so when there was a choice)."""
     seed = int(rng.integers(2**31))
-    pilots = [run_pilot(Xs, ys, np.random.default_rng(seed), kernel=family)
-              for family in families]
+    first = run_pilot(Xs, ys, np.random.default_rng(seed), kernel=families[0])
+    # the other families start once, from the first's length scales (not from every start)
+    pilots = [first] + [
+        run_pilot(Xs, ys, np.random.default_rng(seed), family=family,
+                  kernel=pilot_kernel(family, Xs.shape[1]).with_params(
+                      length_scale=np.clip(first.length_scale,
+                                           *kernels.DEFAULT_LENGTH_SCALE_BOUNDS))
+                  if isinstance(family, str) else family)
+        for family in families[1:]]
     scores = [_holdout_nlpd(p, ys) for p in pilots]
     best = int(np.argmin(scores))
     if len(pilots) == 1:
@@ -610,7 +623,8 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         if why:
             notes.append(why)
     rate = auto_costs.machine_rate() if rate is None else float(rate)
-    slowdown = auto_costs.calibrate(pilot.train.size, X.shape[1], pilot.evaluations,
+    slowdown = auto_costs.calibrate(pilot.train.size, X.shape[1],
+                                    max(pilot.total_evaluations, pilot.evaluations),
                                     pilot.seconds, rate)
     found = candidates(Xs, pilot, rate, slowdown, rng)
     left = time_budget - (time.perf_counter() - started)
