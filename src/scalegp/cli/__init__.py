@@ -1,9 +1,9 @@
 """The ``scalegp`` command line: fit, predict, evaluate, list, demo, experiment.
 
-Exit codes: 0 on success; 1 when the computation ran but its result is not finite (a fit
-or prediction that overflowed, :class:`~scalegp.errors.NonFiniteResultError`; nothing is
-written); 2 for every other error, printed as one line on stderr (``--debug`` shows the
-traceback); 130 when interrupted. Warnings (e.g. the fit diagnostics: optimizer not
+Exit codes (docs/guide/cli.md, "Exit codes"): 0 on success; 1 when the computation ran but
+its result is not finite (a fit or prediction that overflowed,
+:class:`~scalegp.errors.NonFiniteResultError`; nothing is written); 2 for every other error,
+printed as one line on stderr (``--debug`` shows the traceback); 130 when interrupted. Warnings (e.g. the fit diagnostics: optimizer not
 converged, worse than a noise-only model) are printed as ``scalegp COMMAND: warning: ...``
 lines, each text once. Progress bars (tqdm) appear on long work when stderr is a terminal,
 unless ``--quiet``.
@@ -190,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=differences_epilog(),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     data = fit.add_argument_group("data")
-    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file, or - for CSV on standard "
+                      "input (read once into memory, where the fit's passes parse it; the "
+                      "binary formats need a file, and so does --dask-scheduler)")
     data.add_argument("--target", required=True, help="target column: name or 0-based index")
     data.add_argument("--noise-variance-column", metavar="COLUMN",
                       help="a column of known per-row noise variances (measurement errors, "
@@ -277,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog=differences_epilog(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     data = evaluate.add_argument_group("data")
-    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file, or - for CSV on standard "
+                      "input (read once into memory)")
     data.add_argument("--target", required=True, help="target column: name or 0-based index")
     data.add_argument("--drop-missing", action="store_true",
                       help="drop rows with missing values instead of failing (default: off)")
