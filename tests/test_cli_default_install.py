@@ -127,6 +127,8 @@ def test_fit_on_a_terminal_needs_only_the_default_install(tmp_path, model):
     assert code == 0, terminal
     assert "ModuleNotFoundError" not in terminal and "error" not in terminal.lower(), terminal
     assert "summary pass" in terminal, terminal     # a tqdm bar was drawn on the terminal
+    # no message runs into a bar: each starts on a line of its own (tqdm.write)
+    assert re.search(r"(rows|it)/s\][^\s\x1b]", terminal) is None, repr(terminal)
     assert (tmp_path / "m.npz").is_file()
 
 
