@@ -6,7 +6,8 @@ A predictive distribution is calibrated when its central p-intervals hold a frac
 new observations. :func:`scalegp.plot.plot_calibration` draws that coverage on held-out data
 against p. Three models of the same data: the exact GP on a subsample, Gauss-Legendre
 features on all training points with learned hyperparameters, and the same model with its
-noise variance set ten times too small, whose intervals are too narrow.
+noise variance set ten times too small, whose intervals are too narrow (its fit says that
+it explains the data worse than white noise: the ``FitQualityWarning`` line).
 """
 
 import matplotlib.pyplot as plt
