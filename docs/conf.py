@@ -74,7 +74,11 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_static_path = []
+# Pages without sub-pages have no section navigation: no empty left sidebar for them.
+html_sidebars = {"index": [], "getting-started": [], "choosing": []}
+# Layout fixes for what the screenshots showed (clipped long titles, code in tables).
+html_static_path = ["_static"]
+html_css_files = ["scalegp.css"]
 
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
@@ -97,6 +101,15 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 if "SCALEGP_UCI_DIR" not in os.environ and (ROOT.parent / "shared" / "data" / "uci").is_dir():
     os.environ["SCALEGP_UCI_DIR"] = str(ROOT.parent / "shared" / "data" / "uci")
 warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
+
+
+# A warning an example draws is shown on its page as a user sees it on the command line,
+# "CATEGORY: message", without the build machine's file path and source line.
+def _format_warning(message, category, filename, lineno, line=None):
+    return f"{category.__name__}: {message}\n"
+
+
+warnings.formatwarning = _format_warning
 
 
 # -- Plain-text formulas in docstrings ------------------------------------------------------

@@ -23,7 +23,7 @@ y = np.sin(2 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.1 * rng.standard_normal(len(X)
 
 # the length-scale box Theta the Gauss-Legendre rule is built for (docs/gauss-legendre.md)
 kernel = sg.Gaussian(length_scale=[1.0, 1.0], length_scale_bounds=(0.4, 2.0),
-                     variance_bounds=(0.1, 10.0))
+                     variance_bounds=(0.1, 100.0))
 options = dict(approximation=sg.Features("glf", n_components=1024), kernel=kernel,
                noise_variance=0.01, noise_variance_bounds=(1e-4, 1.0), normalize_X=False)
 

@@ -20,12 +20,15 @@ rng = np.random.default_rng(0)
 X = np.sort(rng.uniform(-4, 4, size=(300, 1)), axis=0)
 y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(5 * X[:, 0]) + 0.1 * rng.standard_normal(len(X))
 
+# length scales in the units of x (normalize_X=False): the box (0.3, 3) holds the function's
+# scale (about 0.5), and the 64 nodes resolve the kernel over all of it
 kernel = sg.Gaussian(length_scale=1.0, length_scale_bounds=(0.3, 3.0),
                      variance_bounds=(0.1, 10.0))
-glf = sg.LowRankGPRegressor(kernel=kernel,
-                            noise_variance=0.01, noise_variance_bounds=(1e-4, 1.0), approximation=make_approximation("glf", n_components=64)).fit(X, y)
-exact = sg.ExactGPRegressor(kernel=kernel, noise_variance=0.01,
-                            noise_variance_bounds=(1e-4, 1.0)).fit(X, y)
+options = dict(kernel=kernel, normalize_X=False, noise_variance=0.01,
+               noise_variance_bounds=(1e-4, 1.0))
+glf = sg.LowRankGPRegressor(approximation=make_approximation("glf", n_components=64),
+                            **options).fit(X, y)
+exact = sg.ExactGPRegressor(**options).fit(X, y)
 
 for name, model in (("GLF, 64 features", glf), ("exact GP", exact)):
     print(f"{name:17s} length scale {model.kernel_.length_scale[0]:.4f}  "

@@ -32,7 +32,8 @@ held_out = np.all(np.abs(X - centre) < 1.5, axis=1)
 X_train, y_train = X[~held_out], y[~held_out]
 
 model = sg.LowRankGPRegressor(approximation="exact", kernel="matern52",
-                              normalize_X=True, normalize_y=True, random_state=0, local=Neighbors(n_neighbors=100, learning_centers=16))
+                              local=Neighbors(n_neighbors=100, learning_centers=16),
+                              normalize_X=True, normalize_y=True, random_state=0)
 model.fit(X_train, y_train)
 rmse = np.sqrt(np.mean((model.predict(X[held_out]) - y[held_out]) ** 2))
 print(f"{len(y_train)} training points, {model.n_centres_} centres; test RMSE on the "

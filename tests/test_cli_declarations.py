@@ -161,3 +161,30 @@ def test_every_option_has_help_with_its_default(command):
         if action.option_strings and not action.required:
             text = action.help % {"default": action.default} if "%(" in action.help else action.help
             assert "default" in text, f"{command} {action.option_strings} shows no default"
+
+
+#: The option groups of each command's --help (issue 28, item 4), in order; every option of
+#: the command lies in one of them except the ones all commands share (COMMON).
+GROUPS = {
+    "fit": ["data", "model", "choosing the model (--approximation auto)",
+            "Vecchia (--approximation vecchia)", "local models (--local)", "kernel", "learning",
+            "sampler (--sampler gibbs)", "distributed (--dask-scheduler)", "output"],
+    "evaluate": ["data", "model", "kernel", "learning"],
+    "predict": ["data", "prediction", "output"],
+}
+COMMON = {"-h", "--quiet", "--debug", "--seed"}
+
+
+@pytest.mark.parametrize("command", sorted(GROUPS))
+def test_every_option_lies_in_its_group(command):
+    parser = _subparsers()[command]
+    named = [group for group in parser._action_groups if group._group_actions
+             and group.title not in ("options", "optional arguments", "positional arguments")]
+    assert [group.title for group in named] == GROUPS[command]
+    loose = [action.option_strings[0] if action.option_strings else action.dest
+             for group in parser._action_groups if group not in named
+             for action in group._group_actions]
+    assert set(loose) == COMMON, f"{command}: options outside the groups: {set(loose) - COMMON}"
+    rendered = parser.format_help()
+    for title in GROUPS[command]:
+        assert f"\n{title}:\n" in rendered

@@ -32,6 +32,7 @@ def test_site_builds_without_warnings(tmp_path):
                     ignore=shutil.ignore_patterns("_build", "generated", "auto_examples",
                                                   "sg_execution_times.rst"))
     shutil.copytree(ROOT / "examples", source / "examples")
+    shutil.copy(ROOT / "README.md", source / "README.md")      # the home page includes its quick start
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info"))
     out = tmp_path / "html"
     env = {**os.environ, "SCALEGP_DOCS_EXAMPLES": r"/plot_glf_vs_exact_1d",
@@ -50,3 +51,6 @@ def test_site_builds_without_warnings(tmp_path):
     ran = (out / "auto_examples" / "plot_glf_vs_exact_1d.html").read_text(encoding="utf-8")
     assert "sphx_glr_plot_glf_vs_exact_1d_001.png" in ran
     assert "log p(y)" in ran                            # its printed output is on the page
+    home = (out / "index.html").read_text(encoding="utf-8")
+    assert "time_budget" in home and "selection_" in home      # the README's quick start
+    assert (out / "_static" / "scalegp.css").is_file() and "scalegp.css" in home

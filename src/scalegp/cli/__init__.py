@@ -1,9 +1,9 @@
 """The ``scalegp`` command line: fit, predict, evaluate, list, demo, experiment.
 
-Exit codes: 0 on success; 1 when the computation ran but its result is not finite (a fit
-or prediction that overflowed, :class:`~scalegp.errors.NonFiniteResultError`; nothing is
-written); 2 for every other error, printed as one line on stderr (``--debug`` shows the
-traceback); 130 when interrupted. Warnings (e.g. the fit diagnostics: optimizer not
+Exit codes (docs/guide/cli.md, "Exit codes"): 0 on success; 1 when the computation ran but
+its result is not finite (a fit or prediction that overflowed,
+:class:`~scalegp.errors.NonFiniteResultError`; nothing is written); 2 for every other error,
+printed as one line on stderr (``--debug`` shows the traceback); 130 when interrupted. Warnings (e.g. the fit diagnostics: optimizer not
 converged, worse than a noise-only model) are printed as ``scalegp COMMAND: warning: ...``
 lines, each text once. Progress bars (tqdm) appear on long work when stderr is a terminal,
 unless ``--quiet``.
@@ -190,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=differences_epilog(),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     data = fit.add_argument_group("data")
-    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file, or - for CSV on standard "
+                      "input (read once into memory, where the fit's passes parse it; the "
+                      "binary formats need a file, and so does --dask-scheduler)")
     data.add_argument("--target", required=True, help="target column: name or 0-based index")
     data.add_argument("--noise-variance-column", metavar="COLUMN",
                       help="a column of known per-row noise variances (measurement errors, "
@@ -242,19 +244,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     predict = sub.add_parser("predict", parents=[common], help="predict with a saved model",
                              description=COLUMN_RULE)
-    predict.add_argument("model", help="a model file written by `scalegp fit` (.npz)")
-    predict.add_argument("data", help="CSV, .npy, .npz or Parquet file of inputs, or - for "
+    data = predict.add_argument_group("data")
+    data.add_argument("model", help="a model file written by `scalegp fit` (.npz)")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file of inputs, or - for "
                          "CSV on standard input")
-    predict.add_argument("--out", default="-", metavar="FILE.csv",
+    _add_header_option(data)
+    prediction = predict.add_argument_group("prediction")
+    output = predict.add_argument_group("output")
+    output.add_argument("--out", default="-", metavar="FILE.csv",
                          help="predictions to write (.csv, columns mean and std); must not be "
                               "the model or the data. Without --out, or with --out -, the CSV "
                               "goes to standard output (nothing else does: messages go to "
                               "stderr; after an error, exit code not 0, the rows written so "
                               "far may be incomplete). " + OUT_RULES + " (default: -)")
-    predict.add_argument("--include-noise", action="store_true",
+    prediction.add_argument("--include-noise", action="store_true",
                          help="std of a new noisy observation instead of the latent function "
                               "(default: off)")
-    predict.add_argument("--diag-correction", action=argparse.BooleanOptionalAction,
+    prediction.add_argument("--diag-correction", action=argparse.BooleanOptionalAction,
                          default=None,
                          help="global low-rank models (predict's diag_correction): add the "
                               "prior variance the model misses, max(k(x, x) - q(x, x), 0), "
@@ -262,14 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
                               "subset-of-regressors std, which vanishes away from Nystrom "
                               "knots); default: the model's own, on for nystrom and "
                               "random-projection and for the fitc and vfe objectives")
-    predict.add_argument("--plot", default=None, metavar="FILE.png",
+    output.add_argument("--plot", default=None, metavar="FILE.png",
                          help="also draw the predictions for the table's rows (.png): one "
                               "input, the mean and 95 %% band with the rows as points; two "
                               "inputs, maps of mean and std; more, a calibration plot if the "
                               "table has the model's target column, else the learned length "
                               "scales. Checked before any work, like --out. " + OUT_RULES
                               + " (default: no figure)")
-    _add_header_option(predict)
     predict.set_defaults(handler=command_predict)
 
     evaluate = sub.add_parser("evaluate", parents=[common],
@@ -277,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog=differences_epilog(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     data = evaluate.add_argument_group("data")
-    data.add_argument("data", help="CSV, .npy, .npz or Parquet file")
+    data.add_argument("data", help="CSV, .npy, .npz or Parquet file, or - for CSV on standard "
+                      "input (read once into memory)")
     data.add_argument("--target", required=True, help="target column: name or 0-based index")
     data.add_argument("--drop-missing", action="store_true",
                       help="drop rows with missing values instead of failing (default: off)")

@@ -9,6 +9,8 @@ import sys
 import warnings
 from contextlib import contextmanager
 
+from tqdm import tqdm
+
 from ..data.sources import ProgressBars
 
 
@@ -31,9 +33,15 @@ def _parse_options(pairs) -> dict:
     return options
 
 
+def _to_stderr(text: str) -> None:
+    """A message on stderr above the progress bars: ``tqdm.write`` clears the bars drawn
+    there, prints, and draws them again, so that a message never runs into a bar."""
+    tqdm.write(text, file=sys.stderr)
+
+
 def _log(args, message: str) -> None:
     if not args.quiet:
-        print(message, file=sys.stderr)
+        _to_stderr(message)
 
 
 @contextmanager
@@ -60,7 +68,7 @@ def _warnings_as_lines(args):
         text = " ".join(str(message).split())
         if text not in seen:
             seen.add(text)
-            print(f"scalegp {args.command}: warning: {text}", file=sys.stderr)
+            _to_stderr(f"scalegp {args.command}: warning: {text}")
 
     with warnings.catch_warnings():
         warnings.simplefilter("always")

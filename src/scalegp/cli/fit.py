@@ -9,6 +9,7 @@ import time
 from .. import features, kernels
 from .._memory import peak_resident_bytes
 from .._output import MODEL_SUFFIXES, check_output_path
+from ..data.readers import STDIN
 from ..data.sources import PassReporter, open_source, to_arrays
 from ..estimators.base import fits_data_sources
 from ..estimators.configuration import make_approximation, make_local, resolve
@@ -36,19 +37,26 @@ FLOAT32_MIN_NOISE_VARIANCE = 1e-2
 
 def _training_source(args, progress, dtype=None):
     """The training file as a streaming source, after its summary pass (which checks every
-    row by the rules of :mod:`scalegp.data.sources` and counts the dropped ones)."""
+    row by the rules of :mod:`scalegp.data.sources` and counts the dropped ones). DATA ``-``
+    is CSV on standard input, read once into memory, where every pass parses it
+    (:func:`scalegp.data.readers.read_standard_input`)."""
     source = open_source(args.data, args.target,
                          noise_variance_column=getattr(args, "noise_variance_column", None),
                          header=args.header, drop_missing=args.drop_missing, dtype=dtype)
+    name = source.reader.path
     if not source.reader.has_header:       # the rule decided: say how the first line was read
-        _log(args, f"{args.data}: {_describe_header(source.reader)}")
+        _log(args, f"{name}: {_describe_header(source.reader)}")
     summary = (source if progress is None else PassReporter(source, progress)).summary()
     if source.n_dropped:
         _log(args, f"dropped {source.n_dropped} row(s) with missing values")
     if summary.n_samples < 2:
-        raise CommandError(f"{args.data}: need at least 2 complete rows, got "
-                           f"{summary.n_samples}")
+        raise CommandError(f"{name}: need at least 2 complete rows, got {summary.n_samples}")
     return source
+
+
+def _inputs(args) -> tuple:
+    """The files the command reads, which its outputs must not be (standard input is none)."""
+    return () if args.data == STDIN else (args.data,)
 
 
 def _table_columns(source):
@@ -163,7 +171,7 @@ def _memory_report(estimator) -> str:
 # --------------------------------------------------------------------------- commands
 def command_fit(args) -> None:
     from ..io import save
-    check_output_path(args.out, inputs=(args.data,), suffixes=MODEL_SUFFIXES)
+    check_output_path(args.out, inputs=_inputs(args), suffixes=MODEL_SUFFIXES)
     options.fill_approximation(args)
     if args.dask_scheduler is not None:
         _fit_on_dask(args)
@@ -220,6 +228,10 @@ def command_fit(args) -> None:
 def _refuse_on_dask(args) -> None:
     """--dask-scheduler fits low-rank models whose passes are sums over rows; the models that
     hold their rows (exact, local, Gibbs) and maps built from the rows are refused."""
+    if args.data == STDIN:
+        raise CommandError("--dask-scheduler does not take DATA - (standard input): the "
+                           "workers read the file themselves, at its path, in blocks by "
+                           "byte offset; write the data to a file they can read and name it")
     if options.approximation_name(args.approximation) == "vecchia":
         raise CommandError("--dask-scheduler does not take --approximation vecchia: the "
                            "Vecchia model holds its training rows, and its Dask path is the "

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .._output import CSV_SUFFIXES, PNG_SUFFIXES, check_output_path
-from ..data.readers import STDIN, open_reader, select_columns
+from ..data.readers import STDIN, open_reader, read_standard_input, select_columns
 from ..data.sources import checked_blocks, gather_rows
 from ..data.tables import write_csv_blocks, write_csv_rows
 from ..engine.noise import power_of_two_scale
@@ -36,7 +36,7 @@ def command_predict(args) -> None:
         require_matplotlib("--plot")
     model = load(args.model)
     variance = _variance_option(args, model)
-    content = sys.stdin.buffer.read() if from_stdin else None     # read once, parsed twice
+    content = read_standard_input() if from_stdin else None     # read once, parsed twice
     reader, columns = _prediction_columns(args, model, load_table_columns(args.model), content)
     names = ["mean", "std"]
     if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too

@@ -62,18 +62,54 @@ class TableError(ValueError):
 
 #: The path that names standard input (CSV only: it is read once, into memory).
 STDIN = "-"
+#: How a binary table file starts (its magic bytes), and why standard input cannot carry it:
+#: these readers seek in the file (:func:`read_standard_input` refuses them by name).
+BINARY_STARTS = (
+    (b"\x93NUMPY", ".npy", "the .npy reader memory-maps each block of rows at its offset in "
+                           "the file"),
+    (b"PK\x03\x04", ".npz", "an .npz file is a zip archive, whose directory is at its end"),
+    (b"PK\x05\x06", ".npz", "an .npz file is a zip archive, whose directory is at its end"),
+    (b"PAR1", "Parquet", "a Parquet file is read from its footer at the end, then by row "
+                         "group at the offsets the footer gives"),
+)
+#: A compressed CSV file, by its first bytes: refused with the command that decompresses it.
+COMPRESSED_STARTS = ((b"\x1f\x8b", "gzip", "zcat"), (b"BZh", "bzip2", "bzcat"),
+                     (b"\xfd7zXZ\x00", "xz", "xzcat"), (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat"))
+
+
+def read_standard_input(content: bytes | None = None) -> bytes:
+    """The bytes of standard input (``content`` if the caller read them already), checked:
+    a terminal (nothing piped: reading would wait for typing), a binary table file
+    (:data:`BINARY_STARTS`) and a compressed one (:data:`COMPRESSED_STARTS`), both known by
+    their first bytes, are refused with the reason, as a :class:`TableError`. Standard input is read once, whole, into memory: every pass over
+    the table then parses these bytes."""
+    if content is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise TableError("standard input (-) is a terminal: pipe or redirect a CSV file "
+                             "into it (... - < data.csv), or name the file instead of -")
+        content = sys.stdin.buffer.read()
+    for start, kind, reason in BINARY_STARTS:
+        if content.startswith(start):
+            raise TableError(f"<standard input>: holds a {kind} file (it starts with that "
+                             f"format's bytes), but - reads CSV text only: {reason}, which "
+                             "needs a file to seek in; name the file instead of -")
+    for start, kind, command in COMPRESSED_STARTS:
+        if content.startswith(start):
+            raise TableError(f"<standard input>: holds {kind}-compressed bytes; - reads CSV "
+                             f"text: decompress into the pipe ({command} FILE | scalegp ... -)")
+    return content
 
 
 def open_reader(path, header: str = "auto", *, content: bytes | None = None):
     """The reader of ``path`` by its suffix: .npy, .npz, .parquet/.pq, anything else CSV.
 
     ``path`` ``"-"`` is standard input, read as CSV: its bytes ``content`` if given (a caller
-    that opens it twice reads it once), else all of ``sys.stdin``."""
+    that opens it twice reads it once), else all of ``sys.stdin``
+    (:func:`read_standard_input`, which refuses a terminal and the binary formats)."""
     if header not in HEADER_MODES:
         raise TableError(f"header must be one of {', '.join(HEADER_MODES)}, got {header!r}")
     if str(path) == STDIN:
-        content = sys.stdin.buffer.read() if content is None else content
-        return CsvReader("<standard input>", header, content=content)
+        return CsvReader("<standard input>", header, content=read_standard_input(content))
     path = Path(path)
     if not path.exists():
         raise TableError(f"{path}: no such file")
