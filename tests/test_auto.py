@@ -236,3 +236,15 @@ def test_the_validated_choice_abandons_a_fit_the_budget_stops(monkeypatch):
                                     rng=np.random.default_rng(0), started=time.perf_counter())
     assert first.scored
     assert second.note.startswith("stopped at the time budget") and not second.scored
+
+
+def test_a_soft_deadline_ends_learning_at_the_best_point_not_converged():
+    from scalegp.inference import optimize
+    X, y = np.random.default_rng(0).normal(size=(60, 2)), np.arange(60.0)
+    with optimize.deadline(time.perf_counter() - 1.0, soft=True):
+        model = sg.ExactGPRegressor().fit(X, y)
+    result = model.optimization_result_
+    assert not result.converged and result.message == "stopped at its deadline"
+    learned = sg.ExactGPRegressor().fit(X, y).optimization_result_
+    assert result.n_evaluations < learned.n_evaluations
+    assert result.log_marginal_likelihood <= learned.log_marginal_likelihood + 1e-9

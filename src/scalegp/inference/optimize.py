@@ -43,18 +43,25 @@ from ..engine.hyperparameters import WIDENING_FACTOR, Hyperparameters
 from ..errors import (BoundaryWarning, NotPositiveDefiniteError, NumericalWarning,
                       TimeBudgetExceeded)
 
-#: The time.perf_counter() value past which no likelihood evaluation starts (None: none);
-#: set by :func:`deadline`.
+#: (time.perf_counter() value, soft) past which no likelihood evaluation starts (None: no
+#: deadline); set by :func:`deadline`.
 _DEADLINE: contextvars.ContextVar = contextvars.ContextVar("scalegp_deadline", default=None)
 
 
+class _DeadlineReached(Exception):
+    """A soft deadline passed: the search ends at the best point evaluated."""
+
+
 @contextlib.contextmanager
-def deadline(at: float):
+def deadline(at: float, *, soft: bool = False):
     """Within the block, an evaluation of :func:`maximize_likelihood` that would start after
     ``time.perf_counter() > at`` raises :class:`~scalegp.errors.TimeBudgetExceeded` instead:
     the fit is abandoned, never reported as learned. ``approximation="auto"`` learns its
-    candidates under its time budget this way."""
-    token = _DEADLINE.set(float(at))
+    candidates under its time budget this way. With ``soft=True`` the search ends instead
+    at the best point it evaluated (each call keeps its first evaluation), reported as not
+    converged, "stopped at its deadline": ``auto``'s pilot, an estimate by design, stops so
+    within its share of the budget."""
+    token = _DEADLINE.set((float(at), bool(soft)))
     try:
         yield
     finally:
@@ -158,12 +165,15 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
         worst = max((value for value, _ in evaluated), default=0.0)
         return worst + abs(worst) + 1.0, np.zeros(free_theta.size)
 
-    stop_at = _DEADLINE.get()
+    stop_at, soft_stop = _DEADLINE.get() or (None, False)
 
     def negative(free_theta):
         if stop_at is not None and time.perf_counter() > stop_at:
-            raise TimeBudgetExceeded(f"learning passed its deadline after {len(evaluated)} "
-                                     "evaluations")
+            if not soft_stop:
+                raise TimeBudgetExceeded(f"learning passed its deadline after "
+                                         f"{len(evaluated)} evaluations")
+            if evaluated:
+                raise _DeadlineReached
         theta = theta0.copy()
         theta[free] = free_theta
         try:
@@ -198,13 +208,19 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
     n_evaluations = 0
     history = []
     for start in starts:
-        curve = []
-        run = _windowed_search(negative, start, box, max_iter, radius, ftol,
-                               curve=curve, feasible=feasible)
+        curve, before = [], len(evaluated)
+        try:
+            run = _windowed_search(negative, start, box, max_iter, radius, ftol,
+                                   curve=curve, feasible=feasible)
+        except _DeadlineReached:            # a soft deadline: the best point evaluated
+            fun, x = min(evaluated, key=lambda pair: pair[0])
+            run = _Run(x, fun, len(evaluated) - before, False, "stopped at its deadline")
         history.append(np.array(curve))
         n_evaluations += run.n_evaluations
         if best is None or run.fun < best.fun:
             best = run
+        if run.message == "stopped at its deadline":
+            break
     if failures and not evaluated:                  # no start could be evaluated
         raise failures[0]
     if failures:
