@@ -248,10 +248,9 @@ class Selection:
 
 
 def _standardize(X, y):
-    mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale[scale == 0] = 1.0
-    y_scale = float(y.std()) or 1.0
-    return (X - mean) / scale, (y - y.mean()) / y_scale
+    """(X, y) standardized as the estimators' normalize_X and normalize_y do."""
+    Xs, ys, _ = auto_validation.standardized(X, y, True, True)
+    return Xs, ys
 
 
 def pilot_kernel(kernel, n_dims: int):

@@ -125,7 +125,7 @@ def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
     return sorted(found, key=lambda c: c.predicted_seconds)
 
 
-def _standardized(X, y, normalize_X: bool, normalize_y: bool):
+def standardized(X, y, normalize_X: bool, normalize_y: bool):
     """(X, y) standardized as the estimators' normalize_X / normalize_y do (mean, population
     std, 1 where constant; the stationary kernels here are shift-invariant), and y's std."""
     if normalize_X:
@@ -139,7 +139,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -
     """The candidate's cross-validated RMSE and NLPD at its learned hyperparameters (module
     docstring, step 3), in the units its kernel was learned in (standardized as it was)."""
     fitted = candidate.estimator
-    Xs, ys, y_std = _standardized(X, y, fitted.normalize_X, fitted.normalize_y)
+    Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
     if sample_noise_variance is not None:
         sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
     fixed = clone(fitted).set_params(kernel=fitted.kernel_,
