@@ -158,7 +158,7 @@ def local_and_gibbs_numbers() -> dict:
         **RAW)
               for local in ("test-points", "clusters", "neighbors")}
     models["gibbs"] = sg.GibbsGPRegressor(make_approximation("rff", n_components=16),
-                                          kernel="gaussian", n_iter=30, burn_in=10,
+                                          kernel="gaussian", n_iter=30, burn_in=10, collapsed=False,
                                           random_state=0, normalize_X=False)
     out = {}
     for name, model in models.items():

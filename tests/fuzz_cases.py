@@ -227,7 +227,7 @@ FIT_FLAGS = {
                        ("0.1", "2", "2.5"), ("nan", "1", "3")]),
     "--tau-prior": ([("1", "0.1")], [("0", "1"), ("1e300", "1e-300")]),
     "--theta2-prior": ([("1", "1")], [("-1", "1")]),
-    "--collapsed": SWITCH, "--diag-correction": SWITCH, "--seed": SEEDS, "--target": TARGETS,
+    "--no-collapsed": SWITCH, "--diag-correction": SWITCH, "--seed": SEEDS, "--target": TARGETS,
     "--signed-rule": (["repair", "keep"], ["maybe"]),
     "--knots": (["pivoted_cholesky", "random", "grid", "kmeans"], ["everywhere"]),
     "--learn-knots": (["0", "3"], ["-1", "x"]), "--map-per-atom": SWITCH,

@@ -112,7 +112,7 @@ def _flag_arguments(flag) -> list:
                "--ordering": ["--ordering", "random"], "--optimizer": ["--optimizer", "fisher"]}
     if flag.flag in samples:
         return samples[flag.flag]
-    if flag.negated or flag.flag in ("--local-lazy", "--local-reoptimize", "--collapsed",
+    if flag.negated or flag.flag in ("--local-lazy", "--local-reoptimize",
                                      "--diag-correction", "--map-per-atom"):
         return [flag.flag]
     return [flag.flag, "3"]

@@ -154,6 +154,11 @@ def test_a_fixed_basis_map_keeps_its_box(trend_data):
         nystrom = sg.LowRankGPRegressor(kernel=sg.Gaussian(length_scale=[1.0, 1.0]),
                                         random_state=0, approximation=make_approximation("nystrom", n_components=40)).fit(X, y)
     assert glf.optimization_result_.widened == ()
-    assert glf.kernel_.length_scale_bounds == sg.Gaussian().length_scale_bounds
+    # the default box became the one the rule resolves whole (gauss_legendre.resolved_box)
+    low, high = glf.kernel_.length_scale_bounds
+    default_low, default_high = sg.Gaussian().length_scale_bounds
+    assert default_low <= low < high <= default_high and (low, high) != (default_low, default_high)
+    valid = np.exp(glf.feature_map_.valid_log_bounds(glf.kernel_)[:2])
+    np.testing.assert_allclose(valid, [[low, high], [low, high]])
     assert nystrom.optimization_result_.widened
     assert nystrom.kernel_.length_scale[1] > 100.0

@@ -84,24 +84,60 @@ def test_valid_log_bounds_end_where_the_rule_stops_reproducing_the_prior_varianc
     np.testing.assert_array_equal(fmap.valid_log_bounds(unresolved), unresolved.bounds)
 
 
+def _gp_draw_2d(n, length_scale, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 2))
+    K = sg.Gaussian(length_scale=length_scale)(X)
+    y = np.linalg.cholesky(K + 1e-8 * np.eye(n)) @ rng.standard_normal(n)
+    return X, y + 0.1 * rng.standard_normal(n)
+
+
 def test_learned_length_scale_stays_in_the_box_the_rule_was_built_for():
     # the issue's workload at N = 800: a GP draw with length scale 0.12 on [0, 1]^2; with
-    # the old wide box GLF "learned" 0.0009, outside every length scale its nodes resolve
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (800, 2))
-    K = sg.Gaussian(length_scale=0.12)(X)
-    y = np.linalg.cholesky(K + 1e-8 * np.eye(800)) @ rng.standard_normal(800)
-    y += 0.1 * rng.standard_normal(800)
+    # the old wide box GLF "learned" 0.0009, outside every length scale its nodes resolve.
+    # With the default bounds the fit learns in the box the rule resolves (the fixed point
+    # of gauss_legendre.resolved_box), silently; only s >= n is advice worth a warning.
+    X, y = _gp_draw_2d(800, 0.12)
     model = LowRankGPRegressor(make_approximation("glf", options={"n_nodes": [32, 32]}),
                                random_state=0, normalize_X=False, normalize_y=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    assert [str(w.message)[:40] for w in caught] == [
+        "Gauss-Legendre features have s = 1024 co"]
+    low, high = model.kernel_.length_scale_bounds
+    assert 0.01 < low < 0.12 < high < 100
+    np.testing.assert_allclose(
+        np.exp(model.feature_map_.valid_log_bounds(model.kernel_)[0]), (low, high))
+    learned = model.kernel_.length_scale[0]
+    assert learned == pytest.approx(0.12, rel=0.05)    # measured 0.118 (seeds 0-2: 0.118-0.125)
+
+
+def test_bounds_the_user_sets_are_kept_and_narrowed_with_a_warning():
+    X, y = _gp_draw_2d(800, 0.12)
+    kernel = sg.Gaussian(length_scale_bounds=(0.005, 50.0))
+    model = LowRankGPRegressor(make_approximation("glf", options={"n_nodes": [32, 32]}),
+                               kernel=kernel, random_state=0, normalize_X=False,
+                               normalize_y=False)
     with pytest.warns(UserWarning, match=r"searching length_scale in \[0.06\d+, 0.4\d+\] \(the "
                                          r"box the feature map's rule resolves\) instead of "
-                                         r"\[0.01, 100\]"):
+                                         r"\[0.005, 50\]"):
         model.fit(X, y)
-    low, high = np.exp(model.feature_map_.valid_log_bounds(model.kernel_)[0])
-    learned = model.kernel_.length_scale[0]
-    assert low < learned < high
-    assert learned == pytest.approx(0.12, rel=0.05)    # measured 0.118 (seeds 0-2: 0.118-0.125)
+    assert model.kernel_.length_scale_bounds == (0.005, 50.0)
+    assert model.kernel_.length_scale[0] == pytest.approx(0.12, rel=0.05)
+
+
+def test_default_glf_fits_on_low_dimensional_data_raise_no_warning():
+    # issue 28: no warnings from the default configuration of an approximation, here on
+    # small data (s = 256 >= n) in 1-D and 2-D, standardized by default
+    rng = np.random.default_rng(1)
+    for d in (1, 2):
+        X = rng.uniform(0, 1, (200, d))
+        y = np.sin(6 * X).sum(1) + 0.1 * rng.standard_normal(200)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model = LowRankGPRegressor(approximation="glf").fit(X, y)
+        assert model.score(X, y) > 0.97               # measured 0.986 (d = 1), 0.991 (d = 2)
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ import scalegp as sg
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp import features
 from scalegp.errors import NotPositiveDefiniteError, NumericalWarning
+from scalegp import linalg
 from scalegp.features.base import FixedBasisFeatureMap
+from scalegp.features.nystrom import NystromAtTheta, NystromFeatures
 from scalegp.engine.statistics import BasisStatistics, Statistics
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 
@@ -268,3 +270,29 @@ def test_noise_can_be_fixed(regression_data):
     learned, _ = sg.learn_hyperparameters(sg.ExactMarginalLikelihood(kernel, X, y),
                                           Hyperparameters(kernel, 0.05, "fixed"))
     assert learned.noise_variance == pytest.approx(0.05, rel=1e-12)
+
+
+def test_cholesky_jitter_below_quiet_threshold_is_recorded_without_warning():
+    # ones(10, 10) has pivots exactly 0 after the first: it needs jitter, and the first try
+    # (initial_jitter: 1.5e-10 of the mean diagonal) succeeds
+    A = np.ones((10, 10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        L, jitter = linalg.cholesky(A, name="K_ZZ", quiet_below=linalg.KNOT_JITTER_QUIET)
+    assert 0 < jitter <= linalg.KNOT_JITTER_QUIET
+    np.testing.assert_allclose(L @ L.T, A + jitter * np.eye(10), atol=1e-12)
+    with pytest.warns(NumericalWarning, match=r"K_ZZ was not numerically positive definite"):
+        linalg.cholesky(A, name="K_ZZ", quiet_below=jitter / 2)
+
+
+def test_nystrom_with_redundant_knots_factorizes_quietly_and_keeps_its_jitter():
+    # twice the same five knots: K_ZZ is singular in exact arithmetic, the jitter on its
+    # diagonal is a knot "noise" of 1.5e-10 (linalg.KNOT_JITTER_QUIET), recorded, not warned
+    knots = np.tile(np.linspace(0, 1, 5)[:, None], (2, 1))
+    kernel = sg.Gaussian(length_scale=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        at = NystromAtTheta(NystromFeatures(n_dims=1, knots=knots), kernel)
+    assert 0 < at.jitter <= linalg.KNOT_JITTER_QUIET
+    np.testing.assert_allclose(at.factor @ at.factor.T, kernel(knots) + at.jitter * np.eye(10),
+                               atol=1e-12)

@@ -144,7 +144,7 @@ def test_command_line_fit_and_predict(tmp_path):
     assert main(["fit", str(table), "--target", "y", "--sampler", "gibbs", "--kernel",
                  "gaussian", "--n-components", "12", "--n-iter", "80", "--burn-in", "20",
                  "--theta1-grid", "0.1", "3", "8", "--tau-prior", "1", "0.1",
-                 "--theta2-prior", "1", "1", "--collapsed", "--diag-correction",
+                 "--theta2-prior", "1", "1", "--diag-correction",
                  "--out", str(model_path), "--quiet"]) == 0
     model = sg.load(model_path)
     assert isinstance(model, sg.GibbsGPRegressor)

@@ -160,11 +160,15 @@ def test_glf_relearns_from_the_sums():
     (Features("random-projection", n_components=32), None, "chose its map from the rows"),
 ])
 def test_refused_with_the_reason(approximation, local, reason):
+    # scikit-learn's available_if: no partial_fit on such a configuration, fitted or not
+    # (so scikit-learn's checks do not call it), and the AttributeError's cause names why
     X, y, _ = _data(n=200)
-    model = LowRankGPRegressor(approximation, local=local, optimize=False,
-                               random_state=0).fit(X[:150], y[:150])
-    with pytest.raises(ValueError, match=reason):
+    model = LowRankGPRegressor(approximation, local=local, optimize=False, random_state=0)
+    assert not hasattr(model, "partial_fit")
+    model.fit(X[:150], y[:150])
+    with pytest.raises(AttributeError, match="has no attribute 'partial_fit'") as refused:
         model.partial_fit(X[150:], y[150:])
+    assert reason in str(refused.value.__cause__)
 
 
 def test_fixed_basis_refuses_rows_outside_its_box():

@@ -71,17 +71,33 @@ def symmetrize_upper(G_upper: np.ndarray) -> np.ndarray:
     return np.triu(G_upper) + np.triu(G_upper, 1).T
 
 
+#: Relative jitter (of the mean diagonal) up to which a knots' matrix (K_ZZ, Phi K Phi^T) is
+#: factorized without a warning. Jitter e on K_ZZ gives Q_e = K_XZ (K_ZZ + e I)^{-1} K_ZX,
+#: the Nystrom approximation whose knot values are observed with variance e: K - Q_e is
+#: positive semidefinite, so the VFE bound and the predictive variances stay valid, and the
+#: objective and the predictions use the same factor. Q_e differs from Q_0 only along the
+#: eigenvectors of K_ZZ whose eigenvalues are at most about e, where the knots are
+#: numerically redundant; above 1e-6 of the mean diagonal the change reaches directions a
+#: fit can resolve, and the jitter is warned. (The jitter used is kept: ``jitter``.)
+KNOT_JITTER_QUIET = 1e-6
+
+
 def initial_jitter(A: np.ndarray) -> float:
     """First jitter: 1e-2 sqrt(eps) times the mean diagonal (about 1.5e-10 relative in float64)."""
     mean_diag = float(np.mean(np.abs(np.diag(A)))) or 1.0
     return 1e-2 * np.sqrt(np.finfo(A.dtype).eps) * mean_diag
 
 
-def cholesky(A, *, name: str = "matrix", allow_jitter: bool = True) -> tuple[np.ndarray, float]:
+def cholesky(A, *, name: str = "matrix", allow_jitter: bool = True,
+             quiet_below: float = 0.0) -> tuple[np.ndarray, float]:
     """Lower Cholesky factor L of A = L L^T, adding jitter to the diagonal when needed.
 
     With ``allow_jitter=False`` a failed factorization raises at once (for matrices whose
     definiteness is the question, e.g. the covariances compared by a KL divergence).
+    The jitter added is warned (:class:`~scalegp.errors.NumericalWarning`) unless it is at
+    most ``quiet_below`` times the mean diagonal: a caller passes a positive ``quiet_below``
+    only for a matrix whose jittered factor still defines a valid model of its own (the
+    knots' matrix of a Nystrom map: :data:`KNOT_JITTER_QUIET`).
 
     Returns
     -------
@@ -114,6 +130,8 @@ def cholesky(A, *, name: str = "matrix", allow_jitter: bool = True) -> tuple[np.
         except np.linalg.LinAlgError:
             jitter *= 10.0
             continue
+        if jitter <= quiet_below * (float(np.mean(np.abs(np.diag(A)))) or 1.0):
+            return L, float(jitter)
         warnings.warn(
             f"{name} was not numerically positive definite; added jitter {jitter:.3e} to its "
             f"diagonal ({jitter / (np.mean(np.abs(np.diag(A))) or 1.0):.1e} of the mean diagonal)",

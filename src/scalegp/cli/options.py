@@ -159,7 +159,7 @@ FLAGS = (
     Flag("--theta1-grid", (GibbsGPRegressor,), "theta1_grid"),
     Flag("--tau-prior", (GibbsGPRegressor,), "tau_prior"),
     Flag("--theta2-prior", (GibbsGPRegressor,), "theta2_prior"),
-    Flag("--collapsed", (GibbsGPRegressor,), "collapsed"),
+    Flag("--no-collapsed", (GibbsGPRegressor,), "collapsed", negated=True),
     Flag("--diag-correction", (GibbsGPRegressor,), "diag_correction"),
     Flag("--map-per-atom", (GibbsGPRegressor,), "map_per_atom"),
     Flag("--feature-cache-bytes", (GibbsGPRegressor,), "feature_cache_bytes"),
@@ -486,8 +486,8 @@ def add_gibbs_flags(group) -> None:
              "targets)", type=positive_float, nargs=2, metavar=("A1", "B1"))
     add_flag(group, "theta2_prior", "Ga(shape, rate) prior of the inverse kernel variance",
              type=positive_float, nargs=2, metavar=("A2", "B2"))
-    add_flag(group, "collapsed", "draw theta1 with the latent field integrated out",
-             action="store_true")
+    add_flag(group, "no_collapsed", "draw theta1 given the latent field (the paper's step; "
+             "by default it is drawn with the field integrated out)")
     add_flag(group, "diag_correction", "the FITC-style diagonal (O(n m^2) per sweep)",
              action="store_true")
     add_flag(group, "map_per_atom", "one feature map per theta1 atom, built at its unit "

@@ -34,12 +34,13 @@ Matern-5/2). Otherwise, in four steps:
     1 % at m = 30 in low dimension). Then the **verification**: the chosen candidate is fitted
     on the pilot's training rows at the pilot's hyperparameters (sizes capped by those rows)
     and its RMSE ratio and mean KL(exact || candidate) of the predictive distributions
-    (noise included) measured on the held-back rows.
+    (noise included) measured on the held-back rows, with their one-sided 95 % upper
+    bounds (:func:`scalegp.estimators.auto_validation.held_back_measures`).
 (d) **The choice.** Without a tolerance: the exact GP when it fits the budgets, otherwise
     the ``VERIFIED_CANDIDATES`` of best predicted accuracy within them are verified and the
     best measured one is chosen (cheaper first among equals to 3 digits). With a
     tolerance (an RMSE ratio, or ``{"mean_kl": value}``): the cheapest candidate within the
-    budgets predicted to meet it whose verification meets it; when none does, the best
+    budgets predicted to meet it whose upper bound meets it; when none does, the best
     measured one, and the :class:`Selection` says so.
 
 The result is a :class:`Selection`: the candidates' table, the chosen configuration as
@@ -59,6 +60,7 @@ from sklearn.base import clone
 from .. import kernels, linalg
 from ..inference import optimize
 from .._memory import available_bytes
+from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_vector
 from . import auto_costs, auto_validation
 from .configuration import Exact, Features, Neighbors, Nystrom
@@ -90,8 +92,6 @@ NYSTROM_SIZES = (256, 512, 1024, 2048)
 NYSTROM_LEARN_ITERATIONS = 150
 #: Columns of the Gauss-Legendre candidates.
 GLF_SIZES = (1024, 4096)
-#: Rounds of the fixed point of a Gauss-Legendre candidate's box (:func:`_glf_resolves`).
-GLF_BOX_ROUNDS = 4
 #: |captured prior variance - 1| a resolving Gauss-Legendre rule stays within.
 GLF_MASS_TOLERANCE = 0.01
 #: Neighbourhood sizes of the local candidates, and their learning neighbourhoods.
@@ -156,6 +156,8 @@ class Candidate:
     note: str = ""
     measured_ratio: float | None = None
     measured_kl: float | None = None
+    ratio_upper: float | None = None      # their one-sided 95 % upper bounds (verify)
+    kl_upper: float | None = None
     fit_seconds: float | None = None
     cv_rmse: float | None = None
     cv_nlpd: float | None = None
@@ -175,10 +177,13 @@ TABLE_COLUMNS = (("predicted s", "seconds", ".3g"), ("fit s", "fit_seconds", ".3
                  ("predicted RMSE ratio", "predicted_ratio", ".4g"),
                  ("measured RMSE ratio", "measured_ratio", ".4g"),
                  ("measured mean KL", "measured_kl", ".3g"),
+                 ("RMSE ratio 95 % upper", "ratio_upper", ".4g"),
+                 ("mean KL 95 % upper", "kl_upper", ".3g"),
                  ("CV RMSE", "cv_rmse", ".4g"), ("CV NLPD", "cv_nlpd", ".4g"))
 #: Candidate fields stored in model files (:meth:`Selection.to_json`).
 STORED_FIELDS = ("name", "seconds", "memory_bytes", "predicted_ratio", "note",
-                 "measured_ratio", "measured_kl", "fit_seconds", "cv_rmse", "cv_nlpd")
+                 "measured_ratio", "measured_kl", "ratio_upper", "kl_upper", "fit_seconds",
+                 "cv_rmse", "cv_nlpd")
 
 
 @dataclass
@@ -390,37 +395,29 @@ def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str, tuple]:
     """Whether a Gauss-Legendre rule of s columns on X's box resolves the pilot's l, why,
     and the length-scale box the fit then learns in.
 
-    The rule's node spacing depends on the box it is built for, so the box is found as a
-    fixed point: start from :func:`glf_box`, build the map as the chosen estimator will
-    (the kernel of :meth:`GPRegressor._from_selection`, the estimators' default noise
-    floor), narrow the box to where that map resolves, and rebuild, at most
-    ``GLF_BOX_ROUNDS`` times. At the fixed point the estimator builds the same map on the
-    same box and has nothing to narrow or warn about (issue 28: no warnings from a default
-    fit)."""
+    The box is the fixed point of :func:`scalegp.features.gauss_legendre.resolved_box`
+    from :func:`glf_box`, the map built as the chosen estimator will (the kernel of
+    :meth:`GPRegressor._from_selection`, the estimators' default noise floor): the
+    estimator then builds the same map on the same box and has nothing to narrow or warn
+    about (issue 28: no warnings from a default fit)."""
     from ..features import get as get_map
     noise_floor = LowRankGPRegressor().noise_variance_bounds[0]
     start = pilot_kernel(pilot.family, X.shape[1]).with_params(
-        length_scale=pilot.length_scale, variance=pilot.variance)
-    box, resolved = glf_box(pilot), False
-    for _ in range(GLF_BOX_ROUNDS):
-        kernel = start.with_params(length_scale_bounds=box)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fmap = get_map("glf").build(X, kernel, s, noise_variance_lower=noise_floor)
-        valid = fmap.valid_log_bounds(kernel)[:-1]
-        narrowed = (max(box[0], float(np.exp(valid[:, 0].max()))),
-                    min(box[1], float(np.exp(valid[:, 1].min()))))
-        resolved = narrowed == box
-        if resolved or narrowed[0] >= narrowed[1]:
-            break
-        box = narrowed
+        length_scale=pilot.length_scale, variance=pilot.variance,
+        length_scale_bounds=glf_box(pilot))
+    kernel, resolved = resolved_box(
+        lambda k: get_map("glf").build(X, k, s, noise_variance_lower=noise_floor), start)
+    box = kernel.length_scale_bounds
     log_l = np.log(pilot.length_scale)
     inside = bool(np.all((np.log(box[0]) <= log_l + 1e-9) & (log_l <= np.log(box[1]) + 1e-9)))
-    mass = fmap.captured_mass(kernel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mass = get_map("glf").build(X, kernel, s, noise_variance_lower=noise_floor) \
+            .captured_mass(kernel)
     ok = resolved and inside and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
     return ok, (f"captured prior variance {mass:.3f}, pilot length scales "
                 f"{'inside' if inside else 'outside'} the resolved box"
-                + ("" if resolved else f" (no fixed point in {GLF_BOX_ROUNDS} rounds)")), box
+                + ("" if resolved else f" (no fixed point in {BOX_ROUNDS} rounds)")), box
 
 
 def glf_box(pilot: Pilot) -> tuple[float, float]:
@@ -495,10 +492,13 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
     return out
 
 
-def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
-    """(RMSE ratio, mean KL(exact || candidate)) on the pilot's held-back rows, the candidate
-    fitted on the pilot's training rows at the pilot's hyperparameters (Nystrom with its
-    knots' density on all n rows, Vecchia and neighbourhoods with their sizes)."""
+def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
+    """Set the candidate's RMSE ratio and mean KL(exact || candidate) on the pilot's n
+    held-back rows and their one-sided 95 % upper bounds, the candidate fitted on the
+    pilot's training rows at the pilot's hyperparameters (Nystrom with its knots' density
+    on all n rows, Vecchia and neighbourhoods with their sizes).
+
+    The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`."""
     config = candidate.configuration
     Xt, yt, Xh = X[pilot.train], y[pilot.train], X[pilot.holdout]
     kernel, s2 = pilot.kernel, pilot.noise_variance
@@ -533,16 +533,20 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> tuple[float, float]:
             mean, std = model.predict(Xh, return_std=True, include_noise=True)
             var = std ** 2
     yh = y[pilot.holdout]
-    ratio = float(np.sqrt(np.mean((mean - yh) ** 2))) / max(pilot.rmse, 1e-300)
     kl = 0.5 * (pilot.var / var + (mean - pilot.mean) ** 2 / var - 1 + np.log(var / pilot.var))
-    return ratio, float(np.mean(kl))
+    (candidate.measured_ratio, candidate.ratio_upper, candidate.measured_kl,
+     candidate.kl_upper) = auto_validation.held_back_measures(
+        (mean - yh) ** 2, (pilot.mean - yh) ** 2, kl)
+
 
 
 def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
+    """Predicted to meet the tolerance, or (``measured``) verified: its 95 % upper bound
+    on the held-back rows meets it."""
     if isinstance(tolerance, dict):
-        limit = tolerance["mean_kl"]
-        return measured and candidate.measured_kl is not None and candidate.measured_kl <= limit
-    ratio = candidate.measured_ratio if measured else candidate.predicted_ratio
+        return measured and candidate.kl_upper is not None and \
+            candidate.kl_upper <= tolerance["mean_kl"]
+    ratio = candidate.ratio_upper if measured else candidate.predicted_ratio
     return ratio is not None and ratio <= tolerance
 
 
@@ -560,7 +564,7 @@ def _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget, to
     if isinstance(config.get("approximation"), Nystrom):
         config["approximation"] = clone(config["approximation"]).set_params(learn_knots=0)
     chosen.configuration = config
-    chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
+    verify(Xs, ys, pilot, chosen)
     chosen.note = "; ".join(filter(None, [chosen.note, "at the pilot's hyperparameters"]))
     return Selection(found, chosen, "no candidate's learning fits the budgets: "
                      + ("the most accurate predicted" if affordable else "the cheapest")
@@ -647,12 +651,12 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         ranked = sorted(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
         if ranked[0].name == "exact":
             chosen = ranked[0]
-            chosen.measured_ratio, chosen.measured_kl = verify(Xs, ys, pilot, chosen)
+            verify(Xs, ys, pilot, chosen)
             return Selection(found, chosen, "the exact GP fits the budgets", pilot,
                              time_budget, memory_budget, tolerance, rate, slowdown, notes)
         # the predicted ratios are rough (Vecchia's an assumption): measure the best few
         for c in ranked[:VERIFIED_CANDIDATES]:
-            c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
+            verify(Xs, ys, pilot, c)
         chosen = min(ranked[:VERIFIED_CANDIDATES],
                      key=lambda c: (round(c.measured_ratio, 3), c.seconds))
         return Selection(found, chosen, "the best measured accuracy on the pilot's held-back "
@@ -662,14 +666,15 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     predicted = [c for c in fitting if isinstance(tolerance, dict) or _meets(c, tolerance,
                                                                              False)]
     for c in sorted(predicted, key=lambda c: c.seconds):
-        c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
+        verify(Xs, ys, pilot, c)
         if _meets(c, tolerance, True):
             return Selection(found, c, "the cheapest candidate within the budgets predicted "
-                             "to meet the tolerance, and verified to", pilot, time_budget,
+                             "to meet the tolerance, and verified to (the 95 % upper bound on the held-back "
+                             "rows)", pilot, time_budget,
                              memory_budget, tolerance, rate, slowdown, notes)
     for c in fitting:
         if c.measured_ratio is None:
-            c.measured_ratio, c.measured_kl = verify(Xs, ys, pilot, c)
+            verify(Xs, ys, pilot, c)
     chosen = min(fitting, key=lambda c: (c.measured_kl if isinstance(tolerance, dict)
                                          else c.measured_ratio))
     return Selection(found, chosen, "no candidate within the budgets meets the tolerance: "

@@ -106,6 +106,17 @@ def _learn(make_objective, objective, box, stage, widens, n_restarts, rng):
     return hyperparameters, result, objective
 
 
+def _not_converged(result) -> tuple[str, type]:
+    """The diagnostic of learning that stopped without converging."""
+    cause = ("the line search failed, so the objective or its gradient is inaccurate "
+             "there (rounding near a flat optimum, or an ill-conditioned model)"
+             if result.message.startswith("ABNORMAL") else
+             "the hyperparameters may not maximize the log marginal likelihood")
+    return (f"the hyperparameter optimizer (L-BFGS-B) stopped without converging after "
+            f"{result.n_evaluations} evaluation(s) ({result.message.strip()}): {cause}; "
+            "try n_restarts > 0, another start, or standardized inputs", ConvergenceWarning)
+
+
 class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     """fit / predict / sample_y shared by the two regressors.
 
@@ -207,10 +218,13 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
         build_rng, restart_rng = as_generator(self.random_state).spawn(2)
         hyperparameters = Hyperparameters(kernel, noise_variance, noise_bounds)
-        state = self._prepare(data.build_inputs, kernel, build_rng,
-                              {"y": data.y, "noise_variance": noise_variance,
-                               "noise_variance_lower": hyperparameters.noise_variance_lower,
-                               "n_samples": data.n_samples})
+        fit_context = {"y": data.y, "noise_variance": noise_variance,
+                       "noise_variance_lower": hyperparameters.noise_variance_lower,
+                       "n_samples": data.n_samples}
+        if self.optimize and hyperparameters.default_sides()[:-2].any():
+            kernel = self._default_length_scale_box(data.build_inputs, kernel, fit_context)
+            hyperparameters = Hyperparameters(kernel, noise_variance, noise_bounds)
+        state = self._prepare(data.build_inputs, kernel, build_rng, fit_context)
         # One objective serves learning and conditioning, so a fixed-basis map (GLF) makes
         # a single pass over the data.
         data.stage("statistics pass")
@@ -241,6 +255,12 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         for message, category in diagnostics:
             warnings.warn(message, category, stacklevel=2)
         return self
+
+    def _default_length_scale_box(self, X, kernel, fit_context):
+        """The kernel to learn in when its length scales have the library's default box:
+        ``kernel`` itself, unless the approximation resolves only part of that box (Gauss-
+        Legendre features), where it learns in the box it resolves."""
+        return kernel
 
     def _check_streaming(self) -> None:
         """Raise when this estimator cannot fit from a data source without its rows."""
@@ -289,17 +309,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 f"the fit is not usable: non-finite {', '.join(problems)} (targets up to "
                 f"|y| = {largest:.3g}; float64 overflows near 1.8e308); {advice}"
             )
-        diagnostics = []
-        if result is not None and not result.converged:
-            cause = ("the line search failed, so the objective or its gradient is inaccurate "
-                     "there (rounding near a flat optimum, or an ill-conditioned model)"
-                     if result.message.startswith("ABNORMAL") else
-                     "the hyperparameters may not maximize the log marginal likelihood")
-            diagnostics.append((
-                f"the hyperparameter optimizer (L-BFGS-B) stopped without converging after "
-                f"{result.n_evaluations} evaluation(s) ({result.message.strip()}): {cause}; "
-                "try n_restarts > 0, another start, or standardized inputs",
-                ConvergenceWarning))
+        diagnostics = [] if result is None or result.converged else [_not_converged(result)]
         if value < noise_only - NOISE_ONLY_MARGIN * max(1.0, abs(noise_only)):
             diagnostics.append((
                 f"the fitted log marginal likelihood {value:.6g} is below the noise-only "

@@ -74,8 +74,11 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     n_iter, burn_in, thin : int, default=2000, 500, 1
         They must keep at least :data:`scalegp.inference.gibbs.MIN_PREDICTIVE_DRAWS` (9) draws, since
         the predictive std is their spread (``fit`` refuses fewer before any work).
-    collapsed : bool, default=False
-        Draw theta1 with the latent field integrated out (better mixing; not the paper's).
+    collapsed : bool, default=True
+        Draw theta1 with the latent field integrated out: the chain moves between atoms,
+        where the paper's step (``collapsed=False``, conditioned on the latent field)
+        rarely leaves its first (docs/gibbs.md, "The sweep"), and a sweep costs O(t m)
+        instead of O(t m r) for the theta1 step.
     diag_correction : bool, default=False
         The FITC-style diagonal (the modified predictive process): cost O(n m^2) per sweep.
     map_per_atom : bool, default=False
@@ -136,7 +139,7 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
 
     def __init__(self, approximation="rff", kernel="gaussian",
                  theta1_grid=None, tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter=2000,
-                 burn_in=500, thin=1, collapsed=False, diag_correction=False,
+                 burn_in=500, thin=1, collapsed=True, diag_correction=False,
                  map_per_atom=False, normalize_y=True,
                  normalize_X=True,
                  feature_cache_bytes=FEATURE_CACHE_BYTES, verbose=False, random_state=None):

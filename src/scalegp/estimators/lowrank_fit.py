@@ -16,6 +16,7 @@ from .._memory import ENGINE_MATRICES, check_memory
 from .._validation import check_bounds, check_dtype
 from ..data.base import ArraySource
 from ..engine.hyperparameters import Hyperparameters
+from ..features import gauss_legendre
 from ..inference import knot_learning
 from ..inference.optimize import continued_history
 from ..local import neighborhoods as neighborhood_models
@@ -36,6 +37,27 @@ class LowRankFit:
         """The local kind (None for a global model)."""
         kind = self._spec.local
         return None if kind is None else local_models.LOCAL_KINDS[kind]
+
+    def _default_length_scale_box(self, X, kernel, fit_context):
+        """For a global Gauss-Legendre map with node counts from a budget or given: the box
+        its rule resolves, the fixed point of
+        :func:`scalegp.features.gauss_legendre.resolved_box` started from the default box.
+
+        The default box (:data:`scalegp.kernels.base.DEFAULT_LENGTH_SCALE_BOUNDS`, in the
+        standardized inputs) is wider than any rule of a few hundred columns resolves: the
+        map built for it would warn at both ends and the learning narrow it anyway (with a
+        warning). The fixed point is the box that the map built for it resolves whole, so
+        the default fit learns there without a warning; the box is that of the fitted
+        ``kernel_``. Bounds the user set are kept, and warned about where the rule does not
+        resolve them."""
+        options = self._spec.options or {}
+        if (self._check_local() is not None or self._spec.approximation != "glf"
+                or isinstance(options.get("n_nodes"), str)):
+            return kernel
+        kernel, _ = gauss_legendre.resolved_box(
+            lambda k: _build_feature_map("glf", X, k, self._spec.n_components, options,
+                                         np.random.default_rng(0), fit_context), kernel)
+        return kernel
 
     def _prepare(self, X, kernel, rng, fit_context):
         self._dtype = check_dtype(self.dtype)

@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import features, kernels, rowwise
@@ -31,9 +32,21 @@ from ..inference.optimize import learn_hyperparameters
 from .training_data import _check_sample_noise_variance
 
 
+def _updatable(estimator) -> bool:
+    """Whether the configuration can take rows by their sums (scikit-learn's
+    ``available_if``: ``partial_fit`` exists only then); AttributeError naming the reason
+    otherwise, which becomes the cause of the AttributeError ``partial_fit`` raises."""
+    reason = estimator._configuration_refusal()
+    if reason is not None:
+        raise AttributeError(f"partial_fit adds rows by their sums to a model that depends on "
+                             f"its rows only through them; this one cannot: {reason}")
+    return True
+
+
 class LowRankUpdate:
     """``partial_fit``: rows added to a fitted global low-rank model by their sums."""
 
+    @available_if(_updatable)
     def partial_fit(self, X, y, sample_noise_variance=None, relearn=False):
         """Add rows (X, y) to the fitted model without revisiting the rows it was fitted on.
 
@@ -52,14 +65,16 @@ class LowRankUpdate:
         model equals a fit on all rows standardized that way (not a fit that standardizes
         all rows anew, whose constants and hence kernel differ).
 
-        Refused (ValueError, with the reason), because the fit on all rows would not be
-        the sum of the parts: local models (centres, neighbourhoods and their covers come
+        Not available (scikit-learn's ``available_if``: no attribute ``partial_fit``, the
+        AttributeError caused by one that names the reason), because the fit on all rows
+        would not be the sum of the parts: local models (centres, neighbourhoods and their covers come
         from the rows); maps chosen from the rows (Nystrom knots picked by a rule or
         learned, random-projection and Maclaurin maps; Nystrom with an array of knots is
         accepted); Gauss-Legendre features with ``n_nodes="auto"`` (searched on the
-        targets) and fixed-basis rows outside the box the nodes were chosen for;
-        ``solver="qr"`` (its R-factor would need its own update; not implemented); a model
-        read from a file (it stores the factorization, not the sums).
+        targets); ``solver="qr"`` (its R-factor would need its own update; not
+        implemented). Refused (ValueError, with the reason): fixed-basis rows outside the
+        box the nodes were chosen for; a model read from a file (it stores the
+        factorization, not the sums).
 
         Parameters
         ----------
@@ -121,11 +136,11 @@ class LowRankUpdate:
         self._training_box = (np.minimum(box[0], X.min(axis=0)), np.maximum(box[1], X.max(axis=0)))
         return self
 
-    def _check_updatable(self, relearn: bool) -> None:
-        """ValueError naming why this fitted model cannot take rows by their sums."""
+    def _configuration_refusal(self) -> str | None:
+        """Why this configuration cannot take rows by their sums (None: it can)."""
         spec = self._spec
         reason = None
-        if self.local_model_ is not None:
+        if spec.local is not None:
             reason = (f"local={spec.local!r} conditions one model per centre on the rows "
                       "routed to it, with centres (and neighbourhoods) chosen from the rows")
         elif spec.solver == "qr":
@@ -141,18 +156,21 @@ class LowRankUpdate:
                       "again (Nystrom with knots given as an array can be updated)")
         elif str(spec.options.get("n_nodes")) == "auto":
             reason = "n_nodes='auto' searched the node counts on the targets"
-        elif getattr(self.posterior_, "row_sums", None) is None:
-            reason = ("the model was read from a model file, which stores the factorization, "
-                      "not the sums of the rows; fit it again")
-        if reason is not None:
-            raise ValueError(f"partial_fit adds rows by their sums to a model that depends on "
-                             f"its rows only through them; this one cannot: {reason}")
+        return reason
+
+    def _check_updatable(self, relearn: bool) -> None:
+        """ValueError naming why this fitted model cannot take rows by their sums."""
+        if getattr(self.posterior_, "row_sums", None) is None:
+            raise ValueError(
+                "partial_fit adds rows by their sums to a model that depends on its rows only "
+                "through them; this one cannot: the model was read from a model file, which "
+                "stores the factorization, not the sums of the rows; fit it again")
         if relearn and self.posterior_.row_sums.basis is None:
             raise ValueError(
                 "partial_fit(relearn=True) learns the hyperparameters from the basis "
                 "statistics Phi^T Phi, Phi^T y of a fixed-basis map (Gauss-Legendre features) "
                 "with homoscedastic noise and objective='dtc'; this model has none "
-                f"(approximation {spec.approximation!r}, objective {spec.objective!r}"
+                f"(approximation {self._spec.approximation!r}, objective {self._spec.objective!r}"
                 f"{', rows with known noise variances' if self._is_fixed_basis() else ''})")
 
     def _is_fixed_basis(self) -> bool:

@@ -80,6 +80,56 @@ VALID_GRID_POINTS = 512
 DEFAULT_SPLIT_COMPONENTS = 256
 
 
+#: Rounds of :func:`resolved_box`'s fixed-point iteration.
+BOX_ROUNDS = 4
+
+
+def resolved_box(build, kernel: Kernel, rounds: int = BOX_ROUNDS) -> tuple[Kernel, bool]:
+    """The length-scale box that the rule built for it resolves, as a fixed point.
+
+    The rule depends on the box Theta it is built for (the truncation half-widths R_j of
+    Proposition 7 grow as the shortest length scale shrinks; the node spacing must resolve
+    the spectral density of the longest), and the map built for Theta may reproduce the
+    kernel (:meth:`GaussLegendreFeatures.valid_log_bounds`) only on a narrower box V(Theta).
+    Iterate Theta_{k+1} = Theta_k cap V(Theta_k), rebuilding the map each round, until nothing
+    narrows: at the fixed point the map built for Theta resolves all of Theta, so a fit in
+    that box has nothing to narrow or warn about.
+
+    Parameters
+    ----------
+    build : callable, kernel -> GaussLegendreFeatures
+        Builds the map for a kernel's box as the caller's fit will (its warnings, about the
+        boxes passed through, are silenced here).
+    kernel : Kernel
+        Its ``length_scale_bounds`` is the starting box Theta_0.
+    rounds : int
+        At most this many builds.
+
+    Returns
+    -------
+    kernel : Kernel
+        The kernel on the last box, its length scales clipped into it.
+    resolved : bool
+        Whether the last box is a fixed point (False: still narrowing after ``rounds``
+        builds, or the box the map resolves would be empty).
+    """
+    box = tuple(float(b) for b in kernel.length_scale_bounds)
+    for _ in range(rounds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            valid = build(kernel).valid_log_bounds(kernel)[:-1]
+        narrowed = (max(box[0], float(np.exp(valid[:, 0].max()))),
+                    min(box[1], float(np.exp(valid[:, 1].min()))))
+        if narrowed == box:
+            return kernel, True
+        if narrowed[0] >= narrowed[1]:
+            return kernel, False
+        box = narrowed
+        kernel = kernel.with_params(
+            length_scale=np.clip(kernel.length_scale, *box), length_scale_bounds=box)
+    return kernel, False
+
+
 # --------------------------------------------------------------------------- the feature map
 class _ResolutionChecks:
     """What the rule of a :class:`GaussLegendreFeatures` resolves (docs/gauss-legendre.md,
@@ -287,7 +337,8 @@ class GaussLegendreFeatures(_ResolutionChecks, FixedBasisFeatureMap, name="glf")
         n_components : int or None
             Budget of real columns s: with ``n_nodes=None`` the q_j are chosen with
             prod_j q_j <= n_components in proportion to R_j D_j (the Nyquist counts
-            pi R_j D_j of docs/gauss-legendre.md section 7, D_j the data box width; None: 256); with
+            pi R_j D_j of docs/gauss-legendre.md section 7, D_j the data box width; None: 256,
+            and then s >= n is not warned about); with
             ``n_nodes="auto"`` the largest s tried, a hard cap (None: derived from the
             problem by :func:`scalegp.inference.glf_selection.auto_budget`). Ignored for integer and
             ``"theory"`` counts.
@@ -339,6 +390,9 @@ class GaussLegendreFeatures(_ResolutionChecks, FixedBasisFeatureMap, name="glf")
         X = check_matrix(X, "X")
         n, d = X.shape
         n = n if n_samples is None else check_positive_int(n_samples, "n_samples")
+        # s >= n is advice (the exact GP is as fast) for a size the user chose, not for the
+        # default budget on small data
+        default_size = n_components is None and n_nodes is None
         kernel.check_n_dims(d)
         _require_support(cls, kernel)
         epsilon = check_positive_scalar(epsilon, "epsilon")
@@ -400,7 +454,7 @@ class GaussLegendreFeatures(_ResolutionChecks, FixedBasisFeatureMap, name="glf")
                        half_width=_half_widths(half_width, counts, width, bound,
                                                entrywise_bound))
         _warn_if_unresolved(fmap, kernel, box)
-        if fmap.n_components >= n:
+        if fmap.n_components >= n and not default_size:
             warnings.warn(
                 f"Gauss-Legendre features have s = {fmap.n_components} columns for "
                 f"n = {n} samples: training and prediction are no faster than the exact GP "

@@ -192,13 +192,15 @@ _SELECTORS = {"random": _random_knots, "grid": _grid_knots,
 # ------------------------------------------------------------------------ at theta
 class NystromAtTheta(MapAtTheta):
     """The map at theta: L (K_ZZ = L L^T, with the jitter ``linalg.cholesky`` may add, then
-    warned and recorded in ``jitter``) once; the Phi_j of Eq. N.2 on first use."""
+    recorded in ``jitter``, warned above
+    :data:`scalegp.linalg.KNOT_JITTER_QUIET`) once; the Phi_j of Eq. N.2 on first use."""
 
     def __init__(self, feature_map: NystromFeatures, kernel: Kernel):
         super().__init__(feature_map, kernel)
         self.knot_gram = kernel(feature_map.knots)
         self.factor, self.jitter = linalg.cholesky(self.knot_gram, name="K_ZZ (the knots' "
-                                                   "kernel matrix)")
+                                                   "kernel matrix)",
+                                                   quiet_below=linalg.KNOT_JITTER_QUIET)
 
     @functools.cached_property
     def condition_number(self) -> float:

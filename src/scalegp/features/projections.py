@@ -212,7 +212,8 @@ def nystrom(operator, basis: np.ndarray, K_basis: np.ndarray | None = None) -> N
     K1 = operator.matmat(basis) if K_basis is None else K_basis            # step 3
     K2 = basis.T @ K1
     K2 = 0.5 * (K2 + K2.T)                                                   # step 4
-    B, jitter = linalg.cholesky(K2, name="Phi K Phi^T")                     # step 5
+    B, jitter = linalg.cholesky(K2, name="Phi K Phi^T",                    # step 5
+                                quiet_below=linalg.KNOT_JITTER_QUIET)
     C = linalg.solve_lower(B, K1.T).T                                      # step 6
     U, sigma, Vt = linalg.svd(C, full_matrices=False)                        # step 7
     return Nystrom(basis, B, jitter, C, U, sigma, Vt.T, linalg.condition_number(K2))

@@ -363,7 +363,7 @@ def mixture_quantile(F: np.ndarray, V: np.ndarray, p: float) -> np.ndarray:
 def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *,
                      theta1_grid,
                      tau_prior=(1.0, 0.1), theta2_prior=(1.0, 1.0), n_iter: int = 2000,
-                     burn_in: int = 500, thin: int = 1, collapsed: bool = False,
+                     burn_in: int = 500, thin: int = 1, collapsed: bool = True,
                      diag_correction: bool = False, rng=None, progress=None,
                      feature_cache_bytes: int = FEATURE_CACHE_BYTES) -> GibbsSamples:
     """Run the Gibbs sampler of Section 4 (docs/gibbs.md, "The sweep").
