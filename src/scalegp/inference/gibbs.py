@@ -53,7 +53,7 @@ from ..kernels import Kernel
 from ..stored import Array, Value
 from .gibbs_model import (FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State, _atom_map,
                           _draw_index, check_theta1_grid, length_scale_of)
-from .gibbs_sweeps import RowsBackend, StatisticsBackend
+from .gibbs_sweeps import RowsBackend, StatisticsBackend, one_blas_thread
 
 
 __all__ = ["AtomMaps", "GammaPrior", "GibbsSamples", "check_predictive_draws",
@@ -445,21 +445,23 @@ def sample_posterior(feature_map: FeatureMap | AtomMaps, kernel: Kernel, X, y, *
     indices = np.empty(n_kept, dtype=np.int64)
     weights = np.empty((n_kept, feature_map.n_components))
     slot = 0
-    for sweep in range(n_iter):
-        if collapsed:
-            state.index = _draw_index(
-                backend.collapsed_theta1_log_probs(state.tau, state.theta2), rng)
-        backend.draw_latent(state, rng)
-        state.tau = backend.tau_conditional(state, tau_prior).draw(rng)
-        state.theta2 = backend.theta2_conditional(state, theta2_prior).draw(rng)
-        if not collapsed:
-            state.index = _draw_index(backend.theta1_log_probs(state), rng)
-        if sweep >= burn_in and (sweep - burn_in) % thin == 0:
-            taus[slot], theta2s[slot], indices[slot] = state.tau, state.theta2, state.index
-            weights[slot] = backend.weights(state, rng)
-            slot += 1
-        if progress is not None:
-            progress(sweep + 1, n_iter, "sweep")
+    # a statistics sweep is O(m^2) work: one BLAS thread (gibbs_sweeps.one_blas_thread)
+    with one_blas_thread(feature_map.n_components if not diag_correction else np.inf):
+        for sweep in range(n_iter):
+            if collapsed:
+                state.index = _draw_index(
+                    backend.collapsed_theta1_log_probs(state.tau, state.theta2), rng)
+            backend.draw_latent(state, rng)
+            state.tau = backend.tau_conditional(state, tau_prior).draw(rng)
+            state.theta2 = backend.theta2_conditional(state, theta2_prior).draw(rng)
+            if not collapsed:
+                state.index = _draw_index(backend.theta1_log_probs(state), rng)
+            if sweep >= burn_in and (sweep - burn_in) % thin == 0:
+                taus[slot], theta2s[slot], indices[slot] = state.tau, state.theta2, state.index
+                weights[slot] = backend.weights(state, rng)
+                slot += 1
+            if progress is not None:
+                progress(sweep + 1, n_iter, "sweep")
     return GibbsSamples(feature_map, kernel, grid, taus, theta2s, indices, weights,
                         bool(diag_correction), backend.cost_model, bool(collapsed), n_iter,
                         burn_in, thin, backend.n_floored)

@@ -5,10 +5,12 @@ the FITC-style diagonal (:class:`RowsBackend`, features kept or recomputed per a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .. import linalg
 from .._memory import available_bytes, check_memory
@@ -17,6 +19,20 @@ from ..engine.statistics import BasisStatistics, accumulate_statistics
 from ..features.base import FixedBasisFeatureMap
 from .gibbs_model import (DIAG_FLOOR, FEATURE_CACHE_BYTES, AtomMaps, GammaPrior, _State,
                           _atom_map, unit_kernel)
+
+
+#: Matrices up to this order are factorized, and a statistics sweep's products run, on one
+#: BLAS thread: eigh of a 256 x 256 matrix took 9 ms on one thread and 15 to 250 ms on two
+#: beside other jobs (a 2-core machine; threads waiting for busy cores), and a sweep's
+#: products are too small to share.
+ONE_THREAD_ORDER = 512
+
+
+def one_blas_thread(order: int):
+    """A context running BLAS and LAPACK on one thread for matrices of order up to
+    ``ONE_THREAD_ORDER`` (unchanged above it)."""
+    return (threadpool_limits(limits=1, user_api="blas") if order <= ONE_THREAD_ORDER
+            else contextlib.nullcontext())
 
 
 class StatisticsBackend:
@@ -51,7 +67,8 @@ class StatisticsBackend:
                 stats = basis.at(atoms[h], unit_kernel(kernel, grid[h]))
             else:
                 stats = accumulate_statistics(_atom_map(atoms, kernel, grid, h)[0], source)
-            lam, U = linalg.symmetric_eigen(stats.gram, name="Phi^T Phi")
+            with one_blas_thread(m):
+                lam, U = linalg.symmetric_eigen(stats.gram, name="Phi^T Phi")
             z = U.T @ stats.projection
             rank = lam.size
             # Eigenvalues within the rounding of eigh (m eps lam_max) are 0, and so are their
