@@ -62,6 +62,8 @@ N_TEST = 20_000
 M = 30
 SCHEDULE = (2000, 20000)
 LINEAR_FACTOR = 1.5
+#: Length-scale box of learning, in standardized inputs (the default's lower end is 0.01).
+LENGTH_SCALE_BOUNDS = (1e-5, 1e2)
 
 
 def peak_rss_gib() -> float:
@@ -143,7 +145,14 @@ def run_vecchia(args) -> dict:
     structure_module.singleton_blocks = timed("blocks", structure_module.singleton_blocks)
     structure_module.grouped_blocks = timed("blocks", structure_module.grouped_blocks)
 
-    kernel = sg.kernels.get("matern52").with_params(length_scale=np.ones(2))
+    # the start: the radius of a disc that holds m training cells on average (the cells
+    # fill their bounding box): learned length scales track the sampling density here
+    area = float(np.prod(U_train.max(axis=0) - U_train.min(axis=0)))
+    start_length_scale = float(np.sqrt(M * area / (np.pi * len(z_train))))
+    # the default box (length scales of 1 % to 100 times the inputs' std) is too narrow
+    # here: the cells of the full grid are 0.08 % (longitude) and 0.16 % of a std apart
+    kernel = sg.kernels.get("matern52").with_params(
+        length_scale=np.full(2, start_length_scale), length_scale_bounds=LENGTH_SCALE_BOUNDS)
     gp = VecchiaGP(kernel, 0.05, M, m_predict=M, ordering="grid-maximin", grouping=False,
                    schedule=tuple(args.schedule), tolerance=args.tolerance, random_state=0,
                    n_jobs=args.n_jobs)
@@ -168,6 +177,7 @@ def run_vecchia(args) -> dict:
         "model": "vecchia", "N": n, "n_test": len(test), "m": M, "m_predict": M,
         "schedule": list(args.schedule), "tolerance": args.tolerance, "n_jobs": args.n_jobs,
         "ordering": "grid-maximin", "grouping": False,
+        "start_length_scale_deg": list(start_length_scale * x_scale),
         "n_structures": len(timers["ordering"]),
         "ordering_s": total("ordering"), "neighbours_s": total("neighbours"),
         "blocks_s": total("blocks"), "structures_s": structure,
