@@ -18,8 +18,9 @@ the training cells, an anisotropic Matern-5/2 and noise variance 0.05 to start, 
 scales starting at sqrt(m A / (pi N)) (standardized units; A the training cells' bounding
 box: the radius of a disc holding m cells on average; the learned length scales track the
 sampling density on this relief) and learned in the box [1e-5, 100] (the default's lower
-end, 0.01, is 6 to 12 grid cells of the full grid: it bound at N = 3e6 and L-BFGS-B ran off
-to a latitude length scale of 950 degrees), :class:`scalegp.vecchia.VecchiaGP` with m = 30
+end, 0.01, is 6 to 12 cells of the full grid, above the 0.0057 learned there in longitude; a
+first run from length scales 1 in the default box ran off at N = 3e6 to a latitude length
+scale of 954 degrees, RMSE 602 m), :class:`scalegp.vecchia.VecchiaGP` with m = 30
 neighbours, the
 grid-maximin ordering (the demo's: vectorized, O(N log N); exact maximin takes one Python step
 per point), one block per point (``grouping=False``: learning reads a sample of the
