@@ -178,3 +178,32 @@ def test_threaded_neighbour_search_finds_the_same_sets():
     from scalegp.vecchia import ordered_neighbors
     U = np.random.default_rng(2).uniform(size=(4000, 2))
     np.testing.assert_array_equal(ordered_neighbors(U, 12, n_jobs=2), ordered_neighbors(U, 12))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 17])
+def test_ordered_neighbors_in_query_chunks_are_the_same_int32_sets(monkeypatch, chunk):
+    """The tree is asked QUERY_CHUNK points at a time (memory at 9.3 million points): any
+    chunk gives the brute-force sets, stored as int32 (index_dtype below 2^31 points)."""
+    from scalegp.vecchia import neighbors as module
+
+    monkeypatch.setattr(module, "QUERY_CHUNK", chunk)
+    U = np.random.default_rng(3).uniform(size=(700, 2))
+    Uo = U[order_points(U, "random", rng=2)]
+    found = ordered_neighbors(Uo, 9)
+    assert found.dtype == np.int32 and module.index_dtype(2**31) == np.intp
+    np.testing.assert_array_equal(found, brute_neighbors(Uo, 9))
+
+
+def test_singleton_blocks_are_each_point_with_its_conditioning_set():
+    """The vectorized singletons: block i is c(i) + {i}, sorted, member i only (the first
+    points have fewer than m neighbours: -1 padding dropped)."""
+    U = np.random.default_rng(4).uniform(size=(300, 2))
+    neighbors = ordered_neighbors(U[maximin_order(U)], 6)
+    blocks = singleton_blocks(neighbors)
+    assert blocks.n_blocks == 300 and blocks.n_members == 300
+    assert blocks.sets.dtype == neighbors.dtype
+    for i in range(300):
+        rows, member = blocks.block(i)
+        own = neighbors[i][neighbors[i] >= 0]
+        np.testing.assert_array_equal(rows, np.sort(np.append(own, i)))
+        np.testing.assert_array_equal(rows[member], [i])

@@ -85,6 +85,24 @@ def test_threads_and_points_are_independent():
     np.testing.assert_allclose(np.ravel(alone), [serial[0][7], serial[1][7]], rtol=1e-12)
 
 
+def test_batches_ask_the_tree_for_their_own_neighbours(monkeypatch):
+    """Each batch of test points queries the tree itself (memory O(batch m) at millions of
+    test points): any batch size gives the predictive of the one-query neighbour sets."""
+    X, y, X_test = data(n_test=300)
+    kernel = KERNELS[1]
+    default = predict(kernel, NOISE, X, y, X_test, 12, return_var=True)
+    monkeypatch.setattr(prediction, "POINTS_PER_TASK", 7)
+    np.testing.assert_array_equal(predict(kernel, NOISE, X, y, X_test, 12, return_var=True),
+                                  default)
+    near = prediction.training_neighbors(kernel, X, X_test, 12)
+    j = 123
+    K = kernel(X[near[j]]) + NOISE * np.eye(12)
+    k = kernel(X[near[j]], X_test[j:j + 1])[:, 0]
+    np.testing.assert_allclose(default[0][j], k @ np.linalg.solve(K, y[near[j]]), rtol=1e-10)
+    np.testing.assert_allclose(default[1][j], kernel.diag(X_test[j:j + 1])[0]
+                               - k @ np.linalg.solve(K, k), rtol=1e-8, atol=1e-12)
+
+
 def test_sample_draws_from_the_joint_predictive():
     X, y, X_test = data()
     kernel = KERNELS[2]

@@ -80,13 +80,14 @@ def _batches(blocks):
     return out
 
 
-def _batch_terms(kernel: Kernel, noise_variance: float, X_ordered, y_ordered, batch,
+def _batch_terms(kernel: Kernel, noise_variance: float, X, y, batch,
                  eval_gradient: bool, eval_fisher: bool = False):
     """(value, gradient or None, Fisher information or None) summed over one batch of B
     blocks of equal size s, with stacked arrays: K (B, s, s), L, R = L^{-1}, and the
-    members' rows gathered (module docstring)."""
-    positions, rows, weight = batch
-    X_T, y_T = X_ordered[positions], y_ordered[positions]
+    members' rows gathered (module docstring). ``batch`` = (indices (B, s) of the union
+    sets' rows in X and y, member rows (B, M), member weights (B, M))."""
+    indices, rows, weight = batch
+    X_T, y_T = X[indices], y[indices]
     if eval_fisher:                 # the derivative stacks themselves
         K, dK = kernel.stacked_gradient(X_T)
         K = K.copy()
@@ -164,11 +165,12 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
     if structure.n_samples != X.shape[0]:
         raise ValueError(f"structure was built for {structure.n_samples} points, X has "
                          f"{X.shape[0]} rows")
-    X_ordered, y_ordered = X[structure.order], y[structure.order]
     batches = _batches(structure.blocks)
+    order = structure.order
 
-    def run(batch):
-        return _batch_terms(kernel, noise_variance, X_ordered, y_ordered, batch,
+    def run(batch):      # the rows of the batch's positions: no copy of X in the ordering
+        positions, rows, weight = batch     # (a sample of the blocks reads only its rows)
+        return _batch_terms(kernel, noise_variance, X, y, (order[positions], rows, weight),
                             eval_gradient or eval_fisher, eval_fisher)
 
     # BLAS on one thread: the batches' products are small, and BLAS threads that wait

@@ -114,18 +114,18 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
     c only has to keep the matrix positive definite (:func:`_bordered`); no entry used
     depends on it. Test points go in batches of ``POINTS_PER_TASK`` through
     :meth:`Kernel.stacked` and :func:`scalegp.linalg.batched_cholesky` (no Python step per
-    point)."""
+    point). Each batch asks the k-d tree for its own neighbours (the same sets as one query
+    for all): memory O(``POINTS_PER_TASK`` m) for any number of test points."""
     noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
                                                          y_train, X_test, m)
     n_jobs = check_positive_int(n_jobs, "n_jobs")
-    neighbors = training_neighbors(kernel, X_train, X_test, min(m, len(X_train)),
-                                   n_jobs=n_jobs)
+    tree = ScaledTree(X_train, kernel.length_scale)     # each batch asks for its own
+    size = min(m, len(X_train))                          # neighbours: memory O(batch m)
     mean, var = np.empty(len(X_test)), np.empty(len(X_test))
-    size = neighbors.shape[1]
 
     def run(start):
         rows = slice(start, min(start + POINTS_PER_TASK, len(X_test)))
-        near = neighbors[rows]
+        near = tree.nearest(X_test[rows], size)
         Z = np.concatenate([X_train[near], X_test[rows, None, :]], axis=1)
         A = _bordered(kernel.stacked(Z), y_train[near], noise_variance)
         try:
