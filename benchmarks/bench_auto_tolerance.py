@@ -14,7 +14,7 @@ on the test rows is at or below the requested one; where it says none meets it, 
 claimed.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_auto_tolerance.py \\
-        --datasets airfoil,wine,skillcraft --out benchmarks/results/auto-tolerance.md
+        --datasets airfoil,wine,concrete --out benchmarks/results/auto-tolerance.md
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def run(name: str, data_dir: Path) -> list:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="airfoil,wine,skillcraft")
+    parser.add_argument("--datasets", default="airfoil,wine,concrete")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
