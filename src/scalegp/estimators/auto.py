@@ -495,8 +495,9 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng) -> list:
 def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
     """Set the candidate's RMSE ratio and mean KL(exact || candidate) on the pilot's n
     held-back rows and their one-sided 95 % upper bounds, the candidate fitted on the
-    pilot's training rows at the pilot's hyperparameters (Nystrom with its knots' density
-    on all n rows, Vecchia and neighbourhoods with their sizes).
+    pilot's training rows at the pilot's hyperparameters (Nystrom's knots and Vecchia's
+    conditioning sets the same share of those rows as of all n rows; neighbourhoods with
+    their sizes).
 
     The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`."""
     config = candidate.configuration
@@ -509,8 +510,9 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
             mean, var = pilot.mean, pilot.var
         elif config["estimator"] == "VecchiaGPRegressor":
             from ..vecchia import VecchiaGP
-            model = VecchiaGP(kernel, s2, m=min(config["n_neighbors"], yt.size - 1)).fit(
-                Xt, yt, learn=False)
+            # the same share of the rows as the fit on all n rows (as Nystrom's knots below)
+            m = max(1, min(round(config["n_neighbors"] * yt.size / X.shape[0]), yt.size - 1))
+            model = VecchiaGP(kernel, s2, m=m).fit(Xt, yt, learn=False)
             mean, var = model.predict(Xh, return_var=True, include_noise=True)
         else:
             options = {key: value for key, value in config.items()
