@@ -32,8 +32,9 @@ Matern-5/2). Otherwise, in four steps:
     k-neighbourhood in length scales (the correlation with the nearest point left out);
     Vecchia 1 + (VECCHIA_REFERENCE_M / m)^2 / 100 (an assumption, not a measurement: about
     1 % at m = 30 in low dimension). Then the **verification**: the chosen candidate is fitted
-    on the pilot's training rows at the pilot's hyperparameters (sizes capped by those rows)
-    and its RMSE ratio and mean KL(exact || candidate) of the predictive distributions
+    on the pilot's training rows at the pilot's hyperparameters (Nystrom's knots and
+    Vecchia's neighbours the same share of those rows as of all rows, other sizes capped by
+    them), and its RMSE ratio and mean KL(exact || candidate) of the predictive distributions
     (noise included) measured on the held-back rows, with their one-sided 95 % upper
     bounds (:func:`scalegp.estimators.auto_validation.held_back_measures`).
 (d) **The choice.** Without a tolerance: the exact GP when it fits the budgets, otherwise
