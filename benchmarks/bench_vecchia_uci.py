@@ -12,6 +12,20 @@ shape (scaled Vecchia, docs/vecchia.md); it starts at l = sqrt(d) (as bench_uci_
     OPENBLAS_NUM_THREADS=1 timeout 1500 python benchmarks/bench_vecchia_uci.py pol elevators \\
         --n-jobs 2 --out benchmarks/results/vecchia-uci.md
 
+``--api vecchia`` learns with :class:`scalegp.vecchia.VecchiaGP` instead of the estimator: the
+same likelihood, with the options the estimator does not take: ``--schedule`` (learning stages on
+nested samples of the blocks, docs/vecchia.md, as the demo), ``--tolerance``, ``--ordering`` and
+length-scale bounds (``--length-scale-bounds``; the estimator widens its box as it goes).
+``--vnngp SECONDS`` adds the peer GPyTorch VNNGP (``NNVariationalStrategy``, Wu et al. 2022)
+with its documented setting: every training point an inducing point, k = 256 neighbours,
+training batches of 256, a mean-field variational distribution, Adam at 0.01 on the variational
+ELBO (the GPyTorch VNNGP example), a Matern-3/2 ARD kernel (as ours), for at most
+``--vnngp-epochs`` epochs or SECONDS of training, whichever comes first.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_vecchia_uci.py kin40k --kernels ard \
+        --api vecchia --n-neighbors 60 --n-neighbors-predict 250 --schedule 2000 8000 all \
+        --n-jobs 2 --vnngp 150
+
 Data: ``../shared/data/uci/<name>.csv`` (inputs x1..xd, target y last), or ``--data-dir``.
 """
 
@@ -32,6 +46,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_uci_sgpr import DATA_DIR, PUBLISHED, load_split, scores  # noqa: E402
 
 import scalegp as sg  # noqa: E402
+from scalegp.vecchia import VecchiaGP  # noqa: E402
+
+#: GPyTorch VNNGP's setting (its example): k neighbours, training batch, Adam's rate.
+VNNGP_K = 256
+VNNGP_BATCH = 256
+VNNGP_RATE = 0.01
 
 
 def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | None,
@@ -65,6 +85,120 @@ def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | Non
                      + "".join(f" [{str(w.message)[:90]}]" for w in caught[:2]))}
 
 
+def run_vecchia_gp(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | None,
+                   schedule: tuple, tolerance: float | None, ordering: str,
+                   length_scale_bounds: tuple, seed: int, n_jobs: int) -> dict:
+    """:class:`scalegp.vecchia.VecchiaGP` (``--api vecchia``) on the standardised split: start
+    at l = sqrt(d), s = 1, s2 = 0.1, as :func:`run_vecchia`."""
+    d = X.shape[1]
+    start_scale = float(np.sqrt(d))
+    kernel = sg.kernels.get("matern32", length_scale=np.full(d, start_scale) if ard
+                            else start_scale, length_scale_bounds=length_scale_bounds)
+    model = VecchiaGP(kernel, 0.1, m, m_predict=m_predict, ordering=ordering,
+                      schedule=schedule, tolerance=tolerance, random_state=seed, n_jobs=n_jobs)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    mean, var = model.predict(X_test, return_var=True, include_noise=True)
+    predict_seconds = time.perf_counter() - start
+    rmse, nll = scores(mean, var, y_test)
+    scales = np.atleast_1d(model.kernel_.length_scale)
+    shown = (f"l {scales[0]:.3g}" if scales.size == 1 else
+             f"l in [{scales.min():.3g}, {scales.max():.3g}]")
+    stages = "; ".join(f"{h['n_points']}: {h['n_evaluations']}" for h in model.history)
+    n_structures = 1 + sum(later["stage"] == earlier["stage"]
+                           for earlier, later in zip(model.history, model.history[1:]))
+    named = "all" if schedule == (None,) else "/".join("all" if size is None else str(size)
+                                                       for size in schedule)
+    return {"method": f"scalegp VecchiaGP, {'ARD' if ard else 'shared l'}, schedule {named}",
+            "m": m if m_predict is None else f"{m} / {m_predict}",
+            "seconds": fit_seconds, "predict_seconds": predict_seconds,
+            "rmse": rmse, "nll": nll,
+            "evaluations": sum(h["n_evaluations"] for h in model.history),
+            "note": (f"{shown}, s {model.kernel_.variance:.3g}, s2 "
+                     f"{model.noise_variance_:.3g}; {n_structures} structure(s); stages "
+                     f"(points: evaluations) {stages}; {len(caught)} warning(s)"
+                     + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
+
+
+def run_vnngp(X, y, X_test, y_test, *, seconds: float, epochs: int, seed: int) -> dict:
+    """GPyTorch VNNGP (module docstring): train for ``epochs`` epochs or ``seconds``, then
+    predict the test points (mean and variance of a new observation)."""
+    import torch
+    import gpytorch
+    from gpytorch.variational import MeanFieldVariationalDistribution, NNVariationalStrategy
+
+    torch.manual_seed(seed)
+    train_x = torch.as_tensor(X, dtype=torch.float64)
+    train_y = torch.as_tensor(y, dtype=torch.float64)
+    n, d = train_x.shape
+
+    class Model(gpytorch.models.ApproximateGP):
+        def __init__(self, likelihood):
+            strategy = NNVariationalStrategy(self, train_x, MeanFieldVariationalDistribution(n),
+                                             k=VNNGP_K, training_batch_size=VNNGP_BATCH)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ZeroMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(
+                gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=d))
+            self.likelihood = likelihood
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+        def __call__(self, x, prior=False, **kwargs):
+            if x is not None and x.dim() == 1:
+                x = x.unsqueeze(-1)
+            return self.variational_strategy(x=x, prior=False, **kwargs)
+
+    start = time.perf_counter()
+    model = Model(gpytorch.likelihoods.GaussianLikelihood()).double()
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=VNNGP_RATE)
+    elbo = gpytorch.mlls.VariationalELBO(model.likelihood, model, num_data=n)
+    per_epoch = model.variational_strategy._total_training_batches
+    steps, complete = 0, True
+    for _ in range(epochs):
+        for _ in range(per_epoch):
+            optimizer.zero_grad()
+            output = model(x=None)
+            rows = model.variational_strategy.current_training_indices
+            loss = -elbo(output, train_y[..., rows])
+            loss.backward()
+            optimizer.step()
+            steps += 1
+            if time.perf_counter() - start > seconds:
+                complete = False
+                break
+        if not complete:
+            break
+    fit_seconds = time.perf_counter() - start
+    model.eval()
+    start = time.perf_counter()
+    means, variances = [], []
+    with torch.no_grad():
+        for begin in range(0, len(X_test), 1000):
+            block = torch.as_tensor(X_test[begin:begin + 1000], dtype=torch.float64)
+            predictive = model.likelihood(model(block))
+            means.append(predictive.mean.numpy())
+            variances.append(predictive.variance.numpy())
+    predict_seconds = time.perf_counter() - start
+    rmse, nll = scores(np.concatenate(means), np.concatenate(variances), y_test)
+    scales = model.covar_module.base_kernel.lengthscale.detach().numpy().ravel()
+    return {"method": "GPyTorch VNNGP, ARD", "m": f"k {VNNGP_K}, inducing = all {n}",
+            "seconds": fit_seconds, "predict_seconds": predict_seconds, "rmse": rmse,
+            "nll": nll, "evaluations": steps,
+            "note": (f"{steps / per_epoch:.2f} epoch(s) of {per_epoch} batches of "
+                     f"{VNNGP_BATCH} ({'all' if complete else 'time cap'}), Adam {VNNGP_RATE}; "
+                     f"l in [{scales.min():.3g}, {scales.max():.3g}], s2 "
+                     f"{float(model.likelihood.noise):.3g}; torch threads "
+                     f"{torch.get_num_threads()}")}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="+", choices=sorted(PUBLISHED))
@@ -73,13 +207,30 @@ def main(argv=None) -> None:
     parser.add_argument("--kernels", nargs="+", default=["shared", "ard"],
                         choices=["shared", "ard"])
     parser.add_argument("--optimizer", default="lbfgs", choices=["lbfgs", "fisher"])
+    parser.add_argument("--api", default="estimator", choices=["estimator", "vecchia"],
+                        help="VecchiaGPRegressor, or scalegp.vecchia.VecchiaGP (the options "
+                             "below)")
+    parser.add_argument("--schedule", nargs="+", default=["all"],
+                        help="--api vecchia: sampled conditionals per learning stage ('all': "
+                             "the whole likelihood)")
+    parser.add_argument("--tolerance", type=float, default=None)
+    parser.add_argument("--ordering", default="maximin")
+    parser.add_argument("--length-scale-bounds", type=float, nargs=2, default=[1e-3, 1e5])
+    parser.add_argument("--vnngp", type=float, default=0.0, metavar="SECONDS",
+                        help="also run GPyTorch VNNGP, training at most SECONDS")
+    parser.add_argument("--vnngp-epochs", type=int, default=20)
+    parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--skip-vecchia", action="store_true")
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="the split's seed")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--out", type=Path, help="append the markdown rows to this file")
     args = parser.parse_args(argv)
+    if args.vnngp > 0:
+        import torch
+        torch.set_num_threads(args.torch_threads)
     header = ("| data | train n x d | method | m | fit s | predict s | evaluations | test RMSE "
-              "| test NLL | published exact RMSE / NLL | load | notes |\n"
+              "| test NLL | published exact RMSE / NLL | load before / after | notes |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(header, flush=True)
     if args.out is not None and not args.out.exists():
@@ -87,20 +238,37 @@ def main(argv=None) -> None:
     for name in args.datasets:
         X, y, X_test, y_test = load_split(name, args.data_dir, args.seed)
         exact_rmse, exact_nll = PUBLISHED[name][0]
-        for kind in args.kernels:
+        schedule = tuple(None if size == "all" else int(size) for size in args.schedule)
+        runs = []
+        for kind in [] if args.skip_vecchia else args.kernels:
             for m in args.n_neighbors:
-                load_before = os.getloadavg()[0]
-                run = run_vecchia(X, y, X_test, y_test, ard=kind == "ard", m=m,
-                                  m_predict=args.n_neighbors_predict,
-                                  optimizer=args.optimizer, seed=args.seed, n_jobs=args.n_jobs)
-                line = (f"| {name} | {len(y)} x {X.shape[1]} | {run['method']} | {run['m']} | "
-                        f"{run['seconds']:.0f} | {run['predict_seconds']:.1f} | "
-                        f"{run['evaluations']} | {run['rmse']:.3f} | {run['nll']:.3f} | "
-                        f"{exact_rmse} / {exact_nll} | {load_before:.1f} | {run['note']} |")
-                print(line, flush=True)
-                if args.out is not None:    # row by row: a time cap keeps what finished
-                    with open(args.out, "a", encoding="utf-8") as out:
-                        out.write(line + "\n")
+                if args.api == "vecchia":
+                    runs.append(lambda kind=kind, m=m: run_vecchia_gp(
+                        X, y, X_test, y_test, ard=kind == "ard", m=m,
+                        m_predict=args.n_neighbors_predict, schedule=schedule,
+                        tolerance=args.tolerance, ordering=args.ordering,
+                        length_scale_bounds=tuple(args.length_scale_bounds), seed=args.seed,
+                        n_jobs=args.n_jobs or 1))
+                else:
+                    runs.append(lambda kind=kind, m=m: run_vecchia(
+                        X, y, X_test, y_test, ard=kind == "ard", m=m,
+                        m_predict=args.n_neighbors_predict, optimizer=args.optimizer,
+                        seed=args.seed, n_jobs=args.n_jobs))
+        if args.vnngp > 0:
+            runs.append(lambda: run_vnngp(X, y, X_test, y_test, seconds=args.vnngp,
+                                          epochs=args.vnngp_epochs, seed=args.seed))
+        for job in runs:
+            load_before = os.getloadavg()[0]
+            run = job()
+            line = (f"| {name} | {len(y)} x {X.shape[1]} | {run['method']} | {run['m']} | "
+                    f"{run['seconds']:.0f} | {run['predict_seconds']:.1f} | "
+                    f"{run['evaluations']} | {run['rmse']:.3f} | {run['nll']:.3f} | "
+                    f"{exact_rmse} / {exact_nll} | {load_before:.1f} / "
+                    f"{os.getloadavg()[0]:.1f} | {run['note']} |")
+            print(line, flush=True)
+            if args.out is not None:    # row by row: a time cap keeps what finished
+                with open(args.out, "a", encoding="utf-8") as out:
+                    out.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -206,6 +206,37 @@ def test_stacked_kernel_matrices_and_gradient_contractions(kernel):
         kernel.stacked(X[0])
 
 
+def _in_dims(kernel, d):
+    """The kernel with its parameters in d input dimensions (ARD scales spread over d)."""
+    scales = np.atleast_1d(kernel.length_scale)
+    scale = scales[0] if scales.size == 1 else np.geomspace(scales[0], scales[-1], d)
+    return type(kernel)(**{**kernel.get_params(), "length_scale": scale})
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
+def test_stacked_by_gemm_in_higher_dimensions(kernel):
+    """From d = STACKED_GEMM_MIN_DIMS on, smooth kernels form r^2 and the length-scale
+    contractions by GEMMs: the same matrices and contractions as k(X_b) and its gradient,
+    also for a far offset and for repeated points (r = 0 off the diagonal)."""
+    from scalegp.kernels import values
+
+    d = 9
+    assert d >= values.STACKED_GEMM_MIN_DIMS
+    kernel = _in_dims(kernel, d)
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(6, 11, d)) + 50.0 * rng.standard_normal(d)
+    X[:, 3] = X[:, 7]
+    W = rng.standard_normal((6, 11, 11))
+    K, inner = kernel.stacked(X, eval_gradient=True)
+    np.testing.assert_allclose(kernel.stacked(X), K, rtol=1e-13, atol=1e-15)
+    expected = np.zeros(kernel.n_params)
+    for b in range(6):
+        np.testing.assert_allclose(K[b], kernel(X[b]), rtol=1e-11, atol=1e-12)
+        expected += np.einsum("ij,pij->p", W[b], kernel.gradient(X[b]))
+    assert inner(W.copy()).shape == (kernel.n_params,)
+    np.testing.assert_allclose(inner(W.copy()), expected, rtol=1e-9, atol=1e-10)
+
+
 @pytest.mark.parametrize("size", [1, 5, 16, 17, 40, 97])
 def test_batched_triangular_inverse(size):
     from scalegp import linalg

@@ -13,6 +13,13 @@ import numpy as np
 from .._validation import check_matrix
 
 
+#: Dimensions from which :meth:`KernelValues.stacked` forms r^2 and its length-scale
+#: contractions by batched GEMMs (``_stacked_by_gemm``) rather than from one (B, s, s)
+#: array of differences per dimension (the Vecchia blocks of the UCI sets, d = 8-26: the
+#: differences took 60 % of a likelihood evaluation on pol, benchmarks/results/vecchia-uci.md).
+STACKED_GEMM_MIN_DIMS = 4
+
+
 class KernelValues:
     """k(x, z) = s kappa(L^{-1} (x - z)) and its gradients, from the correlation of a kernel."""
 
@@ -172,6 +179,8 @@ class KernelValues:
                                 + [K.reshape(-1) @ flat])
 
             return K, inner
+        if V.shape[2] >= STACKED_GEMM_MIN_DIMS:
+            return self._stacked_by_gemm(V, eval_gradient)
         squares = []
         for j in range(V.shape[2]):
             u = V[:, :, None, j] - V[:, None, :, j]
@@ -195,6 +204,51 @@ class KernelValues:
             F = np.multiply(W, factor, out=W).reshape(-1)
             return np.array([-self._variance * (F @ square.reshape(-1)) for square in squares]
                             + [value])
+
+        return K, inner
+
+    def _stacked_by_gemm(self, V, eval_gradient: bool):
+        """:meth:`stacked` of a kernel smooth in r^2 in d >= ``STACKED_GEMM_MIN_DIMS``
+        dimensions, from the scaled inputs V (B, s, d) by batched GEMMs instead of d arrays
+        of (B, s, s) differences: with a = v - mean_b(v) per matrix (the shift and the
+        rounding of :meth:`_scaled_squared_distances`),
+
+            r^2_ac = |a_a|^2 + |a_c|^2 - 2 a_a^T a_c   (floored at 0, 0 on the diagonal),
+
+        and the length-scale contractions, with F = W o g,
+
+            sum_ac F_ac (a_aj - a_cj)^2 = sum_a a_aj^2 (sum_c F_ac + sum_c F_ca)
+                                          - 2 sum_a a_aj (F a)_aj,
+
+        O(B s^2 d) flops in GEMMs and O(B s d) memory besides K (the differences: O(B s^2 d)
+        of each)."""
+        A = V - V.mean(axis=1, keepdims=True)
+        a2 = np.einsum("bsj,bsj->bs", A, A)
+        r2 = np.matmul(A, np.swapaxes(A, 1, 2))
+        r2 *= -2.0
+        r2 += a2[:, :, None]
+        r2 += a2[:, None, :]
+        np.maximum(r2, 0.0, out=r2)
+        diagonal = np.arange(V.shape[1])
+        r2[:, diagonal, diagonal] = 0.0
+        if not eval_gradient:
+            K = self._profile(r2)
+            K *= self._variance
+            return K
+        kappa, factor = self._profile_and_input_factor(r2)
+        K = np.multiply(kappa, self._variance, out=kappa)
+        anisotropic = self.anisotropic
+
+        def inner(W):
+            value = (K.reshape(-1) @ W.reshape(-1))
+            F = np.multiply(W, factor, out=W)
+            if not anisotropic:
+                scales = [F.reshape(-1) @ r2.reshape(-1)]
+            else:
+                edge = F.sum(axis=2) + F.sum(axis=1)                     # (B, s)
+                scales = (np.einsum("bs,bsj,bsj->j", edge, A, A)
+                          - 2.0 * np.einsum("bsj,bsj->j", A, np.matmul(F, A)))
+            return np.concatenate([-self._variance * np.asarray(scales), [value]])
 
         return K, inner
 
