@@ -266,3 +266,14 @@ def test_predict_before_fit_raises_not_fitted():
         model.predict(np.zeros((2, 2)))
     with pytest.raises(NotFittedError):
         model.predict_interval(np.zeros((2, 2)))
+
+
+def test_a_chain_on_the_grids_end_atom_says_the_posterior_may_lie_beyond_it():
+    # a linear trend in 10-D: the length scale wants to exceed the grid's longest (theta1 =
+    # 0.02, l = 5 in the standardized inputs), and the collapsed chain stays on that atom
+    from sklearn.datasets import make_regression
+    X, y = make_regression(200, 10, random_state=0)
+    with pytest.warns(sg.errors.ConvergenceWarning, match=r"grid's smallest atom, so theta1's posterior "
+                                                r"may lie beyond the grid .* above 5 in the "
+                                                r"standardized inputs"):
+        sg.GibbsGPRegressor(random_state=0).fit(X, y)

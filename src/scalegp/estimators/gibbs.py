@@ -225,9 +225,18 @@ class GibbsGPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self._set_fitted(samples, y_train_mean=data.y_mean, y_train_std=data.y_std,
                          X_train_mean=data.X_mean, X_train_scale=data.X_scale)
         if grid.size > 1 and np.unique(samples.theta1_index).size == 1:
+            theta1 = float(samples.theta1[0])
+            end = "smallest" if theta1 == grid.min() else "largest" if theta1 == grid.max() \
+                else None
+            cause = ("the chain has not explored the grid" if end is None else
+                     f"it is the grid's {end} atom, so theta1's posterior may lie beyond the "
+                     f"grid (theta1 = 1 / (2 l^2): a length scale "
+                     f"{'above' if end == 'smallest' else 'below'} {(2 * theta1) ** -0.5:.3g} "
+                     f"in the {'standardized ' if self.normalize_X else ''}inputs); extend "
+                     "theta1_grid")
             warnings.warn(
-                f"theta1 stayed on one atom ({samples.theta1[0]:.4g}) in all "
-                f"{samples.n_draws} kept draws: the chain has not explored the grid"
+                f"theta1 stayed on one atom ({theta1:.4g}) in all {samples.n_draws} kept "
+                f"draws: {cause}"
                 + ("" if self.collapsed else "; collapsed=True draws theta1 with the latent "
                    "field integrated out and mixes far better (docs/gibbs.md, \"The sweep\")"),
                 ConvergenceWarning, stacklevel=2)
