@@ -63,18 +63,13 @@ def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | Non
     model = sg.VecchiaGPRegressor(kernel=kernel, noise_variance=0.1, n_neighbors=m,
                                   n_neighbors_predict=m_predict, optimizer=optimizer,
                                   random_state=seed, n_jobs=n_jobs)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X, y)
-    fit_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    mean, std = model.predict(X_test, return_std=True, include_noise=True)
-    predict_seconds = time.perf_counter() - start
-    rmse, nll = scores(mean, std**2, y_test)
-    scales = np.atleast_1d(model.kernel_.length_scale)
-    shown = (f"l {scales[0]:.3g}" if scales.size == 1 else
-             f"l in [{scales.min():.3g}, {scales.max():.3g}]")
+
+    def predict():
+        mean, std = model.predict(X_test, return_std=True, include_noise=True)
+        return mean, std**2
+
+    fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
+        model, X, y, X_test, y_test, predict)
     return {"method": f"scalegp Vecchia, {'ARD' if ard else 'shared l'}, {optimizer}",
             "m": m if m_predict is None else f"{m} / {m_predict}",
             "seconds": fit_seconds, "predict_seconds": predict_seconds,
@@ -83,6 +78,24 @@ def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | Non
                      f"{model.noise_variance_:.3g}; {model.n_structures_} structure(s); "
                      f"{len(caught)} warning(s)"
                      + "".join(f" [{str(w.message)[:90]}]" for w in caught[:2]))}
+
+
+def _fit_and_score(model, X, y, X_test, y_test, predict):
+    """Fit ``model`` on (X, y) with its warnings recorded, then ``predict()`` -> (mean,
+    variance) on X_test: (fit s, predict s, RMSE, NLL, warnings, length scales shown)."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    mean, var = predict()
+    predict_seconds = time.perf_counter() - start
+    rmse, nll = scores(mean, var, y_test)
+    scales = np.atleast_1d(model.kernel_.length_scale)
+    shown = (f"l {scales[0]:.3g}" if scales.size == 1 else
+             f"l in [{scales.min():.3g}, {scales.max():.3g}]")
+    return fit_seconds, predict_seconds, rmse, nll, caught, shown
 
 
 def run_vecchia_gp(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | None,
@@ -96,18 +109,9 @@ def run_vecchia_gp(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | 
                             else start_scale, length_scale_bounds=length_scale_bounds)
     model = VecchiaGP(kernel, 0.1, m, m_predict=m_predict, ordering=ordering,
                       schedule=schedule, tolerance=tolerance, random_state=seed, n_jobs=n_jobs)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X, y)
-    fit_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    mean, var = model.predict(X_test, return_var=True, include_noise=True)
-    predict_seconds = time.perf_counter() - start
-    rmse, nll = scores(mean, var, y_test)
-    scales = np.atleast_1d(model.kernel_.length_scale)
-    shown = (f"l {scales[0]:.3g}" if scales.size == 1 else
-             f"l in [{scales.min():.3g}, {scales.max():.3g}]")
+    fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
+        model, X, y, X_test, y_test,
+        lambda: model.predict(X_test, return_var=True, include_noise=True))
     stages = "; ".join(f"{h['n_points']}: {h['n_evaluations']}" for h in model.history)
     n_structures = 1 + sum(later["stage"] == earlier["stage"]
                            for earlier, later in zip(model.history, model.history[1:]))

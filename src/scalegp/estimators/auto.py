@@ -406,15 +406,12 @@ def _glf_resolves(X, pilot: Pilot, s: int) -> tuple[bool, str, tuple]:
     start = pilot_kernel(pilot.family, X.shape[1]).with_params(
         length_scale=pilot.length_scale, variance=pilot.variance,
         length_scale_bounds=glf_box(pilot))
-    kernel, resolved = resolved_box(
+    kernel, fmap, resolved = resolved_box(
         lambda k: get_map("glf").build(X, k, s, noise_variance_lower=noise_floor), start)
     box = kernel.length_scale_bounds
     log_l = np.log(pilot.length_scale)
     inside = bool(np.all((np.log(box[0]) <= log_l + 1e-9) & (log_l <= np.log(box[1]) + 1e-9)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mass = get_map("glf").build(X, kernel, s, noise_variance_lower=noise_floor) \
-            .captured_mass(kernel)
+    mass = fmap.captured_mass(kernel)
     ok = resolved and inside and abs(mass - 1.0) <= GLF_MASS_TOLERANCE
     return ok, (f"captured prior variance {mass:.3f}, pilot length scales "
                 f"{'inside' if inside else 'outside'} the resolved box"

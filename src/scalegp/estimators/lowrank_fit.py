@@ -54,7 +54,7 @@ class LowRankFit:
         if (self._check_local() is not None or self._spec.approximation != "glf"
                 or isinstance(options.get("n_nodes"), str)):
             return kernel
-        kernel, _ = gauss_legendre.resolved_box(
+        kernel, _, _ = gauss_legendre.resolved_box(
             lambda k: _build_feature_map("glf", X, k, self._spec.n_components, options,
                                          np.random.default_rng(0), fit_context), kernel)
         return kernel

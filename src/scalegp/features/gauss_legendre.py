@@ -84,7 +84,7 @@ DEFAULT_SPLIT_COMPONENTS = 256
 BOX_ROUNDS = 4
 
 
-def resolved_box(build, kernel: Kernel, rounds: int = BOX_ROUNDS) -> tuple[Kernel, bool]:
+def resolved_box(build, kernel: Kernel, rounds: int = BOX_ROUNDS):
     """The length-scale box that the rule built for it resolves, as a fixed point.
 
     The rule depends on the box Theta it is built for (the truncation half-widths R_j of
@@ -108,26 +108,25 @@ def resolved_box(build, kernel: Kernel, rounds: int = BOX_ROUNDS) -> tuple[Kerne
     Returns
     -------
     kernel : Kernel
-        The kernel on the last box, its length scales clipped into it.
+        The kernel on the last box built for, its length scales clipped into it.
+    feature_map : GaussLegendreFeatures
+        The map built for that box.
     resolved : bool
-        Whether the last box is a fixed point (False: still narrowing after ``rounds``
+        Whether that box is a fixed point (False: still narrowing after ``rounds``
         builds, or the box the map resolves would be empty).
     """
-    box = tuple(float(b) for b in kernel.length_scale_bounds)
-    for _ in range(rounds):
+    for round_ in range(rounds):
+        box = tuple(float(b) for b in kernel.length_scale_bounds)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            valid = build(kernel).valid_log_bounds(kernel)[:-1]
+            fmap = build(kernel)
+        valid = fmap.valid_log_bounds(kernel)[:-1]
         narrowed = (max(box[0], float(np.exp(valid[:, 0].max()))),
                     min(box[1], float(np.exp(valid[:, 1].min()))))
-        if narrowed == box:
-            return kernel, True
-        if narrowed[0] >= narrowed[1]:
-            return kernel, False
-        box = narrowed
-        kernel = kernel.with_params(
-            length_scale=np.clip(kernel.length_scale, *box), length_scale_bounds=box)
-    return kernel, False
+        if narrowed == box or narrowed[0] >= narrowed[1] or round_ == rounds - 1:
+            return kernel, fmap, narrowed == box
+        kernel = kernel.with_params(length_scale=np.clip(kernel.length_scale, *narrowed),
+                                    length_scale_bounds=narrowed)
 
 
 # --------------------------------------------------------------------------- the feature map

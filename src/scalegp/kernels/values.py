@@ -188,12 +188,9 @@ class KernelValues:
         r2 = squares[0] if len(squares) == 1 else np.add(squares[0], squares[1])
         for square in squares[2:]:
             r2 += square
+        K, factor = self._stacked_values(r2, eval_gradient)
         if not eval_gradient:
-            K = self._profile(r2)
-            K *= self._variance
             return K
-        kappa, factor = self._profile_and_input_factor(r2)
-        K = np.multiply(kappa, self._variance, out=kappa)
         if not self.anisotropic:
             squares = [r2]
         elif len(squares) == 1:
@@ -206,6 +203,17 @@ class KernelValues:
                             + [value])
 
         return K, inner
+
+    def _stacked_values(self, r2, eval_gradient: bool):
+        """(K, g) of :meth:`stacked` from the squared distances r2 (B, s, s): K = s k(r2)
+        and, with ``eval_gradient``, the input factor g of the length-scale gradients
+        (:meth:`_profile_and_input_factor`; None without)."""
+        if not eval_gradient:
+            K = self._profile(r2)
+            K *= self._variance
+            return K, None
+        kappa, factor = self._profile_and_input_factor(r2)
+        return np.multiply(kappa, self._variance, out=kappa), factor
 
     def _stacked_by_gemm(self, V, eval_gradient: bool):
         """:meth:`stacked` of a kernel smooth in r^2 in d >= ``STACKED_GEMM_MIN_DIMS``
@@ -231,12 +239,9 @@ class KernelValues:
         np.maximum(r2, 0.0, out=r2)
         diagonal = np.arange(V.shape[1])
         r2[:, diagonal, diagonal] = 0.0
+        K, factor = self._stacked_values(r2, eval_gradient)
         if not eval_gradient:
-            K = self._profile(r2)
-            K *= self._variance
             return K
-        kappa, factor = self._profile_and_input_factor(r2)
-        K = np.multiply(kappa, self._variance, out=kappa)
         anisotropic = self.anisotropic
 
         def inner(W):
