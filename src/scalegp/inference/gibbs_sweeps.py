@@ -108,6 +108,9 @@ class StatisticsBackend:
         so that every v_h = U_h^T w of a sweep is one BLAS product w^T V."""
         order = self._nonzero[0]
         t, r = order.shape
+        m = self.eigenvectors.shape[1]
+        check_memory(m, n_matrices=math.ceil(t * r / m), what="the eigenvectors of the "
+                     "uncollapsed theta1 step", advice="use collapsed=True (it needs none)")
         gathered = np.take_along_axis(self.eigenvectors, order[:, None, :], axis=2)  # (t, m, r)
         return np.ascontiguousarray(gathered.transpose(1, 0, 2)).reshape(-1, t * r)
 
