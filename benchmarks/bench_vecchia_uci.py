@@ -12,10 +12,12 @@ shape (scaled Vecchia, docs/vecchia.md); it starts at l = sqrt(d) (as bench_uci_
     OPENBLAS_NUM_THREADS=1 timeout 1500 python benchmarks/bench_vecchia_uci.py pol elevators \\
         --n-jobs 2 --out benchmarks/results/vecchia-uci.md
 
-``--api vecchia`` learns with :class:`scalegp.vecchia.VecchiaGP` instead of the estimator: the
-same likelihood, with the options the estimator does not take: ``--schedule`` (learning stages on
-nested samples of the blocks, docs/vecchia.md, as the demo), ``--tolerance``, ``--ordering`` and
-length-scale bounds (``--length-scale-bounds``; the estimator widens its box as it goes).
+``--schedule`` (learning stages on nested samples of the blocks, docs/vecchia.md, as the
+demo), ``--tolerance`` and ``--ordering`` are the estimator's ``learning_schedule``,
+``learning_tolerance`` and ``ordering``. ``--api vecchia`` learns with
+:class:`scalegp.vecchia.VecchiaGP` instead, the same likelihood and schedule with fixed
+length-scale bounds (``--length-scale-bounds``), where the estimator widens its default box
+as it goes.
 ``--vnngp SECONDS`` adds the peer GPyTorch VNNGP (``NNVariationalStrategy``, Wu et al. 2022)
 with its documented setting: every training point an inducing point, k = 256 neighbours,
 training batches of 256, a mean-field variational distribution, Adam at 0.01 on the variational
@@ -25,6 +27,15 @@ ELBO (the GPyTorch VNNGP example), a Matern-3/2 ARD kernel (as ours), for at mos
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_vecchia_uci.py kin40k --kernels ard \
         --api vecchia --n-neighbors 60 --n-neighbors-predict 250 --schedule 2000 8000 all \
         --n-jobs 2 --vnngp 150
+
+``--nystrom``, ``--local`` and ``--sgpr`` add, in the same run and on the same split, the
+library's Nystrom + VFE with learned knots, its neighbourhood-local exact GPs and GPyTorch's
+SGPR (the settings in ``--help``), so that one invocation gives the whole comparison:
+
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=/tmp/uci/pylib python benchmarks/bench_vecchia_uci.py \
+        pol elevators kin40k protein keggdirected --kernels ard --api vecchia \
+        --n-neighbors 60 --n-neighbors-predict 250 --schedule 2000 8000 all --tolerance 0.01 \
+        --n-jobs 2 --nystrom --local --sgpr --vnngp 240
 
 Data: ``../shared/data/uci/<name>.csv`` (inputs x1..xd, target y last), or ``--data-dir``.
 """
@@ -43,7 +54,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_uci_sgpr import DATA_DIR, PUBLISHED, load_split, scores  # noqa: E402
+from bench_uci_sgpr import (DATA_DIR, PUBLISHED, load_split, run_gpytorch_sgpr,  # noqa: E402
+                            run_scalegp, scores)
 
 import scalegp as sg  # noqa: E402
 from scalegp.vecchia import VecchiaGP  # noqa: E402
@@ -55,14 +67,21 @@ VNNGP_RATE = 0.01
 
 
 def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | None,
-                optimizer: str, seed: int, n_jobs: int | None) -> dict:
+                optimizer: str, schedule: tuple, tolerance: float | None, ordering: str,
+                seed: int, n_jobs: int | None) -> dict:
+    """:class:`scalegp.VecchiaGPRegressor` on the standardised split, from l = sqrt(d), s = 1,
+    s2 = 0.1, in its default (widening) box; ``schedule`` and ``tolerance`` are its
+    ``learning_schedule`` and ``learning_tolerance``."""
     d = X.shape[1]
     start_scale = float(np.sqrt(d))
     kernel = sg.kernels.get("matern32", length_scale=np.full(d, start_scale) if ard
                             else start_scale)
     model = sg.VecchiaGPRegressor(kernel=kernel, noise_variance=0.1, n_neighbors=m,
                                   n_neighbors_predict=m_predict, optimizer=optimizer,
-                                  random_state=seed, n_jobs=n_jobs)
+                                  ordering=ordering,
+                                  learning_schedule=None if schedule == (None,) else schedule,
+                                  learning_tolerance=tolerance, random_state=seed,
+                                  n_jobs=n_jobs)
 
     def predict():
         mean, std = model.predict(X_test, return_std=True, include_noise=True)
@@ -70,13 +89,16 @@ def run_vecchia(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | Non
 
     fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
         model, X, y, X_test, y_test, predict)
-    return {"method": f"scalegp Vecchia, {'ARD' if ard else 'shared l'}, {optimizer}",
+    stages = "; ".join(f"{h['n_points']}: {h['n_evaluations']}"
+                       for h in model.learning_history_)
+    return {"method": (f"scalegp VecchiaGPRegressor, {'ARD' if ard else 'shared l'}, "
+                       f"{optimizer}, schedule {_named(schedule)}"),
             "m": m if m_predict is None else f"{m} / {m_predict}",
             "seconds": fit_seconds, "predict_seconds": predict_seconds,
             "rmse": rmse, "nll": nll, "evaluations": model.optimization_result_.n_evaluations,
             "note": (f"{shown}, s {model.kernel_.variance:.3g}, s2 "
-                     f"{model.noise_variance_:.3g}; {model.n_structures_} structure(s); "
-                     f"{len(caught)} warning(s)"
+                     f"{model.noise_variance_:.3g}; {model.n_structures_} structure(s); stages "
+                     f"(points: evaluations) {stages}; {len(caught)} warning(s)"
                      + "".join(f" [{str(w.message)[:90]}]" for w in caught[:2]))}
 
 
@@ -115,9 +137,8 @@ def run_vecchia_gp(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | 
     stages = "; ".join(f"{h['n_points']}: {h['n_evaluations']}" for h in model.history)
     n_structures = 1 + sum(later["stage"] == earlier["stage"]
                            for earlier, later in zip(model.history, model.history[1:]))
-    named = "all" if schedule == (None,) else "/".join("all" if size is None else str(size)
-                                                       for size in schedule)
-    return {"method": f"scalegp VecchiaGP, {'ARD' if ard else 'shared l'}, schedule {named}",
+    return {"method": (f"scalegp VecchiaGP, {'ARD' if ard else 'shared l'}, schedule "
+                       f"{_named(schedule)}"),
             "m": m if m_predict is None else f"{m} / {m_predict}",
             "seconds": fit_seconds, "predict_seconds": predict_seconds,
             "rmse": rmse, "nll": nll,
@@ -125,6 +146,35 @@ def run_vecchia_gp(X, y, X_test, y_test, *, ard: bool, m: int, m_predict: int | 
             "note": (f"{shown}, s {model.kernel_.variance:.3g}, s2 "
                      f"{model.noise_variance_:.3g}; {n_structures} structure(s); stages "
                      f"(points: evaluations) {stages}; {len(caught)} warning(s)"
+                     + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
+
+
+def _named(schedule: tuple) -> str:
+    return "/".join("all" if size is None else str(size) for size in schedule)
+
+
+def run_local(X, y, X_test, y_test, *, n_neighbors: int, learning_centers: int,
+              seed: int) -> dict:
+    """The library's neighbourhood-local exact GPs (``local=Neighbors(...)``, ARD Matern-3/2
+    from l = sqrt(d), noise 0.1), as ``bench_local_fast.py``."""
+    d = X.shape[1]
+    kernel = sg.kernels.get("matern32", length_scale=np.full(d, float(np.sqrt(d))))
+    model = sg.LowRankGPRegressor(
+        approximation="exact", kernel=kernel, noise_variance=0.1, random_state=seed,
+        local=sg.Neighbors(n_neighbors=n_neighbors, learning_centers=learning_centers))
+
+    def predict():
+        mean, std = model.predict(X_test, return_std=True, include_noise=True)
+        return mean, std**2
+
+    fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
+        model, X, y, X_test, y_test, predict)
+    return {"method": "scalegp neighbourhood-local exact GPs, ARD",
+            "m": f"{n_neighbors} neighbours, {learning_centers} learning centres",
+            "seconds": fit_seconds, "predict_seconds": predict_seconds, "rmse": rmse,
+            "nll": nll, "evaluations": model.optimization_result_.n_evaluations,
+            "note": (f"{shown}, s2 {model.noise_variance_:.3g}; {model.n_centres_} centres; "
+                     f"{len(caught)} warning(s)"
                      + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
 
 
@@ -215,8 +265,8 @@ def main(argv=None) -> None:
                         help="VecchiaGPRegressor, or scalegp.vecchia.VecchiaGP (the options "
                              "below)")
     parser.add_argument("--schedule", nargs="+", default=["all"],
-                        help="--api vecchia: sampled conditionals per learning stage ('all': "
-                             "the whole likelihood)")
+                        help="sampled conditionals per learning stage ('all': the whole "
+                             "likelihood; the estimator's learning_schedule)")
     parser.add_argument("--tolerance", type=float, default=None)
     parser.add_argument("--ordering", default="maximin")
     parser.add_argument("--length-scale-bounds", type=float, nargs=2, default=[1e-3, 1e5])
@@ -224,13 +274,23 @@ def main(argv=None) -> None:
                         help="also run GPyTorch VNNGP, training at most SECONDS")
     parser.add_argument("--vnngp-epochs", type=int, default=20)
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--nystrom", action="store_true",
+                        help="also run the library's Nystrom + VFE with learned knots (512 "
+                             "random knots, 150 knot iterations, one shared length scale; "
+                             "bench_uci_sgpr.py's best setting)")
+    parser.add_argument("--sgpr", action="store_true",
+                        help="also run GPyTorch SGPR (512 inducing points, 100 Adam steps at "
+                             "0.1; bench_uci_sgpr.py)")
+    parser.add_argument("--local", action="store_true",
+                        help="also run the library's neighbourhood-local exact GPs (300 "
+                             "neighbours, 32 learning centres, ARD; bench_local_fast.py)")
     parser.add_argument("--skip-vecchia", action="store_true")
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="the split's seed")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--out", type=Path, help="append the markdown rows to this file")
     args = parser.parse_args(argv)
-    if args.vnngp > 0:
+    if args.vnngp > 0 or args.sgpr:
         import torch
         torch.set_num_threads(args.torch_threads)
     header = ("| data | train n x d | method | m | fit s | predict s | evaluations | test RMSE "
@@ -257,7 +317,17 @@ def main(argv=None) -> None:
                     runs.append(lambda kind=kind, m=m: run_vecchia(
                         X, y, X_test, y_test, ard=kind == "ard", m=m,
                         m_predict=args.n_neighbors_predict, optimizer=args.optimizer,
+                        schedule=schedule, tolerance=args.tolerance, ordering=args.ordering,
                         seed=args.seed, n_jobs=args.n_jobs))
+        if args.nystrom:
+            runs.append(lambda: run_scalegp(X, y, X_test, y_test, 512, "vfe", args.seed,
+                                            learn_knots=150, knots="random",
+                                            n_jobs=args.n_jobs))
+        if args.local:
+            runs.append(lambda: run_local(X, y, X_test, y_test, n_neighbors=300,
+                                          learning_centers=32, seed=args.seed))
+        if args.sgpr:
+            runs.append(lambda: run_gpytorch_sgpr(X, y, X_test, y_test, 512, 100, args.seed))
         if args.vnngp > 0:
             runs.append(lambda: run_vnngp(X, y, X_test, y_test, seconds=args.vnngp,
                                           epochs=args.vnngp_epochs, seed=args.seed))
@@ -265,7 +335,7 @@ def main(argv=None) -> None:
             load_before = os.getloadavg()[0]
             run = job()
             line = (f"| {name} | {len(y)} x {X.shape[1]} | {run['method']} | {run['m']} | "
-                    f"{run['seconds']:.0f} | {run['predict_seconds']:.1f} | "
+                    f"{run['seconds']:.0f} | {_seconds(run.get('predict_seconds'))} | "
                     f"{run['evaluations']} | {run['rmse']:.3f} | {run['nll']:.3f} | "
                     f"{exact_rmse} / {exact_nll} | {load_before:.1f} / "
                     f"{os.getloadavg()[0]:.1f} | {run['note']} |")
@@ -273,6 +343,11 @@ def main(argv=None) -> None:
             if args.out is not None:    # row by row: a time cap keeps what finished
                 with open(args.out, "a", encoding="utf-8") as out:
                     out.write(line + "\n")
+
+
+def _seconds(value) -> str:
+    """A predict time, or "-" where the runner times prediction inside its fit."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":

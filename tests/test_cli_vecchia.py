@@ -57,15 +57,47 @@ def test_the_vecchia_flags_reach_the_estimator(tmp_path, table, capsys):
     args = cli.build_parser().parse_args([
         "fit", "data.csv", "--target", "y", "--out", "m.npz", "--approximation", "Vecchia",
         "--n-neighbors", "7", "--n-neighbors-predict", "40", "--ordering", "grid-maximin",
-        "--optimizer", "fisher", "--n-jobs", "2", "--no-optimize", "--noise-variance", "0.2"])
+        "--optimizer", "fisher", "--n-jobs", "2", "--no-optimize", "--noise-variance", "0.2",
+        "--learning-schedule", "2000", "8000", "ALL", "--learning-tolerance", "0.01"])
     built = _make_estimator(args, n_dims=2, n_samples=100)
     assert isinstance(built, sg.VecchiaGPRegressor)
     params = built.get_params()
     assert {name: params[name] for name in ("n_neighbors", "n_neighbors_predict", "ordering",
                                             "optimizer", "n_jobs", "optimize",
-                                            "noise_variance")} == {
+                                            "noise_variance", "learning_schedule",
+                                            "learning_tolerance")} == {
         "n_neighbors": 7, "n_neighbors_predict": 40, "ordering": "grid-maximin",
-        "optimizer": "fisher", "n_jobs": 2, "optimize": False, "noise_variance": 0.2}
+        "optimizer": "fisher", "n_jobs": 2, "optimize": False, "noise_variance": 0.2,
+        "learning_schedule": (2000, 8000, None), "learning_tolerance": 0.01}
+
+
+def test_a_learning_schedule_from_the_command_line_is_the_estimators(tmp_path, table,
+                                                                     capsys):
+    path, X, y = table
+    model = tmp_path / "staged.npz"
+    code, _, err = run(capsys, "fit", path, "--target", "y", "--approximation", "vecchia",
+                       "--n-neighbors", 10, "--learning-schedule", 60, "all",
+                       "--learning-tolerance", 0.01, "--out", model)
+    assert code == 0, err
+    loaded = sg.load(model)
+    assert (loaded.learning_schedule, loaded.learning_tolerance) == ((60, None), 0.01)
+    direct = sg.VecchiaGPRegressor(n_neighbors=10, learning_schedule=(60, None),
+                                   learning_tolerance=0.01, random_state=0).fit(X, y)
+    assert [stage["n_points"] for stage in direct.learning_history_][-1] == 200
+    assert loaded.log_marginal_likelihood_value_ == direct.log_marginal_likelihood_value_
+    np.testing.assert_array_equal(loaded.kernel_.theta, direct.kernel_.theta)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "half"])
+def test_a_bad_learning_schedule_is_refused(tmp_path, table, capsys, value):
+    path, _, _ = table
+    with pytest.raises(SystemExit) as stopped:
+        run(capsys, "fit", path, "--target", "y", "--approximation", "vecchia",
+            "--learning-schedule", value, "all", "--out", tmp_path / "m.npz")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"must be an integer >= 1 or 'all', got '{value}'" in err, err
+    assert not (tmp_path / "m.npz").exists()
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -148,6 +148,8 @@ FLAGS = (
     Flag("--n-neighbors-predict", (VecchiaGPRegressor,), "n_neighbors_predict"),
     Flag("--ordering", (VecchiaGPRegressor,), "ordering"),
     Flag("--optimizer", (VecchiaGPRegressor,), "optimizer"),
+    Flag("--learning-schedule", (VecchiaGPRegressor,), "learning_schedule"),
+    Flag("--learning-tolerance", (VecchiaGPRegressor,), "learning_tolerance"),
     # approximation="auto"
     Flag("--time-budget", (GPRegressor,), "time_budget"),
     Flag("--memory-budget", (GPRegressor,), "memory_budget"),
@@ -190,6 +192,17 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
+
+
+def stage_size(text: str):
+    """An argparse type: a learning stage's size, an integer >= 1 or "all" (None)."""
+    if text.lower() == "all":
+        return None
+    try:
+        return int_at_least(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1 or 'all', got {text!r}") from None
 
 
 def thread_count(text: str) -> int:
@@ -255,6 +268,8 @@ def _value(flag: Flag, value):
         return tuple(value)
     if flag.parameter == "theta1_grid":
         return theta1_grid(value)
+    if flag.parameter == "learning_schedule":
+        return tuple(value)
     return value
 
 
@@ -507,3 +522,10 @@ def add_vecchia_flags(group) -> None:
              "by the length scales", choices=list(ORDERINGS))
     add_flag(group, "optimizer", "lbfgs (L-BFGS-B) or fisher (Fisher scoring, as GpGp)",
              choices=list(VECCHIA_OPTIMIZERS))
+    add_flag(group, "learning_schedule", "learning stages on nested random samples of the "
+             "likelihood: each SIZE the training points a stage sums at least, 'all' the "
+             "whole likelihood (for large N: 2000 8000 all)", type=stage_size, nargs="+",
+             metavar="SIZE", default_text="all")
+    add_flag(group, "learning_tolerance", "stop a learning stage when an iteration gains less "
+             "than about TOL times the log likelihood per point (none: scipy's ftol)",
+             type=positive_float, metavar="TOL")

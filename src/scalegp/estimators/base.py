@@ -84,23 +84,26 @@ def fits_data_sources(estimator) -> bool:
     return True
 
 
-def _learn(make_objective, objective, box, stage, widens, n_restarts, rng):
+def _learn(make_objective, objective, box, stage, widens, n_restarts, rng, ftol=None):
     """(hyperparameters, result, objective) learned from ``box``: in a default box that
     widens where the optimum sits on it
     (:func:`scalegp.inference.optimize.learn_widening`) when ``widens`` (the objective holds
     on any box: the exact GP, maps whose state does not depend on the box), else in ``box``.
     ``make_objective(hyperparameters)`` builds the objective of a wider box (it decodes theta
     with its own kernel, which clips theta into its bounds); ``objective`` is the one of
-    ``box``, returned unless the box widened."""
+    ``box``, returned unless the box widened. ``ftol``: L-BFGS-B's relative reduction
+    tolerance (:func:`scalegp.inference.optimize.maximize_likelihood`; None: scipy's)."""
     if not widens:
         hyperparameters, result = learn_hyperparameters(Staged(objective, stage), box,
-                                                        n_restarts=n_restarts, rng=rng)
+                                                        n_restarts=n_restarts, rng=rng,
+                                                        ftol=ftol)
         return hyperparameters, result, objective
 
     def staged(wider):
         return Staged(objective if wider is box else make_objective(wider), stage)
 
-    hyperparameters, result = learn_widening(staged, box, n_restarts=n_restarts, rng=rng)
+    hyperparameters, result = learn_widening(staged, box, n_restarts=n_restarts, rng=rng,
+                                             ftol=ftol)
     if result.widened:
         objective = make_objective(hyperparameters)
     return hyperparameters, result, objective

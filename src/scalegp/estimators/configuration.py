@@ -33,6 +33,7 @@ from .. import features
 from ..engine.objectives import OBJECTIVES, SOLVERS
 from ..vecchia import DEFAULT_M, ORDERINGS
 from ..vecchia.learning import OPTIMIZERS as VECCHIA_OPTIMIZERS
+from ..vecchia.learning import check_schedule, check_tolerance
 
 
 __all__ = ["Clusters", "Exact", "Features", "Neighbors", "Nystrom", "Resolved", "TestPoints",
@@ -147,16 +148,24 @@ class Vecchia(_Configuration):
         L-BFGS-B, or Fisher scoring as GpGp.
     n_neighbors_predict : int or None, default=None
         Training neighbours per test point (None: ``n_neighbors``).
+    learning_schedule : sequence of (int or None), or None, default=None
+        Learning stages on nested samples of the likelihood's blocks (None: the whole
+        likelihood at once); :class:`scalegp.VecchiaGPRegressor`.
+    learning_tolerance : float or None, default=None
+        A learning stage's stopping gain, about this times the log likelihood per point;
+        :class:`scalegp.VecchiaGPRegressor`.
     """
 
     kind = "vecchia"
 
     def __init__(self, n_neighbors=DEFAULT_M, ordering="maximin", optimizer="lbfgs",
-                 n_neighbors_predict=None):
+                 n_neighbors_predict=None, learning_schedule=None, learning_tolerance=None):
         self.n_neighbors = n_neighbors
         self.ordering = ordering
         self.optimizer = optimizer
         self.n_neighbors_predict = n_neighbors_predict
+        self.learning_schedule = learning_schedule
+        self.learning_tolerance = learning_tolerance
 
     def estimator_parameters(self) -> dict:
         """The keyword arguments of :class:`scalegp.VecchiaGPRegressor` this configuration
@@ -165,10 +174,15 @@ class Vecchia(_Configuration):
         _check_int(self.n_neighbors_predict, "Vecchia n_neighbors_predict", 1, allow_none=True)
         _check_choice(self.ordering, ORDERINGS, "Vecchia ordering")
         _check_choice(self.optimizer, VECCHIA_OPTIMIZERS, "Vecchia optimizer")
+        schedule = (None if self.learning_schedule is None else
+                    check_schedule(self.learning_schedule, "Vecchia learning_schedule"))
         return {"n_neighbors": int(self.n_neighbors), "ordering": self.ordering,
                 "optimizer": self.optimizer,
                 "n_neighbors_predict": (None if self.n_neighbors_predict is None
-                                        else int(self.n_neighbors_predict))}
+                                        else int(self.n_neighbors_predict)),
+                "learning_schedule": schedule,
+                "learning_tolerance": check_tolerance(self.learning_tolerance,
+                                                      "Vecchia learning_tolerance")}
 
 
 # --------------------------------------------------------------------------- local models
@@ -473,6 +487,8 @@ def from_json(value):
     params = dict(value["params"])
     if isinstance(params.get("knots"), list):
         params["knots"] = np.asarray(params["knots"], dtype=float)
+    if isinstance(params.get("learning_schedule"), list):
+        params["learning_schedule"] = tuple(params["learning_schedule"])
     return _CLASSES[value["class"]](**params)
 
 

@@ -24,7 +24,7 @@ in the base's widening box (``optimizer="lbfgs"``) or by Fisher scoring
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -32,24 +32,39 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..parallel import resolve_n_jobs
 from ..vecchia import ORDERINGS, VecchiaLikelihood, build_structure, vecchia_log_likelihood
 from ..vecchia.fisher import fisher_scoring
-from ..vecchia.learning import DEFAULT_M, MAX_STRUCTURES, OPTIMIZERS, REBUILD_FACTOR, shape_change
+from ..vecchia.learning import (DEFAULT_M, MAX_STRUCTURES, OPTIMIZERS, REBUILD_FACTOR,
+                                check_schedule, check_tolerance, sample_blocks, stage_ftol,
+                                stage_record, stage_sizes)
 from ..vecchia.posterior import VecchiaPosterior
-from .base import _GPRegressor
+from ..vecchia.structure import VecchiaStructure
+from .base import _GPRegressor, _learn
 from .training_data import Staged
 
 
 class _Structures:
-    """The Vecchia structure of a fit, rebuilt as learning moves the length scales."""
+    """The Vecchia structure of a fit, rebuilt as learning moves the length scales, with a
+    random permutation of its blocks (the nested samples of a learning schedule) and the
+    record of the learning stages."""
 
-    def __init__(self, X, m: int, ordering: str, rng, length_scale):
-        self.X, self.m, self.ordering, self.rng = X, m, ordering, rng
+    def __init__(self, X, m: int, ordering: str, rng, length_scale, n_jobs: int):
+        self.X, self.m, self.ordering, self.rng, self.n_jobs = X, m, ordering, rng, n_jobs
         self.n_built = 0
+        self.history: list = []
         self.rebuild(length_scale)
 
     def rebuild(self, length_scale) -> None:
         self.structure = build_structure(self.X, length_scale, self.m, ordering=self.ordering,
-                                         rng=self.rng)
+                                         rng=self.rng, n_jobs=self.n_jobs)
+        self.permutation = None         # drawn when a stage first samples this structure
         self.n_built += 1
+
+    def sample(self, n_points) -> VecchiaStructure:
+        """The blocks of a learning stage of ``n_points`` members (None: all)."""
+        if n_points is None:
+            return self.structure
+        if self.permutation is None:
+            self.permutation = self.rng.permutation(self.structure.blocks.n_blocks)
+        return sample_blocks(self.structure, n_points, self.permutation)
 
 
 class _VecchiaObjective(VecchiaLikelihood):
@@ -93,6 +108,20 @@ normalize_X, random_state
         (:data:`scalegp.vecchia.ORDERINGS`).
     optimizer : {"lbfgs", "fisher"}, default="lbfgs"
         L-BFGS-B in the widening default box, or Fisher scoring (as GpGp).
+    learning_schedule : sequence of (int or None), or None, default=None
+        Learning stages on nested random samples of the likelihood's blocks: each entry is
+        the number of training points (conditionals) a stage's likelihood sums at least
+        (None, or N or more: all of them), each stage starting from the previous one's
+        optimum (docs/vecchia.md, "Learning"). None: one stage on the whole likelihood. For
+        large N, ``(2000, 8000, None)`` takes most steps at a few per cent of a full
+        evaluation's cost and ends with a few full ones (the UCI and 9.3-million-point fits
+        of docs/vecchia.md).
+    learning_tolerance : float or None, default=None
+        Stop a stage when an iteration raises its log likelihood by less than about this
+        many times the log likelihood per point (L-BFGS-B's ``ftol`` = tolerance / n for n
+        sampled points; with ``optimizer="fisher"``: the step's predicted gain in nats).
+        None: scipy's ftol (2.2e-9) or GpGp's 1e-4 nats. 0.01 stops where the learned
+        hyperparameters no longer change the test scores (docs/vecchia.md).
     n_jobs : int or None, default=None
         Threads over the likelihood's blocks and the test points (-1: every core); the
         likelihood is the same bit for bit for any count.
@@ -108,6 +137,12 @@ normalize_X, random_state
     n_structures_ : int or None
         Structures built during the fit (1, or more when scaled Vecchia rebuilt it; None
         after :func:`scalegp.load`).
+    learning_history_ : list of dict or None
+        One entry per learning stage run (a rebuilt structure runs its stage again): its
+        sampled ``n_points``, ``log_likelihood`` (of those points' conditionals),
+        ``n_evaluations``, ``converged``, the ``length_scale`` learned and the
+        ``shape_factor`` it moved from the structure's (:func:`scalegp.vecchia.learning.
+        shape_change`); empty without learning, None after :func:`scalegp.load`.
 
     Notes
     -----
@@ -126,6 +161,8 @@ normalize_X, random_state
         "n_neighbors_predict": [Interval(Integral, 1, None, closed="left"), None],
         "ordering": [StrOptions(set(ORDERINGS))],
         "optimizer": [StrOptions(set(OPTIMIZERS))],
+        "learning_schedule": [list, tuple, None],
+        "learning_tolerance": [Interval(Real, 0, None, closed="neither"), None],
         "n_jobs": [Integral, None],
     }
 
@@ -133,7 +170,8 @@ normalize_X, random_state
                  noise_variance_bounds=(1e-6, 1e5), optimize=True, n_restarts=0,
                  normalize_y=True, normalize_X=True, n_neighbors=DEFAULT_M,
                  n_neighbors_predict=None, ordering="maximin", optimizer="lbfgs",
-                 random_state=None, n_jobs=None):
+                 learning_schedule=None, learning_tolerance=None, random_state=None,
+                 n_jobs=None):
         self.kernel = kernel
         self.noise_variance = noise_variance
         self.noise_variance_bounds = noise_variance_bounds
@@ -145,6 +183,8 @@ normalize_X, random_state
         self.n_neighbors_predict = n_neighbors_predict
         self.ordering = ordering
         self.optimizer = optimizer
+        self.learning_schedule = learning_schedule
+        self.learning_tolerance = learning_tolerance
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -164,9 +204,12 @@ normalize_X, random_state
         n = fit_context["n_samples"]
         if n < 2:
             raise ValueError(f"VecchiaGPRegressor needs at least 2 samples, got n_samples = {n}")
+        self._schedule = (None,) if self.learning_schedule is None else \
+            check_schedule(self.learning_schedule, "learning_schedule")
+        self._tolerance = check_tolerance(self.learning_tolerance, "learning_tolerance")
         self._n_threads = resolve_n_jobs(self.n_jobs)
         self._structures = _Structures(X, min(self.n_neighbors, n - 1), self.ordering, rng,
-                                       kernel.length_scale)
+                                       kernel.length_scale, self._n_threads)
         return self._structures
 
     def _objective(self, state, hyperparameters, X, y, _progress=None,
@@ -175,27 +218,44 @@ normalize_X, random_state
             raise ValueError("VecchiaGPRegressor has homoscedastic noise only; it does not "
                              "take sample_noise_variance (use ExactGPRegressor or "
                              "LowRankGPRegressor for known per-row noise)")
+        return self._objective_at(state.structure, hyperparameters, X, y)
+
+    def _objective_at(self, structure, hyperparameters, X, y) -> _VecchiaObjective:
         m_predict = self.n_neighbors if self.n_neighbors_predict is None \
             else self.n_neighbors_predict
-        return _VecchiaObjective(hyperparameters, X, y, state.structure,
-                                 n_jobs=self._n_threads, m_predict=m_predict)
+        return _VecchiaObjective(hyperparameters, X, y, structure, n_jobs=self._n_threads,
+                                 m_predict=m_predict)
 
     def _learn_hyperparameters(self, state, data, objective, box, n_restarts, rng):
-        """Scaled Vecchia (module docstring): learn at the structure, rebuild it where the
-        learned length scales' shape moved, learn again from the optimum."""
-        while True:
+        """Scaled Vecchia with a learning schedule (module docstring): for each stage, learn
+        on its sample of the blocks from the previous optimum; where the learned length
+        scales' shape moved, rebuild the structure and run the stage again. Returns the
+        objective of the whole likelihood at the last structure (what the fit conditions
+        on and reports)."""
+        sizes = stage_sizes(self._schedule, data.n_samples)
+        stage = 0
+        while stage < len(sizes):
+            sample = state.sample(sizes[stage])
+            objective = self._objective_at(sample, box, data.X, data.y)
             if self.optimizer == "fisher":
-                hyperparameters, result = fisher_scoring(Staged(objective, data.stage), box)
+                hyperparameters, result = fisher_scoring(Staged(objective, data.stage), box,
+                                                         tolerance=self._tolerance)
             else:
-                hyperparameters, result, objective = super()._learn_hyperparameters(
-                    state, data, objective, box, n_restarts, rng)
-            learned = hyperparameters.kernel.length_scale
-            if (shape_change(state.structure.length_scale, learned) <= REBUILD_FACTOR
-                    or state.n_built >= MAX_STRUCTURES):
-                return hyperparameters, result, objective
-            state.rebuild(learned)
-            box = hyperparameters          # the learned values, in the (widened) box
-            objective = self._objective(state, box, data.X, data.y)
+                hyperparameters, result, objective = _learn(
+                    lambda wider, sample=sample: self._objective_at(sample, wider, data.X,
+                                                                    data.y),
+                    objective, box, data.stage, True, n_restarts, rng,
+                    ftol=stage_ftol(self._tolerance, sample))
+            record = stage_record(stage, sample, state.structure, hyperparameters, result)
+            state.history.append(record)
+            box = hyperparameters     # the next stage starts at the optimum, in its box
+            if record["shape_factor"] > REBUILD_FACTOR and state.n_built < MAX_STRUCTURES:
+                state.rebuild(hyperparameters.kernel.length_scale)
+                continue                                   # the stage again, rebuilt
+            stage += 1
+        if sample is not state.structure:
+            objective = self._objective_at(state.structure, hyperparameters, data.X, data.y)
+        return hyperparameters, result, objective
 
     def _set_fitted(self, posterior, **fitted):
         # threads are the estimator's parameter (a model file does not store them)
@@ -206,6 +266,7 @@ normalize_X, random_state
             structures = None
         self.structure_ = None if structures is None else structures.structure
         self.n_structures_ = None if structures is None else structures.n_built
+        self.learning_history_ = None if structures is None else structures.history
         self._structures = None
 
     def _fitted_state(self):

@@ -394,7 +394,8 @@ def learn_hyperparameters(objective, hyperparameters: Hyperparameters, *, n_rest
 
 def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restarts: int = 0,
                    rng=None, max_widenings: int = MAX_WIDENINGS,
-                   factor: float = WIDENING_FACTOR) -> tuple[Hyperparameters, OptimizationResult]:
+                   factor: float = WIDENING_FACTOR, ftol: float | None = None
+                   ) -> tuple[Hyperparameters, OptimizationResult]:
     """:func:`learn_hyperparameters` in a default box that widens itself where it binds.
 
     Let B be the box and D its default sides (:meth:`Hyperparameters.default_sides`). After
@@ -422,6 +423,8 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
         the optimum only.
     max_widenings : int
     factor : float > 1
+    ftol : float, optional
+        L-BFGS-B's relative reduction tolerance of every run (:func:`maximize_likelihood`).
 
     Returns
     -------
@@ -434,7 +437,7 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
     names = hyperparameters.names
     result = maximize_likelihood(make_objective(hyperparameters), hyperparameters.theta,
                                  hyperparameters.bounds, n_restarts=n_restarts, rng=rng,
-                                 names=names, windows=True, quiet=sides)
+                                 names=names, windows=True, quiet=sides, ftol=ftol)
     hyperparameters = hyperparameters.at(result.theta)
     evaluations, moved, gain = result.n_evaluations, [], math.inf
     history = result.history
@@ -445,7 +448,7 @@ def learn_widening(make_objective, hyperparameters: Hyperparameters, *, n_restar
         wider = hyperparameters.widened(binding, factor)
         last = result
         result = maximize_likelihood(make_objective(wider), result.theta, wider.bounds,
-                                     names=names, windows=True, quiet=sides)
+                                     names=names, windows=True, quiet=sides, ftol=ftol)
         evaluations += result.n_evaluations
         gain = result.log_marginal_likelihood - last.log_marginal_likelihood
         if gain < 0.0:                      # never worse than the optimum in the smaller box

@@ -240,8 +240,9 @@ class _Reader(CheckedFile):
                                  f"parameter of {cls.__name__})")
         if isinstance(params["kernel"], dict):
             params["kernel"] = self.kernel(params["kernel"], "params.kernel")
-        if isinstance(params.get("noise_variance_bounds"), list):
-            params["noise_variance_bounds"] = tuple(params["noise_variance_bounds"])
+        for name in ("noise_variance_bounds", "learning_schedule"):
+            if isinstance(params.get(name), list):      # JSON has lists, not tuples
+                params[name] = tuple(params[name])
         self._check_params_consistent(params, kernel)
         estimator = cls(**params)
         if hasattr(estimator, "_parameter_constraints"):

@@ -72,7 +72,8 @@ SYSTEM_SELECTOR = Posterior.SYSTEM_KIND
 PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky",
                 "local": None, "local_threshold": 2.0, "local_lazy": False,
                 "local_reoptimize": False, "local_neighbors": 300,
-                "local_learning_centres": 32, "objective": "dtc", "learn_knots": 0}
+                "local_learning_centres": 32, "objective": "dtc", "learn_knots": 0,
+                "learning_schedule": None, "learning_tolerance": None}
 
 
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).

@@ -131,18 +131,10 @@ class VecchiaGP:
         if not (isinstance(self.rebuild_factor, (int, float)) and self.rebuild_factor > 1.0):
             raise ValueError(f"rebuild_factor must be a number > 1, got {self.rebuild_factor!r}")
         self.n_jobs = check_positive_int(self.n_jobs, "n_jobs")
-        if self.tolerance is not None and not (isinstance(self.tolerance, (int, float))
-                                               and self.tolerance > 0):
-            raise ValueError(f"tolerance must be None or a positive number, got "
-                             f"{self.tolerance!r}")
+        self.tolerance = check_tolerance(self.tolerance, "tolerance")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        self.schedule = tuple(self.schedule)
-        if not self.schedule or not all(
-                size is None or (isinstance(size, (int, np.integer)) and size >= 1)
-                for size in self.schedule):
-            raise ValueError("schedule must be a non-empty tuple of positive ints or None, "
-                             f"got {self.schedule!r}")
+        self.schedule = check_schedule(self.schedule, "schedule")
         if self.ordering not in ORDERINGS:
             raise ValueError(f"ordering must be one of {ORDERINGS}, got {self.ordering!r}")
         self.hyperparameters = Hyperparameters(self.kernel, self.noise_variance,
@@ -169,39 +161,23 @@ class VecchiaGP:
         structure = self._structure(hyperparameters.kernel.length_scale)
         n_structures, stage = 1, 0
         generator = as_generator(self.random_state)
-        schedule = []                # sizes of N or more are the whole likelihood: once
-        for size in self.schedule:
-            size = None if size is None or size >= len(self.y_train_) else int(size)
-            if not schedule or size != schedule[-1]:
-                schedule.append(size)
+        schedule = stage_sizes(self.schedule, len(self.y_train_))
         permutation = generator.permutation(structure.blocks.n_blocks)
         while stage < len(schedule):
-            sample = _sample_blocks(structure, schedule[stage], permutation)
+            sample = sample_blocks(structure, schedule[stage], permutation)
             objective = VecchiaLikelihood(hyperparameters, self.X_train_, self.y_train_,
                                           sample, n_jobs=self.n_jobs)
             if self.optimizer == "fisher":
                 hyperparameters, result = fisher_scoring(objective, hyperparameters,
                                                          tolerance=self.tolerance)
             else:
-                ftol = (None if self.tolerance is None else
-                        self.tolerance / max(sample.blocks.n_members, 1))
                 hyperparameters, result = learn_hyperparameters(
                     objective, hyperparameters, n_restarts=self.n_restarts, rng=generator,
-                    ftol=ftol)
-            built = np.broadcast_to(structure.length_scale, (self.X_train_.shape[1],))
-            learned = np.broadcast_to(hyperparameters.kernel.length_scale, built.shape)
-            log_factor = np.log(learned / built)
-            shape = math.log(shape_change(built, learned))
-            self.history.append({"stage": stage, "n_points": sample.blocks.n_members,
-                                 "log_likelihood": result.log_marginal_likelihood,
-                                 "n_evaluations": result.n_evaluations,
-                                 "converged": result.converged,
-                                 "structure_length_scale": built.tolist(),
-                                 "length_scale": learned.tolist(),
-                                 "max_length_scale_factor": math.exp(
-                                     float(np.max(np.abs(log_factor)))),
-                                 "shape_factor": math.exp(shape)})
-            if shape > math.log(self.rebuild_factor) and n_structures < self.max_structures:
+                    ftol=stage_ftol(self.tolerance, sample))
+            record = stage_record(stage, sample, structure, hyperparameters, result)
+            self.history.append(record)
+            if record["shape_factor"] > self.rebuild_factor and \
+                    n_structures < self.max_structures:
                 structure = self._structure(hyperparameters.kernel.length_scale)
                 permutation = generator.permutation(structure.blocks.n_blocks)
                 n_structures += 1
@@ -257,7 +233,7 @@ class VecchiaGP:
                                  include_noise=include_noise)
 
 
-def _sample_blocks(structure: VecchiaStructure, n_points, permutation) -> VecchiaStructure:
+def sample_blocks(structure: VecchiaStructure, n_points, permutation) -> VecchiaStructure:
     """The structure with the shortest prefix of ``permutation`` (of its blocks) that holds
     at least ``n_points`` members (None or at least N: the structure itself). One
     permutation per structure: the stages' samples are nested."""
@@ -268,6 +244,67 @@ def _sample_blocks(structure: VecchiaStructure, n_points, permutation) -> Vecchi
     # integer copy of the member mask (9.3 million points, m = 30: 2.3 GB in intp)
     taken = int(np.searchsorted(np.cumsum(counts[permutation]), n_points)) + 1
     return replace(structure, blocks=blocks.subset(permutation[:taken]))
+
+
+def check_schedule(schedule, name: str) -> tuple:
+    """A learning schedule: a non-empty sequence of positive ints or None (all blocks)."""
+    try:
+        schedule = tuple(schedule)
+    except TypeError:
+        raise ValueError(f"{name} must be a non-empty sequence of positive ints or None, "
+                         f"got {schedule!r}") from None
+    if not schedule or not all(
+            size is None or (isinstance(size, (int, np.integer)) and not isinstance(size, bool)
+                             and size >= 1)
+            for size in schedule):
+        raise ValueError(f"{name} must be a non-empty sequence of positive ints or None (the "
+                         f"whole likelihood), got {schedule!r}")
+    return schedule
+
+
+def check_tolerance(tolerance, name: str):
+    """A stage tolerance: None or a finite number > 0."""
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.floating)) \
+            or not (math.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"{name} must be None or a finite number > 0, got {tolerance!r}")
+    return float(tolerance)
+
+
+def stage_sizes(schedule: tuple, n_samples: int) -> list:
+    """The stages a schedule runs on N points: sizes of N or more become None (the whole
+    likelihood), and a size equal to the one before is dropped (it would learn again on the
+    same sample)."""
+    sizes = []
+    for size in schedule:
+        size = None if size is None or size >= n_samples else int(size)
+        if not sizes or size != sizes[-1]:
+            sizes.append(size)
+    return sizes
+
+
+def stage_ftol(tolerance, sample: VecchiaStructure):
+    """L-BFGS-B's ``ftol`` for a stage on ``sample``: ``tolerance`` / n (n its sampled
+    members; None: scipy's default), so that a stage stops when an iteration gains less
+    than about ``tolerance`` times the log likelihood per point (:class:`VecchiaGP`)."""
+    return None if tolerance is None else tolerance / max(sample.blocks.n_members, 1)
+
+
+def stage_record(stage: int, sample: VecchiaStructure, structure: VecchiaStructure,
+                 hyperparameters: Hyperparameters, result) -> dict:
+    """What one learning stage did (an entry of ``VecchiaGP.history``): its sampled points,
+    log likelihood, evaluations, convergence, and how far the learned length scales moved
+    from those its structure was built at (``shape_factor``: :func:`shape_change`)."""
+    built = structure.length_scale
+    learned = np.broadcast_to(hyperparameters.kernel.length_scale, built.shape)
+    log_factor = np.log(learned / built)
+    return {"stage": stage, "n_points": int(sample.blocks.n_members),
+            "log_likelihood": float(result.log_marginal_likelihood),
+            "n_evaluations": int(result.n_evaluations), "converged": bool(result.converged),
+            "structure_length_scale": built.tolist(), "length_scale": learned.tolist(),
+            "max_length_scale_factor": math.exp(float(np.max(np.abs(log_factor)))),
+            "shape_factor": shape_change(built, learned)}
 
 
 def fit_vecchia(X, y, kernel: Kernel, noise_variance: float = 1e-2, m: int = DEFAULT_M,
