@@ -64,6 +64,73 @@ def test_cost_models_count_what_they_say():
         2 * (1 / auto_costs.EFFICIENCY + 3) + 10 * auto_costs.EVALUATION_SECONDS)
 
 
+def test_vecchia_costs_count_conditionals_and_structures():
+    """Whole likelihood: E + 1 evaluations of n conditionals and one structure; on a
+    schedule: FIRST_STAGE_EVALUATIONS E evaluations of the first stage's points and
+    LATER_STAGE_EVALUATIONS of each later stage's, SCHEDULE_STRUCTURES structures."""
+    n, d, m, E = 20000, 8, 30, 40
+    per_point = auto_costs.VECCHIA_POINT_ENTRIES + m * m * (4 + d / 6)
+    whole = auto_costs.vecchia_cost(n, d, m, E)
+    assert whole.flops == pytest.approx((E + 1) * n * m ** 3 / 3)
+    assert whole.entries == pytest.approx((E + 1) * n * per_point)
+    assert whole.loops == pytest.approx(n * auto_costs.STRUCTURE_LOOPS)
+    staged = auto_costs.vecchia_schedule_cost(n, d, m, E, (2000, 8000, None))
+    conditionals = auto_costs.FIRST_STAGE_EVALUATIONS * E * 2000 + \
+        auto_costs.LATER_STAGE_EVALUATIONS * (8000 + n)
+    assert staged.entries == pytest.approx(conditionals * per_point)
+    assert staged.loops == pytest.approx(auto_costs.SCHEDULE_STRUCTURES * n
+                                         * auto_costs.STRUCTURE_LOOPS)
+    assert staged.memory_bytes == whole.memory_bytes == 16 * n * m
+    # with the evaluations of a high-dimensional pilot (pol's: 154) the schedule costs
+    # less than half of learning on the whole likelihood
+    assert auto_costs.vecchia_schedule_cost(n, d, m, 150, (2000, 8000, None)).seconds(
+        RATE) < auto_costs.vecchia_cost(n, d, m, 150).seconds(RATE) / 2
+    # stages of N or more points are the whole likelihood; in high dimension the
+    # structures' tree searches cost (d / VECCHIA_DIMENSION_SCALE)^2 more
+    capped = auto_costs.vecchia_schedule_cost(1000, d, m, E, (2000, None))
+    assert capped.entries == pytest.approx(
+        (auto_costs.FIRST_STAGE_EVALUATIONS * E + auto_costs.LATER_STAGE_EVALUATIONS)
+        * 1000 * per_point)
+    wide = auto_costs.vecchia_cost(n, 4 * auto_costs.VECCHIA_DIMENSION_SCALE, m, E)
+    assert wide.loops == pytest.approx(16 * whole.loops)
+
+
+def test_vecchias_slowdown_is_measured_on_the_pilots_rows(smooth_pilot, smooth_5d):
+    Xs, ys = auto._standardize(*smooth_5d)
+    train = smooth_pilot.train
+    slowdown = auto_costs.calibrate_vecchia(Xs[train], ys[train], smooth_pilot.kernel,
+                                            smooth_pilot.noise_variance, 30,
+                                            auto_costs.machine_rate())
+    # the constants were fitted on this machine: within a factor 20 either way, loaded or not
+    assert 0.05 < slowdown < 20
+
+
+def test_vecchia_learns_on_a_schedule_from_its_row_count(smooth_pilot):
+    """Below VECCHIA_SCHEDULE_ROWS rows Vecchia learns on the whole likelihood; from there
+    on the schedule, which the configuration carries to the estimator."""
+    rng = np.random.default_rng(3)
+    for n, scheduled in ((auto.VECCHIA_SCHEDULE_ROWS - 1, False),
+                         (auto.VECCHIA_SCHEDULE_ROWS, True)):
+        X = rng.standard_normal((n, 5))
+        found = [c for c in auto.candidates(X, smooth_pilot, RATE, 1.0, rng)
+                 if c.name.startswith("vecchia")]
+        assert [c.name.endswith("scheduled") for c in found] == [scheduled] * 2
+        config = found[-1].configuration
+        assert config.get("learning_schedule") == (auto.VECCHIA_SCHEDULE if scheduled
+                                                   else None)
+        assert config.get("learning_tolerance") == (auto.VECCHIA_SCHEDULE_TOLERANCE
+                                                    if scheduled else None)
+
+
+def test_the_validated_choice_stops_at_its_row_count():
+    n = auto_validation.MAX_VALIDATED_ROWS
+    X = np.random.default_rng(4).standard_normal((n, 2))
+    y = np.sin(X[:, 0])
+    assert auto._validated_selection(
+        X, y, ("gaussian",), 1e9, 1e12, None, np.random.default_rng(0),
+        {"random_state": 0}, None, time.perf_counter()) is None
+
+
 def test_calibration_is_the_pilots_slowdown_against_its_prediction():
     predicted = auto_costs.exact_cost(500, 3, 20).seconds(RATE)
     assert auto_costs.calibrate(500, 3, 20, 3 * predicted, RATE) == pytest.approx(3)

@@ -34,7 +34,9 @@ of learning (the pilot's own count):
   E C (4 k^3 / 3 + k^2 (d + 2 p)), fitting N_c k^3 / 3 with N_c = CENTRES_PER_ROW n / k
   centres (the demo's cover: 3,260 centres for 77,800 rows at k = 300); memory N_c k^2.
 - Vecchia, m neighbours per point: per evaluation n (m^3 / 3 + m^2 (d + 2 p)); memory n m
-  indices and values; one loop step per point and evaluation.
+  indices and values; one loop step per point and evaluation. On a learning schedule
+  (:func:`vecchia_schedule_cost`), the same per point, summed over the stages' sampled
+  points and evaluations.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import numpy as np
 from .._memory import ENGINE_MATRICES, required_bytes
 
 __all__ = ["CostModel", "machine_rate", "calibrate", "exact_cost", "nystrom_cost",
-           "glf_cost", "neighbors_cost", "vecchia_cost"]
+           "glf_cost", "neighbors_cost", "vecchia_cost", "vecchia_schedule_cost"]
 
 #: Side of the square GEMM that measures the machine (about 0.27 GFLOP, tens of ms).
 RATE_MATRIX = 512
@@ -75,13 +77,36 @@ EVALUATION_SECONDS = 2e-3
 #: a Nystrom or GLF choice from overrunning the budget as it did on the auto panel (wine,
 #: skillcraft and sml: 96, 299 and 473 s against 60).
 FAMILY_FACTORS = {"glf": 4.0, "nystrom": 4.0}
-#: Vecchia's measured over predicted seconds grow with the input dimension beyond
-#: VECCHIA_DIMENSION_SCALE inputs (neighbour sets overlap less, so the grouped blocks' union
-#: sets grow, and tree searches near brute force): on the auto panel (validated choice, m = 30,
-#: learning on all rows, loaded machine) 1.15 at d = 11 (wine), 7.3 at d = 18 (skillcraft),
-#: 5.6 at d = 22 (sml), against 0.3 to 2.2 at d = 8 (concrete, idle and loaded); priced as
-#: (d / VECCHIA_DIMENSION_SCALE)^2 above it.
+#: Work of one Vecchia conditional and its gradient beyond its m^2 (4 + d / 6) kernel entries
+#: (gathering its rows, the batched factorizations' bookkeeping), in entries: fitted with the
+#: m^2 coefficient to likelihood-and-gradient evaluations of 5,000 points, d = 2 to 26,
+#: m = 15 to 60, batched by GEMM from 4 inputs (about 1e-5 s a point at m = 15).
+VECCHIA_POINT_ENTRIES = 2000
+#: Loop steps (LOOP_SECONDS) per point of one Vecchia structure (ordering, neighbour search,
+#: grouping) up to VECCHIA_DIMENSION_SCALE inputs: about 3e-5 s a point (the relief map's
+#: 77,800 points in 2-D; 32 us a point at 1e6 ETOPO5 points).
+STRUCTURE_LOOPS = 1.5
+#: A Vecchia structure's tree searches approach brute force as the dimension grows (3.8 s
+#: for pol's 9,600 points in 26-D: 4e-4 s a point), priced as (d /
+#: VECCHIA_DIMENSION_SCALE)^2 times the low-dimensional cost. Before the kernel blocks were
+#: batched by GEMM (``Kernel.stacked``) that factor priced the whole fit (measured over
+#: predicted 7.3 at d = 18, 5.6 at d = 22 on the auto panel); the likelihood's evaluations
+#: now grow with d only through the m^2 d / 6 entries (0.11 s at d = 2 and 0.26 s at d = 26,
+#: m = 30, 5,000 points).
 VECCHIA_DIMENSION_SCALE = 8
+
+
+#: Structures a scheduled Vecchia fit is assumed to build (scaled Vecchia rebuilds them as the
+#: length scales move; :data:`scalegp.vecchia.learning.MAX_STRUCTURES` at most): measured 3 on
+#: pol and 2 to 3 on the UCI sets (benchmarks/results/vecchia-uci.md).
+SCHEDULE_STRUCTURES = 3
+#: Evaluations of a schedule's first stage, over all its structures, per evaluation of the
+#: pilot (at the stage tolerance 0.01): on pol at m = 30, 49, 79 and 67 in three structures
+#: against the pilot's 154.
+FIRST_STAGE_EVALUATIONS = 1.5
+#: Evaluations of each stage after the first, which starts near its optimum: measured 12 to
+#: 41 on the UCI sets at a stage tolerance of 0.01 (17 and 25 on pol at m = 30).
+LATER_STAGE_EVALUATIONS = 30
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,6 +158,26 @@ class CostModel:
         return (self.factor * slowdown * (self.flops / (EFFICIENCY * rate)
                                           + self.entries / entry_rate)
                 + self.evaluations * EVALUATION_SECONDS + self.loops * LOOP_SECONDS)
+
+
+def calibrate_vecchia(X, y, kernel, noise_variance: float, m: int, rate: float) -> float:
+    """Vecchia's slowdown: the seconds of one likelihood-and-gradient evaluation on (X, y) (the
+    pilot's rows, a structure of m neighbours; the best of two) over those its cost model
+    predicts. Its constants were fitted on one machine, and its arithmetic (small batched
+    factorizations) does not slow as the exact pilot's does, so it is measured on its own."""
+    from ..engine.hyperparameters import Hyperparameters
+    from ..vecchia import VecchiaLikelihood, build_structure
+    m = max(1, min(m, X.shape[0] - 1))
+    likelihood = VecchiaLikelihood(Hyperparameters(kernel, noise_variance), X, y,
+                                   build_structure(X, kernel.length_scale, m))
+    theta = likelihood.hyperparameters.theta
+    best = math.inf
+    for _ in range(2):
+        start = time.perf_counter()
+        likelihood(theta)
+        best = min(best, time.perf_counter() - start)
+    predicted = _vecchia_cost(X.shape[0], X.shape[1], m, float(X.shape[0]), 1, 0).seconds(rate)
+    return best / max(predicted, 1e-9)
 
 
 def calibrate(pilot_rows: int, n_dims: int, evaluations: int, seconds: float,
@@ -192,11 +237,34 @@ def neighbors_cost(n: int, n_dims: int, k: int, evaluations: int,
                      entries=(fits + centres) * float(k) ** 2 * (n_dims + 2 * p))
 
 
+def _vecchia_cost(n: int, n_dims: int, m: int, point_evaluations: float, steps: float,
+                  structures: float) -> CostModel:
+    """Vecchia's fit from its counts: ``point_evaluations`` conditionals evaluated with
+    their gradients (m^3 / 3 flops and VECCHIA_POINT_ENTRIES + m^2 (4 + d / 6) entries
+    each) and ``structures`` orderings and neighbour searches of n points
+    (STRUCTURE_LOOPS loop steps per point, times (d / VECCHIA_DIMENSION_SCALE)^2 above
+    that dimension)."""
+    per_point = VECCHIA_POINT_ENTRIES + float(m) ** 2 * (4.0 + n_dims / 6.0)
+    searches = structures * n * STRUCTURE_LOOPS * max(1.0, n_dims / VECCHIA_DIMENSION_SCALE) ** 2
+    return CostModel(point_evaluations * m ** 3 / 3.0, 16.0 * n * m, steps, loops=searches,
+                     entries=point_evaluations * per_point)
+
+
 def vecchia_cost(n: int, n_dims: int, m: int, evaluations: int) -> CostModel:
-    """E n m^3 / 3 flops and E n m^2 (d + 2 p) entries; n m indices and values; the
-    dimension's factor (:data:`VECCHIA_DIMENSION_SCALE`)."""
-    p = _parameters(n_dims)
-    steps = evaluations + 1
-    return CostModel(steps * n * m ** 3 / 3.0, 16.0 * n * m, steps, loops=steps * n,
-                     entries=steps * n * float(m) ** 2 * (n_dims + 2 * p),
-                     factor=max(1.0, n_dims / VECCHIA_DIMENSION_SCALE) ** 2)
+    """E + 1 evaluations of the whole likelihood (n conditionals each) and one structure
+    (:func:`_vecchia_cost`); n m indices and values."""
+    return _vecchia_cost(n, n_dims, m, (evaluations + 1) * float(n), evaluations + 1, 1)
+
+
+def vecchia_schedule_cost(n: int, n_dims: int, m: int, evaluations: int,
+                          schedule: tuple) -> CostModel:
+    """Vecchia learned on a schedule of sampled conditionals (``learning_schedule``): the
+    first stage, on min(n_1, n) points, takes FIRST_STAGE_EVALUATIONS E evaluations over
+    its :data:`SCHEDULE_STRUCTURES` structures (scaled Vecchia's rebuilds start it again),
+    every later stage :data:`LATER_STAGE_EVALUATIONS` on its n_k points
+    (:func:`_vecchia_cost`)."""
+    sizes = [n if size is None else min(int(size), n) for size in schedule]
+    first = FIRST_STAGE_EVALUATIONS * evaluations
+    point_evaluations = first * sizes[0] + LATER_STAGE_EVALUATIONS * float(sum(sizes[1:]))
+    steps = first + LATER_STAGE_EVALUATIONS * (len(sizes) - 1)
+    return _vecchia_cost(n, n_dims, m, point_evaluations, steps, SCHEDULE_STRUCTURES)

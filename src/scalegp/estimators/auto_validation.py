@@ -38,8 +38,8 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    variance together). The chosen estimator is the one learned on all rows: nothing is
    refitted.
 
-Where even the cheapest candidate is predicted over the budget, :func:`scalegp.estimators.auto.select`
-runs its pilot instead.
+Where even the cheapest candidate is predicted over the budget, or from
+``MAX_VALIDATED_ROWS`` rows, :func:`scalegp.estimators.auto.select` runs its pilot instead.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ VALIDATED_NEIGHBORS = 30
 VECCHIA_MIN_ROWS = 10 * VALIDATED_NEIGHBORS
 #: Fewer rows than this are too few to cross-validate: the exact GP with the first family.
 MIN_VALIDATED_ROWS = 4 * VALIDATION_FOLDS
+#: From this many rows the validated choice is not tried: its exact GP is over a minute's
+#: budget (5,000 rows: 50 evaluations of 1.7e11 flops each), and Vecchia learns on a schedule
+#: of sampled conditionals instead of the whole likelihood (:mod:`scalegp.estimators.auto`'s
+#: pilot prices it), where cross-validating it would rebuild five structures.
+MAX_VALIDATED_ROWS = 4000
 #: Likelihood evaluations assumed for a candidate's learning before it is measured (the panel
 #: measured 15 to 135).
 ASSUMED_EVALUATIONS = 50
