@@ -178,6 +178,25 @@ def run_local(X, y, X_test, y_test, *, n_neighbors: int, learning_centers: int,
                      + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
 
 
+def run_auto(X, y, X_test, y_test, *, seed: int) -> dict:
+    """``sg.GPRegressor(random_state=seed)`` with its defaults (``approximation="auto"``, a
+    60 s time budget): the choice, the fit and the prediction, timed together as the fit."""
+    model = sg.GPRegressor(random_state=seed)
+
+    def predict():
+        mean, std = model.predict(X_test, return_std=True, include_noise=True)
+        return mean, std**2
+
+    fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
+        model, X, y, X_test, y_test, predict)
+    selection = model.selection_
+    return {"method": f"auto -> {selection.chosen.name}", "m": "-",
+            "seconds": fit_seconds, "predict_seconds": predict_seconds, "rmse": rmse,
+            "nll": nll, "evaluations": "-",
+            "note": (f"{selection.reason}; {shown}; {len(caught)} warning(s)"
+                     + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
+
+
 def run_vnngp(X, y, X_test, y_test, *, seconds: float, epochs: int, seed: int) -> dict:
     """GPyTorch VNNGP (module docstring): train for ``epochs`` epochs or ``seconds``, then
     predict the test points (mean and variance of a new observation)."""
@@ -281,6 +300,12 @@ def main(argv=None) -> None:
     parser.add_argument("--sgpr", action="store_true",
                         help="also run GPyTorch SGPR (512 inducing points, 100 Adam steps at "
                              "0.1; bench_uci_sgpr.py)")
+    parser.add_argument("--auto", action="store_true",
+                        help="also run sg.GPRegressor() with its defaults (approximation="
+                             "'auto', 60 s budget)")
+    parser.add_argument("--verdicts", type=Path, metavar="TABLE",
+                        help="print the auto panel's verdicts (bench_auto.verdict) of the "
+                             "rows in TABLE (a file this script wrote) and stop")
     parser.add_argument("--local", action="store_true",
                         help="also run the library's neighbourhood-local exact GPs (300 "
                              "neighbours, 32 learning centres, ARD; bench_local_fast.py)")
@@ -290,6 +315,9 @@ def main(argv=None) -> None:
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--out", type=Path, help="append the markdown rows to this file")
     args = parser.parse_args(argv)
+    if args.verdicts is not None:
+        print(verdicts(args.verdicts))
+        return
     if args.vnngp > 0 or args.sgpr:
         import torch
         torch.set_num_threads(args.torch_threads)
@@ -326,6 +354,8 @@ def main(argv=None) -> None:
         if args.local:
             runs.append(lambda: run_local(X, y, X_test, y_test, n_neighbors=300,
                                           learning_centers=32, seed=args.seed))
+        if args.auto:
+            runs.append(lambda: run_auto(X, y, X_test, y_test, seed=args.seed))
         if args.sgpr:
             runs.append(lambda: run_gpytorch_sgpr(X, y, X_test, y_test, 512, 100, args.seed))
         if args.vnngp > 0:
@@ -343,6 +373,30 @@ def main(argv=None) -> None:
             if args.out is not None:    # row by row: a time cap keeps what finished
                 with open(args.out, "a", encoding="utf-8") as out:
                     out.write(line + "\n")
+
+
+def verdicts(table: Path) -> str:
+    """The auto panel's rule (``bench_auto.verdict``: auto's RMSE <= 1.05 x the oracle's,
+    its NLPD <= the oracle's + 0.05, within 60 s, at or below the best peer's RMSE) on the
+    rows of a table this script wrote: the library's explicit configurations ("scalegp
+    ...") are the oracle's candidates, GPyTorch's rows the peers, "auto -> ..." auto."""
+    from bench_auto import verdict
+
+    found: dict = {}
+    for line in table.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 9 or cells[0] in ("data", "---") or cells[0].startswith("-"):
+            continue
+        name, method, seconds, rmse, nll = cells[0], cells[2], cells[4], cells[7], cells[8]
+        label = ("peer: " + method if method.startswith("GPyTorch") else
+                 method if method.startswith(("auto", "scalegp")) else None)
+        if label is None:
+            continue
+        found.setdefault(name, {})[label] = (name, label, float(rmse), float(nll),
+                                             float(seconds), "")
+    lines = ["| data set | numbers (RMSE / NLPD) | verdict |", "|---|---|---|"]
+    lines += [verdict(name, list(rows.values())) for name, rows in found.items()]
+    return "\n".join(lines)
 
 
 def _seconds(value) -> str:

@@ -68,6 +68,12 @@ VALIDATION_FOLDS = 5
 #: Neighbours of the Vecchia candidates (the panel's m = 30: within 1 % of the exact GP's
 #: RMSE at m = N - 1 on the relief map, benchmarks/results/vecchia.md).
 VALIDATED_NEIGHBORS = 30
+#: Training neighbours of a Vecchia candidate's predictions, per neighbour of its likelihood:
+#: prediction is cheap beside learning, and on smooth data it needs more neighbours than the
+#: likelihood (kin40k, m = 30 learned on a schedule: test RMSE 0.173 predicting with 30,
+#: 0.108 with 120, 0.093 with 250; pol and protein within 2 % either way;
+#: benchmarks/results/vecchia-uci.md).
+PREDICT_NEIGHBORS_FACTOR = 4
 #: Vecchia is a candidate from this many rows: below, its m = 30 neighbours are a tenth of
 #: the rows or more, and it is a costlier copy of the exact GP.
 VECCHIA_MIN_ROWS = 10 * VALIDATED_NEIGHBORS
@@ -120,7 +126,9 @@ def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
         if with_vecchia and n >= VECCHIA_MIN_ROWS:
             found.append(Scored(
                 f"vecchia m={VALIDATED_NEIGHBORS} {label}", "vecchia",
-                VecchiaGPRegressor(kernel=kernel, n_neighbors=VALIDATED_NEIGHBORS, **common),
+                VecchiaGPRegressor(kernel=kernel, n_neighbors=VALIDATED_NEIGHBORS,
+                                   n_neighbors_predict=PREDICT_NEIGHBORS_FACTOR
+                                   * VALIDATED_NEIGHBORS, **common),
                 auto_costs.vecchia_cost(n, n_dims, VALIDATED_NEIGHBORS, ASSUMED_EVALUATIONS)))
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),
