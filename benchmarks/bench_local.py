@@ -13,8 +13,17 @@ train):
 3. **neighbourhood-local models** (``LowRankGPRegressor(local="neighbors")``) fitted on all
    training points, learning their own hyperparameters, timed including learning.
 
-Test RMSE (metres), NLPD (of the elevation in km, with noise) and seconds are written as JSON
-and markdown. Run from the repository root:
+4. **Vecchia** (``VecchiaGPRegressor``: 30 neighbours in a grid-maximin ordering, learned on
+   the schedule (1,000, 5,000) of sampled conditionals at the stage tolerance 0.01, each test
+   point conditioned on its 30 nearest training points: the configuration of ``scalegp
+   demo``), fitted on all training points.
+
+Test RMSE (metres), NLPD (of the elevation in km, with noise), fit seconds (learning
+included), the seconds predicting the 5,000 test points with their std and the peak resident
+memory of the process are written as JSON and markdown. Each method runs in its own forked
+process (``--isolate``, the default), so that its peak memory is its own (the process's
+baseline of imports and the map included); the tiles' process receives the 5,000-point GP's
+hyperparameters as numbers. Run from the repository root:
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_local.py [--maps east-africa,himalaya]
 
@@ -26,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -99,20 +110,55 @@ def start_kernel():
     return sg.kernels.get("matern52").with_params(length_scale=np.ones(2))
 
 
+def _predicted(model, X, y_km, test) -> dict:
+    """Scores and seconds of predicting the test points with their std (noise included)."""
+    start = time.perf_counter()
+    mean, std = model.predict(X[test], return_std=True, include_noise=True)
+    return {"predict_seconds": time.perf_counter() - start, **scores(y_km[test], mean, std**2)}
+
+
 def exact_subset(X, y_km, train, test):
     rows = train[:N_EXACT]
     start = time.perf_counter()
     model = sg.ExactGPRegressor(kernel=start_kernel(), noise_variance=0.05, normalize_X=True,
                                 normalize_y=True, random_state=0).fit(X[rows], y_km[rows])
     seconds = time.perf_counter() - start
-    mean, std = model.predict(X[test], return_std=True, include_noise=True)
     return model, {"method": f"exact GP, {N_EXACT:,} points", "seconds": seconds,
-                   **scores(y_km[test], mean, std**2), **_hyperparameters(model)}
+                   **_predicted(model, X, y_km, test), **_hyperparameters(model),
+                   "reference": _reference(model)}
 
 
-def exact_tiles(X, y_km, train, test, reference):
-    """Exact GPs on 2 x 2 degree tiles with 1-degree margins at ``reference``'s
-    hyperparameters (its standardisation too)."""
+def _reference(model) -> dict:
+    """The hyperparameters and standardisation the tiles reuse, as numbers."""
+    return {"theta": model.kernel_.theta.tolist(), "noise_variance": model.noise_variance_,
+            "X_mean": model.X_train_mean_.tolist(), "X_scale": model.X_train_scale_.tolist(),
+            "y_mean": model.y_train_mean_, "y_std": model.y_train_std_}
+
+
+def vecchia_model(X, y_km, train, test):
+    """VecchiaGPRegressor in the configuration of ``scalegp demo`` (module docstring)."""
+    start = time.perf_counter()
+    model = sg.VecchiaGPRegressor(kernel=start_kernel(), noise_variance=0.01, n_neighbors=30,
+                                  ordering="grid-maximin", learning_schedule=(1000, 5000),
+                                  learning_tolerance=0.01, random_state=0,
+                                  n_jobs=-1).fit(X[train], y_km[train])
+    seconds = time.perf_counter() - start
+    stages = ", ".join(f"{h['n_points']:,}: {h['n_evaluations']}"
+                       for h in model.learning_history_)
+    return {"method": "Vecchia, 30 neighbours, learned on 1,000 then 5,000 sampled "
+                      "conditionals (the demo's configuration)", "seconds": seconds,
+            "stages": stages, **_predicted(model, X, y_km, test), **_hyperparameters(model)}
+
+
+def exact_tiles(X, y_km, train, test, numbers):
+    """Exact GPs on 2 x 2 degree tiles with 1-degree margins at the hyperparameters and
+    standardisation of the 5,000-point GP (``numbers``: :func:`_reference`)."""
+    from types import SimpleNamespace
+    reference = SimpleNamespace(
+        kernel_=start_kernel().with_theta(np.asarray(numbers["theta"])),
+        noise_variance_=numbers["noise_variance"],
+        X_train_mean_=np.asarray(numbers["X_mean"]), X_train_scale_=np.asarray(numbers["X_scale"]),
+        y_train_mean_=numbers["y_mean"], y_train_std_=numbers["y_std"])
     start = time.perf_counter()
     mean = np.empty(len(test))
     var = np.empty(len(test))
@@ -135,11 +181,11 @@ def exact_tiles(X, y_km, train, test, reference):
         tile_mean, tile_std = fixed.predict(Xt, return_std=True, include_noise=True)
         mean[in_tile] = tile_mean * reference.y_train_std_ + reference.y_train_mean_
         var[in_tile] = (tile_std * reference.y_train_std_) ** 2
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start       # each tile fitted and predicted in turn
     return {"method": f"exact tiles ({TILE_DEG:g} deg, {MARGIN_DEG:g}-deg margins), fixed "
                       "hyperparameters of the 5,000-point GP",
-            "seconds": seconds, "n_tiles": len(sizes), "tile_points_max": int(max(sizes)),
-            **scores(y_km[test], mean, var)}
+            "seconds": seconds, "predict_seconds": None, "n_tiles": len(sizes),
+            "tile_points_max": int(max(sizes)), **scores(y_km[test], mean, var)}
 
 
 def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_components=None,
@@ -152,14 +198,14 @@ def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_compo
                                   noise_variance=0.01, normalize_X=True, normalize_y=True,
                                   random_state=0, **options, approximation=make_approximation(approximation, n_components=n_components)).fit(X[train], y_km[train])
     seconds = time.perf_counter() - start
-    mean, std = model.predict(X[test], return_std=True, include_noise=True)
+    predicted = _predicted(model, X, y_km, test)
     label = (f"neighbourhood-local {approximation}"
              + (f" ({n_components} columns)" if n_components else "")
              + f", {n_neighbors} points per neighbourhood"
              + (f", learned on {learning_centres} neighbourhoods" if learning_centres else ""))
     return {"method": label, "seconds": seconds, "n_centres": int(model.n_centres_),
             "memory_mib": model.local_memory_bytes_ / 2**20,
-            **scores(y_km[test], mean, std**2), **_hyperparameters(model)}
+            **predicted, **_hyperparameters(model)}
 
 
 def _hyperparameters(model):
@@ -171,20 +217,47 @@ def _hyperparameters(model):
 MODELS = (("exact", 300, None, 32), ("exact", 500, None, 32), ("glf", 500, 400, 32))
 
 
-def run(maps, etopo5):
+def _in_own_process(function, *args):
+    """``function(*args)`` (a row) in a forked process, with that process's peak resident
+    memory (``peak_mb``); the row comes back as JSON-able numbers and strings."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def child():
+        row = function(*args)
+        row = row[1] if isinstance(row, tuple) else row
+        row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        send.send(json.dumps(row))
+
+    process = context.Process(target=child)
+    process.start()
+    row = json.loads(receive.recv())
+    process.join()
+    return row
+
+
+def run(maps, etopo5, methods, isolate: bool = True):
     results = {}
+    call = _in_own_process if isolate else (lambda function, *args: (
+        lambda row: row[1] if isinstance(row, tuple) else row)(function(*args)))
     for name in maps:
         X, y = load_map(name, etopo5)
         y_km = y / 1000.0
         train, test = split(len(y))
         print(f"{name}: {len(train):,} training points, {len(test):,} test points", flush=True)
-        reference, row = exact_subset(X, y_km, train, test)
-        rows = [row, exact_tiles(X, y_km, train, test, reference)]
+        rows = [call(exact_subset, X, y_km, train, test)]
+        if "tiles" in methods:
+            rows.append(call(exact_tiles, X, y_km, train, test, rows[0]["reference"]))
         for approximation, k, m, learning in MODELS:
-            rows.append(neighborhood_model(X, y_km, train, test, approximation, k, m, learning))
+            if f"{approximation}-{k}" in methods:
+                rows.append(call(neighborhood_model, X, y_km, train, test, approximation, k, m,
+                                 learning))
+        if "vecchia" in methods:
+            rows.append(call(vecchia_model, X, y_km, train, test))
         for row in rows:
             print(f"  {row['method']}: RMSE {row['rmse_m']:.1f} m, NLPD {row['nlpd_km']:.3f}, "
-                  f"{row['seconds']:.1f} s", flush=True)
+                  f"{row['seconds']:.1f} s, peak {row.get('peak_mb', float('nan')):.0f} MB",
+                  flush=True)
         results[name] = {"n_train": len(train), "n_test": len(test), "rows": rows}
     return results
 
@@ -195,10 +268,15 @@ def markdown(results, command):
              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}.", ""]
     for name, result in results.items():
         lines += [f"## {name} ({result['n_train']:,} training, {result['n_test']:,} test points)",
-                  "", "| method | test RMSE (m) | NLPD (km) | seconds |", "|---|---:|---:|---:|"]
+                  "", "| method | test RMSE (m) | NLPD (km) | fit s | predict s (5,000 points) "
+                  "| peak MB |", "|---|---:|---:|---:|---:|---:|"]
         for row in result["rows"]:
+            predict = row.get("predict_seconds")
+            peak = row.get("peak_mb")
             lines.append(f"| {row['method']} | {row['rmse_m']:.1f} | {row['nlpd_km']:.3f} | "
-                         f"{row['seconds']:.1f} |")
+                         f"{row['seconds']:.1f} | "
+                         f"{'in the fit' if predict is None else format(predict, '.1f')} | "
+                         f"{'-' if peak is None else format(peak, '.0f')} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -207,9 +285,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--maps", default="east-africa,himalaya")
     parser.add_argument("--etopo5", default=None)
+    parser.add_argument("--methods", default="tiles,exact-300,exact-500,glf-500,vecchia",
+                        help="besides the 5,000-point exact GP: tiles, exact-300, exact-500, "
+                             "glf-500 (neighbourhood-local models), vecchia")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="run every method in this process (no per-method peak memory)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/local"))
     args = parser.parse_args(argv)
-    results = run(args.maps.split(","), args.etopo5)
+    results = run(args.maps.split(","), args.etopo5, args.methods.split(","),
+                  isolate=not args.no_isolate)
     command = "python benchmarks/bench_local.py " + " ".join(argv or sys.argv[1:])
     Path(args.out + ".json").write_text(json.dumps(results, indent=2))
     Path(args.out + ".md").write_text(markdown(results, command.strip()))
