@@ -16,7 +16,8 @@ train):
 4. **Vecchia** (``VecchiaGPRegressor``: 30 neighbours in a grid-maximin ordering, learned on
    the schedule (1,000, 5,000) of sampled conditionals at the stage tolerance 0.01, each test
    point conditioned on its 30 nearest training points: the configuration of ``scalegp
-   demo``), fitted on all training points.
+   demo``), fitted on all training points;
+5. **auto** (``--methods ...,auto``): ``sg.GPRegressor()`` with its defaults (issue 26's panel).
 
 Test RMSE (metres), NLPD (of the elevation in km, with noise), fit seconds (learning
 included), the seconds predicting the 5,000 test points with their std and the peak resident
@@ -217,6 +218,17 @@ def _hyperparameters(model):
 MODELS = (("exact", 300, None, 32), ("exact", 500, None, 32), ("glf", 500, 400, 32))
 
 
+def auto_model(X, y_km, train, test):
+    """``sg.GPRegressor(random_state=0)`` with its defaults (``approximation="auto"``, 60 s
+    budget): the choice and the fit timed together."""
+    start = time.perf_counter()
+    model = sg.GPRegressor(random_state=0).fit(X[train], y_km[train])
+    seconds = time.perf_counter() - start
+    return {"method": f"auto (sg.GPRegressor()) -> {model.selection_.chosen.name}",
+            "seconds": seconds, "reason": model.selection_.reason,
+            **_predicted(model, X, y_km, test)}
+
+
 def _in_own_process(function, *args):
     """``function(*args)`` (a row) in a forked process, with that process's peak resident
     memory (``peak_mb``); the row comes back as JSON-able numbers and strings."""
@@ -254,6 +266,8 @@ def run(maps, etopo5, methods, isolate: bool = True):
                                  learning))
         if "vecchia" in methods:
             rows.append(call(vecchia_model, X, y_km, train, test))
+        if "auto" in methods:
+            rows.append(call(auto_model, X, y_km, train, test))
         for row in rows:
             print(f"  {row['method']}: RMSE {row['rmse_m']:.1f} m, NLPD {row['nlpd_km']:.3f}, "
                   f"{row['seconds']:.1f} s, peak {row.get('peak_mb', float('nan')):.0f} MB",
@@ -287,7 +301,8 @@ def main(argv=None):
     parser.add_argument("--etopo5", default=None)
     parser.add_argument("--methods", default="tiles,exact-300,exact-500,glf-500,vecchia",
                         help="besides the 5,000-point exact GP: tiles, exact-300, exact-500, "
-                             "glf-500 (neighbourhood-local models), vecchia")
+                             "glf-500 (neighbourhood-local models), vecchia, auto "
+                             "(sg.GPRegressor() with its defaults)")
     parser.add_argument("--no-isolate", action="store_true",
                         help="run every method in this process (no per-method peak memory)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/local"))
