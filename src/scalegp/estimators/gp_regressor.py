@@ -9,7 +9,7 @@ explicit estimators (:class:`~scalegp.estimators.exact.ExactGPRegressor`,
 :class:`~scalegp.estimators.vecchia.VecchiaGPRegressor`) keep their explicit defaults for the
 user who knows what they want; this class is what ``scalegp fit`` uses by default and what the
 documentation starts with. The fitted model is ``estimator_``; ``selection_`` says what
-``auto`` considered and why it chose (:class:`scalegp.estimators.auto.Selection`).
+``auto`` considered and why it chose (:class:`scalegp.estimators.auto_selection.Selection`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     ----------
     estimator_ : ExactGPRegressor, LowRankGPRegressor or VecchiaGPRegressor
         The fitted model; ``predict``, ``sample_y`` and ``log_marginal_likelihood`` are its.
-    selection_ : scalegp.estimators.auto.Selection or None
+    selection_ : scalegp.estimators.auto_selection.Selection or None
         What ``auto`` considered and chose (``selection_.table()``); None for an explicit
         approximation.
     kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.

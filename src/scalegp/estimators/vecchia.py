@@ -112,10 +112,10 @@ normalize_X, random_state
         Learning stages on nested random samples of the likelihood's blocks: each entry is
         the number of training points (conditionals) a stage's likelihood sums at least
         (None, or N or more: all of them), each stage starting from the previous one's
-        optimum (docs/vecchia.md, "Learning"). None: one stage on the whole likelihood. For
-        large N, ``(2000, 8000, None)`` takes most steps at a few per cent of a full
-        evaluation's cost and ends with a few full ones (the UCI and 9.3-million-point fits
-        of docs/vecchia.md).
+        optimum (docs/vecchia.md, "Learning: scaled Vecchia (`learning.py`, `fisher.py`)").
+        None: one stage on the whole likelihood. For large N, ``(2000, 8000, None)`` takes
+        most steps at a few per cent of a full evaluation's cost and ends with a few full
+        ones (the UCI and 9.3-million-point fits of docs/vecchia.md).
     learning_tolerance : float or None, default=None
         Stop a stage when an iteration raises its log likelihood by less than about this
         many times the log likelihood per point (L-BFGS-B's ``ftol`` = tolerance / n for n

@@ -14,7 +14,7 @@ import numpy as np
 from .. import kernels
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
-from ..estimators.auto import Selection
+from ..estimators.auto_selection import Selection
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
