@@ -191,13 +191,17 @@ def exact_tiles(X, y_km, train, test, numbers):
 
 def neighborhood_model(X, y_km, train, test, approximation, n_neighbors, n_components=None,
                        learning_centres=None):
-    options = {"local": "neighbors", "local_neighbors": n_neighbors,
-               "local_learning_centres": learning_centres}
+    local = sg.Neighbors(n_neighbors=n_neighbors, **(
+        {} if learning_centres is None else {"learning_centers": learning_centres}))
     start = time.perf_counter()
     model = sg.LowRankGPRegressor(kernel=start_kernel().with_params(
                                       length_scale=np.full(2, 0.1)),
                                   noise_variance=0.01, normalize_X=True, normalize_y=True,
-                                  random_state=0, **options, approximation=make_approximation(approximation, n_components=n_components)).fit(X[train], y_km[train])
+                                  random_state=0, local=local,
+                                  approximation=make_approximation(
+                                      approximation, **({} if n_components is None else
+                                                        {"n_components": n_components}))
+                                  ).fit(X[train], y_km[train])
     seconds = time.perf_counter() - start
     predicted = _predicted(model, X, y_km, test)
     label = (f"neighbourhood-local {approximation}"
@@ -243,7 +247,13 @@ def _in_own_process(function, *args):
 
     process = context.Process(target=child)
     process.start()
-    row = json.loads(receive.recv())
+    send.close()                 # the child's end only: a child that fails ends the pipe
+    try:
+        row = json.loads(receive.recv())
+    except EOFError:
+        process.join()
+        raise RuntimeError(f"{function.__name__} failed in its process (exit code "
+                           f"{process.exitcode}; its traceback is above)") from None
     process.join()
     return row
 
