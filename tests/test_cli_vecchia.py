@@ -88,6 +88,14 @@ def test_a_learning_schedule_from_the_command_line_is_the_estimators(tmp_path, t
     np.testing.assert_array_equal(loaded.kernel_.theta, direct.kernel_.theta)
 
 
+def test_auto_prediction_neighbours_from_the_command_line():
+    from scalegp.cli.fit import _make_estimator
+    args = cli.build_parser().parse_args([
+        "fit", "data.csv", "--target", "y", "--out", "m.npz", "--approximation", "vecchia",
+        "--n-neighbors-predict", "AUTO"])
+    assert _make_estimator(args, n_dims=2, n_samples=100).n_neighbors_predict == "auto"
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "half"])
 def test_a_bad_learning_schedule_is_refused(tmp_path, table, capsys, value):
     path, _, _ = table

@@ -149,6 +149,42 @@ def test_the_refusals():
         sg.VecchiaGPRegressor(kernel="reciprocal_semigroup").fit(np.abs(X), y)
 
 
+# ----------------------------------------------------------------------------- prediction
+def test_auto_prediction_neighbours_are_the_fewest_near_the_best_held_out_rmse():
+    """A smooth, nearly noiseless 4-D function: predicting with more neighbours than the
+    likelihood's m = 5 helps, and "auto" takes the smallest count within 1 % of the best
+    held-out RMSE; the model predicts exactly as one given that count."""
+    from scalegp.vecchia.prediction import PREDICTION_RMSE_SLACK
+    rng = np.random.default_rng(31)
+    X = rng.uniform(-1, 1, (2000, 4))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + np.cos(X[:, 3]) + 1e-3 * rng.standard_normal(2000)
+    kernel = sg.Matern(nu=2.5, length_scale=np.ones(4))
+    chosen = sg.VecchiaGPRegressor(kernel=kernel, n_neighbors=5, n_neighbors_predict="auto",
+                                   random_state=0).fit(X, y)
+    tried = chosen.prediction_rmse_
+    assert sorted(tried) == [5, 10, 20, 40]
+    best = min(tried.values())
+    count = chosen.prediction_neighbors_
+    assert tried[count] <= PREDICTION_RMSE_SLACK * best
+    assert all(tried[c] > PREDICTION_RMSE_SLACK * best for c in tried if c < count)
+    assert count > 5 and tried[5] > 1.5 * best        # measured: 5 neighbours ~3x the best
+    given = sg.VecchiaGPRegressor(kernel=kernel, n_neighbors=5, n_neighbors_predict=count,
+                                  random_state=0).fit(X, y)
+    Xt = rng.uniform(-1, 1, (300, 4))
+    np.testing.assert_array_equal(chosen.predict(Xt, return_std=True),
+                                  given.predict(Xt, return_std=True))
+    assert given.prediction_rmse_ is None and given.prediction_neighbors_ == count
+
+
+def test_auto_prediction_neighbours_stop_at_the_rows_left():
+    """60 rows: 6 are held out, so the counts tried stop at the 54 left (10, 20, 40, 54)."""
+    X, y = field(60, seed=32)
+    model = sg.VecchiaGPRegressor(n_neighbors=10, n_neighbors_predict="auto",
+                                  random_state=0).fit(X, y)
+    assert sorted(model.prediction_rmse_) == [10, 20, 40, 54]
+    assert model.prediction_neighbors_ in model.prediction_rmse_
+
+
 # ----------------------------------------------------------------------------- schedules
 def test_a_learning_schedule_ends_at_the_optimum_of_the_whole_likelihood():
     """One shared length scale (its shape cannot move, so one structure): learning on about
@@ -286,7 +322,8 @@ def test_the_configuration_object_refuses_bad_options(options, message):
     {},
     {"n_neighbors": 8, "n_neighbors_predict": 20, "ordering": "random", "random_state": 3,
      "kernel": sg.Matern(nu=1.5, length_scale=[1.0, 1.0]), "normalize_X": False, "n_jobs": 2},
-    {"n_neighbors": 8, "learning_schedule": (100, None), "learning_tolerance": 0.05},
+    {"n_neighbors": 8, "learning_schedule": (100, None), "learning_tolerance": 0.05,
+     "n_neighbors_predict": "auto"},
 ])
 def test_a_model_file_predicts_bit_for_bit(tmp_path, options):
     X, y = field(300, seed=14)
@@ -309,6 +346,7 @@ def test_a_model_file_predicts_bit_for_bit(tmp_path, options):
     np.testing.assert_array_equal(loaded.sample_y(Xt[:10], 3, random_state=0),
                                   model.sample_y(Xt[:10], 3, random_state=0))
     assert loaded.structure_ is None and loaded.n_structures_ is None
+    assert loaded.prediction_neighbors_ == model.prediction_neighbors_
     assert loaded.posterior_.n_jobs == model.posterior_.n_jobs == (model.n_jobs or 1)
     with pytest.raises(ValueError, match="model files do not store"):
         loaded.log_marginal_likelihood(np.append(model.kernel_.theta, 0.0))

@@ -194,6 +194,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def count_or_auto(text: str):
+    """An argparse type: an integer >= 1, or "auto"."""
+    if text.lower() == "auto":
+        return "auto"
+    try:
+        return int_at_least(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1 or 'auto', got {text!r}") from None
+
+
 def stage_size(text: str):
     """An argparse type: a learning stage's size, an integer >= 1 or "all" (None)."""
     if text.lower() == "all":
@@ -517,7 +528,8 @@ def add_vecchia_flags(group) -> None:
     add_flag(group, "n_neighbors", "m, the neighbours each training point conditions on in "
              "the likelihood (O(N m^3) per evaluation)", type=int_at_least(1), metavar="M")
     add_flag(group, "n_neighbors_predict", "training neighbours each test point conditions "
-             "on (none: --n-neighbors)", type=int_at_least(1), metavar="M")
+             "on (none: --n-neighbors; auto: the smallest of 1, 2, 4, 8 x M within 1 %% of "
+             "the best RMSE on held-out training rows)", type=count_or_auto, metavar="M")
     add_flag(group, "ordering", "the ordering of the training points, in the inputs scaled "
              "by the length scales", choices=list(ORDERINGS))
     add_flag(group, "optimizer", "lbfgs (L-BFGS-B) or fisher (Fisher scoring, as GpGp)",

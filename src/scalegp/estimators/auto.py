@@ -32,8 +32,8 @@ Matern-5/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in fo
     (excluded elsewhere); neighbourhoods 1 + exp(-R^2 / 2) with R the radius of a
     k-neighbourhood in length scales (the correlation with the nearest point left out);
     Vecchia 1 + (VECCHIA_REFERENCE_M / m)^2 / 100 (an assumption, not a measurement: about
-    1 % at m = 30 in low dimension), predicting with PREDICT_NEIGHBORS_FACTOR m neighbours
-    (:mod:`~scalegp.estimators.auto_validation`). Then the **verification**: the chosen
+    1 % at m = 30 in low dimension), with its prediction neighbours measured after learning
+    (``n_neighbors_predict="auto"``). Then the **verification**: the chosen
     candidate is fitted on the pilot's training rows at the pilot's hyperparameters
     (Nystrom's knots and Vecchia's neighbours the same share of those rows as of all rows,
     other sizes capped by them), and its RMSE ratio and mean KL(exact || candidate) of the
@@ -373,8 +373,8 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
             out.append(priced(f"vecchia m={m}" + (" scheduled" if scheduled else ""), cost,
                               1.0 + (VECCHIA_REFERENCE_M / m) ** 2 / 100,
                               _config("VecchiaGPRegressor", n_neighbors=m,
-                                      n_neighbors_predict=auto_validation.
-                                      PREDICT_NEIGHBORS_FACTOR * m, start=start, **options),
+                                      n_neighbors_predict=auto_validation.PREDICT_NEIGHBORS,
+                                      start=start, **options),
                               "predicted by assumption",
                               slowdown if vecchia_slowdown is None else vecchia_slowdown))
     if d > LOW_DIMENSION:
@@ -408,8 +408,8 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
     """Set the candidate's RMSE ratio and mean KL(exact || candidate) on the pilot's n
     held-back rows and their one-sided 95 % upper bounds, the candidate fitted on the
     pilot's training rows at the pilot's hyperparameters (Nystrom's knots and Vecchia's
-    conditioning sets and prediction neighbours the same share of those rows as of all n
-    rows; neighbourhoods with their sizes).
+    conditioning sets the same share of those rows as of all n rows, Vecchia predicting
+    with m; neighbourhoods with their sizes).
 
     The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`."""
     config = candidate.configuration
@@ -422,12 +422,10 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
             mean, var = pilot.mean, pilot.var
         elif config["estimator"] == "VecchiaGPRegressor":
             from ..vecchia import VecchiaGP
-            # the same share of the rows as the fit on all n rows (as Nystrom's knots below)
-            def share(count, most):
-                return max(1, min(round(count * yt.size / X.shape[0]), most))
-            model = VecchiaGP(kernel, s2, m=share(config["n_neighbors"], yt.size - 1),
-                              m_predict=share(config["n_neighbors_predict"], yt.size)
-                              ).fit(Xt, yt, learn=False)
+            # the same share of the rows as the fit on all n rows (as Nystrom's knots below),
+            # predicting with it too (the count "auto" measures on all rows)
+            m = max(1, min(round(config["n_neighbors"] * yt.size / X.shape[0]), yt.size - 1))
+            model = VecchiaGP(kernel, s2, m=m).fit(Xt, yt, learn=False)
             mean, var = model.predict(Xh, return_var=True, include_noise=True)
         else:
             options = {key: value for key, value in config.items()

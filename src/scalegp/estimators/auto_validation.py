@@ -68,12 +68,12 @@ VALIDATION_FOLDS = 5
 #: Neighbours of the Vecchia candidates (the panel's m = 30: within 1 % of the exact GP's
 #: RMSE at m = N - 1 on the relief map, benchmarks/results/vecchia.md).
 VALIDATED_NEIGHBORS = 30
-#: Training neighbours of a Vecchia candidate's predictions, per neighbour of its likelihood:
-#: prediction is cheap beside learning, and on smooth data it needs more neighbours than the
-#: likelihood (kin40k, m = 30 learned on a schedule: test RMSE 0.173 predicting with 30,
-#: 0.108 with 120, 0.093 with 250; pol and protein within 2 % either way;
-#: benchmarks/results/vecchia-uci.md).
-PREDICT_NEIGHBORS_FACTOR = 4
+#: Training neighbours of a Vecchia candidate's predictions: measured after learning
+#: (``VecchiaGPRegressor(n_neighbors_predict="auto")``). On smooth data a prediction needs more
+#: neighbours than the likelihood's conditionals (kin40k, m = 30 learned on a schedule: test
+#: RMSE 0.173 predicting with 30, 0.108 with 120, 0.093 with 250); on pol and protein the
+#: count changed the RMSE by under 2 %.
+PREDICT_NEIGHBORS = "auto"
 #: Vecchia is a candidate from this many rows: below, its m = 30 neighbours are a tenth of
 #: the rows or more, and it is a costlier copy of the exact GP.
 VECCHIA_MIN_ROWS = 10 * VALIDATED_NEIGHBORS
@@ -127,8 +127,7 @@ def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
             found.append(Scored(
                 f"vecchia m={VALIDATED_NEIGHBORS} {label}", "vecchia",
                 VecchiaGPRegressor(kernel=kernel, n_neighbors=VALIDATED_NEIGHBORS,
-                                   n_neighbors_predict=PREDICT_NEIGHBORS_FACTOR
-                                   * VALIDATED_NEIGHBORS, **common),
+                                   n_neighbors_predict=PREDICT_NEIGHBORS, **common),
                 auto_costs.vecchia_cost(n, n_dims, VALIDATED_NEIGHBORS, ASSUMED_EVALUATIONS)))
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),

@@ -146,8 +146,9 @@ class Vecchia(_Configuration):
         The ordering of the training points (:data:`scalegp.vecchia.ORDERINGS`).
     optimizer : {"lbfgs", "fisher"}, default="lbfgs"
         L-BFGS-B, or Fisher scoring as GpGp.
-    n_neighbors_predict : int or None, default=None
-        Training neighbours per test point (None: ``n_neighbors``).
+    n_neighbors_predict : int, None or "auto", default=None
+        Training neighbours per test point (None: ``n_neighbors``; "auto": measured on
+        held-out training rows, :class:`scalegp.VecchiaGPRegressor`).
     learning_schedule : sequence of (int or None), or None, default=None
         Learning stages on nested samples of the likelihood's blocks (None: the whole
         likelihood at once); :class:`scalegp.VecchiaGPRegressor`.
@@ -171,14 +172,17 @@ class Vecchia(_Configuration):
         """The keyword arguments of :class:`scalegp.VecchiaGPRegressor` this configuration
         sets, validated (ValueError naming the option)."""
         _check_int(self.n_neighbors, "Vecchia n_neighbors", 1)
-        _check_int(self.n_neighbors_predict, "Vecchia n_neighbors_predict", 1, allow_none=True)
+        if self.n_neighbors_predict != "auto":
+            _check_int(self.n_neighbors_predict, "Vecchia n_neighbors_predict", 1,
+                       allow_none=True)
         _check_choice(self.ordering, ORDERINGS, "Vecchia ordering")
         _check_choice(self.optimizer, VECCHIA_OPTIMIZERS, "Vecchia optimizer")
         schedule = (None if self.learning_schedule is None else
                     check_schedule(self.learning_schedule, "Vecchia learning_schedule"))
         return {"n_neighbors": int(self.n_neighbors), "ordering": self.ordering,
                 "optimizer": self.optimizer,
-                "n_neighbors_predict": (None if self.n_neighbors_predict is None
+                "n_neighbors_predict": (self.n_neighbors_predict
+                                        if self.n_neighbors_predict in (None, "auto")
                                         else int(self.n_neighbors_predict)),
                 "learning_schedule": schedule,
                 "learning_tolerance": check_tolerance(self.learning_tolerance,

@@ -24,11 +24,13 @@ in the base's widening box (``optimizer="lbfgs"``) or by Fisher scoring
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._validation import as_generator
 from ..parallel import resolve_n_jobs
 from ..vecchia import ORDERINGS, VecchiaLikelihood, build_structure, vecchia_log_likelihood
 from ..vecchia.fisher import fisher_scoring
@@ -36,6 +38,7 @@ from ..vecchia.learning import (DEFAULT_M, MAX_STRUCTURES, OPTIMIZERS, REBUILD_F
                                 check_schedule, check_tolerance, sample_blocks, stage_ftol,
                                 stage_record, stage_sizes)
 from ..vecchia.posterior import VecchiaPosterior
+from ..vecchia.prediction import choose_prediction_neighbors
 from ..vecchia.structure import VecchiaStructure
 from .base import _GPRegressor, _learn
 from .training_data import Staged
@@ -98,11 +101,15 @@ normalize_X, random_state
         m, the conditioning-set size of the likelihood (``scalegp.vecchia.DEFAULT_M``, GpGp's
         default); at most N - 1 are used (the exact likelihood). Cost O(N m^3) per
         likelihood evaluation, memory O(N m).
-    n_neighbors_predict : int or None, default=None
+    n_neighbors_predict : int, None or "auto", default=None
         Training neighbours each test point conditions on (None: ``n_neighbors``); at most N
         are used (at N the predictions are the exact GP's). The joint predictive
         (``return_cov``, ``sample_y``) conditions each test point on this many among the
-        training points and the earlier test points (exact at N + n_test - 1).
+        training points and the earlier test points (exact at N + n_test - 1). "auto":
+        measured after learning, the smallest of 1, 2, 4 and 8 times ``n_neighbors`` whose
+        RMSE on a few hundred held-out training rows is within 1 % of the best
+        (:func:`scalegp.vecchia.prediction.choose_prediction_neighbors`): smooth data need
+        more neighbours to predict than to learn (kin40k: 0.173 with 30, 0.093 with 250).
     ordering : {"maximin", "grid-maximin", "random", "coordinate"}, default="maximin"
         The ordering of the training points, in the scaled inputs
         (:data:`scalegp.vecchia.ORDERINGS`).
@@ -137,6 +144,13 @@ normalize_X, random_state
     n_structures_ : int or None
         Structures built during the fit (1, or more when scaled Vecchia rebuilt it; None
         after :func:`scalegp.load`).
+    prediction_neighbors_ : int
+        The training neighbours each prediction conditions on (``n_neighbors_predict``, or
+        the count "auto" chose).
+    prediction_rmse_ : dict or None
+        With ``n_neighbors_predict="auto"``: {count: RMSE on the held-out training rows, in
+        standardized units} of the counts tried; None otherwise and after
+        :func:`scalegp.load`.
     learning_history_ : list of dict or None
         One entry per learning stage run (a rebuilt structure runs its stage again): its
         sampled ``n_points``, ``log_likelihood`` (of those points' conditionals),
@@ -158,7 +172,8 @@ normalize_X, random_state
     _parameter_constraints: dict = {
         **_GPRegressor._parameter_constraints,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "n_neighbors_predict": [Interval(Integral, 1, None, closed="left"), None],
+        "n_neighbors_predict": [Interval(Integral, 1, None, closed="left"), None,
+                                StrOptions({"auto"})],
         "ordering": [StrOptions(set(ORDERINGS))],
         "optimizer": [StrOptions(set(OPTIMIZERS))],
         "learning_schedule": [list, tuple, None],
@@ -221,7 +236,7 @@ normalize_X, random_state
         return self._objective_at(state.structure, hyperparameters, X, y)
 
     def _objective_at(self, structure, hyperparameters, X, y) -> _VecchiaObjective:
-        m_predict = self.n_neighbors if self.n_neighbors_predict is None \
+        m_predict = self.n_neighbors if self.n_neighbors_predict in (None, "auto") \
             else self.n_neighbors_predict
         return _VecchiaObjective(hyperparameters, X, y, structure, n_jobs=self._n_threads,
                                  m_predict=m_predict)
@@ -258,16 +273,27 @@ normalize_X, random_state
         return hyperparameters, result, objective
 
     def _set_fitted(self, posterior, **fitted):
-        # threads are the estimator's parameter (a model file does not store them)
-        super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
         # the structure of a fit (a loaded model has none: it predicts without one)
         structures = getattr(self, "_structures", None)
         if fitted.get("training_data") is None:
             structures = None
+        self.prediction_rmse_ = None
+        if self.n_neighbors_predict == "auto" and structures is not None:
+            count, self.prediction_rmse_ = choose_prediction_neighbors(
+                posterior.kernel, posterior.noise_variance, posterior.X_train,
+                posterior.y_train, posterior.n_neighbors, as_generator(self.random_state),
+                n_jobs=self._n_threads)
+            posterior = replace(posterior, n_neighbors=count)
+        # threads are the estimator's parameter (a model file does not store them)
+        super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
         self.structure_ = None if structures is None else structures.structure
         self.n_structures_ = None if structures is None else structures.n_built
         self.learning_history_ = None if structures is None else structures.history
         self._structures = None
+
+    @property
+    def prediction_neighbors_(self) -> int:
+        return self.posterior_.n_neighbors
 
     def _fitted_state(self):
         return _Fitted(self.structure_)
