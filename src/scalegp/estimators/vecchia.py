@@ -19,7 +19,11 @@ structure at the learned length scales when their shape moved by more than
 :data:`scalegp.vecchia.learning.REBUILD_FACTOR` and learns again from there, at most
 :data:`~scalegp.vecchia.learning.MAX_STRUCTURES` structures per fit, each stage by L-BFGS-B
 in the base's widening box (``optimizer="lbfgs"``) or by Fisher scoring
-(``optimizer="fisher"``, :func:`scalegp.vecchia.fisher.fisher_scoring`, as GpGp).
+(``optimizer="fisher"``, :func:`scalegp.vecchia.fisher.fisher_scoring`, as GpGp). With a
+``learning_schedule`` each stage learns on a nested random sample of the blocks
+(:func:`scalegp.vecchia.learning.sample_blocks`), from the previous stage's optimum, as
+:class:`scalegp.vecchia.VecchiaGP` does; the fit conditions on the whole likelihood's last
+structure.
 """
 
 from __future__ import annotations
