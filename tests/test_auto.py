@@ -342,3 +342,49 @@ def test_a_soft_deadline_ends_learning_at_the_best_point_not_converged():
     learned = sg.ExactGPRegressor().fit(X, y).optimization_result_
     assert result.n_evaluations < learned.n_evaluations
     assert result.log_marginal_likelihood <= learned.log_marginal_likelihood + 1e-9
+
+
+def _sinusoid(frequency):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (4000, 2))
+    y = (np.sin(frequency * X[:, 0]) * np.cos(frequency * X[:, 1])
+         + 0.05 * rng.standard_normal(4000))
+    Xs, ys = auto._standardize(X, y)
+    return Xs, ys, auto.run_pilot(Xs, ys, np.random.default_rng(0), max_rows=300)
+
+
+def test_a_dense_rough_field_is_learned_again_at_full_density():
+    """4,000 rows of a field rough against its domain (sin 80 x0 cos 80 x1 on the unit
+    square): 240 random rows see it sparser than it is and take it for noise (measured:
+    noise variance 0.95, length scales 0.11 and 0.31), where the sampled Vecchia
+    conditionals of all rows, which keep every neighbour, learn it (0.0086; 0.066 and
+    0.072: 2.7 times shorter)."""
+    Xs, ys, pilot = _sinusoid(80)
+    dense, note = auto.at_full_density(Xs, ys, pilot, np.random.default_rng(1))
+    ratio = np.exp(np.mean(np.log(pilot.length_scale / dense.length_scale)))
+    assert ratio > 2 and dense.noise_variance < 0.1 * pilot.noise_variance
+    assert "times shorter than the pilot's" in note and "kept" not in note
+    # its held-back predictions are the exact GP's on the pilot's rows at the new values
+    exact = sg.ExactGPRegressor(kernel=dense.kernel, noise_variance=dense.noise_variance,
+                                optimize=False, normalize_X=False, normalize_y=False)
+    mean = exact.fit(Xs[pilot.train], ys[pilot.train]).predict(Xs[pilot.holdout])
+    np.testing.assert_allclose(dense.mean, mean, rtol=1e-10, atol=1e-12)
+    assert (dense.train is pilot.train) and dense.evaluations == pilot.evaluations
+    # where the pilot resolves the field (sin 40 x0 cos 40 x1) the sampled conditionals
+    # learn longer length scales (measured 0.16 against 0.08): not a subsample's bias, the
+    # pilot stands
+    Xs, ys, pilot = _sinusoid(40)
+    kept, note = auto.at_full_density(Xs, ys, pilot, np.random.default_rng(1))
+    assert kept is pilot and note.endswith("the pilot's kept")
+
+
+def test_a_candidate_whose_neighbours_the_pilot_cannot_hold_is_not_verified(smooth_pilot):
+    """30 of 100,000 rows are 0.03 of the pilot's 96: no Vecchia model of that share is the
+    candidate, so it keeps its predicted accuracy and says why."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((100000, 5))
+    candidate = auto.Candidate("vecchia m=30", {"estimator": "VecchiaGPRegressor",
+                                                "n_neighbors": 30}, 1.0, 0.0, 1.01)
+    auto.verify(X, rng.standard_normal(100000), smooth_pilot, candidate)
+    assert candidate.measured_ratio is None and candidate.ratio_upper is None
+    assert candidate.note.startswith("not verified: 30 neighbours on all rows are 0")
