@@ -72,7 +72,7 @@ from .configuration import Exact, Features, Neighbors, Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 
-__all__ = ["Candidate", "Pilot", "Selection", "select", "run_pilot", "DEFAULT_TIME_BUDGET"]
+__all__ = ["Pilot", "select", "run_pilot", "at_full_density", "DEFAULT_TIME_BUDGET"]
 
 #: Seconds of fit (the pilot included) a user waiting at a terminal accepts: one minute.
 DEFAULT_TIME_BUDGET = 60.0
