@@ -38,8 +38,8 @@ Matern-5/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in fo
     (Nystrom's knots and Vecchia's neighbours the same share of those rows as of all rows,
     other sizes capped by them), and its RMSE ratio and mean KL(exact || candidate) of the
     predictive distributions (noise included) measured on the held-back rows, with their
-    one-sided 95 % upper bounds (:func:`scalegp.estimators.auto_validation.
-    held_back_measures`).
+    one-sided 95 % upper bounds
+    (:func:`scalegp.estimators.auto_validation.held_back_measures`).
 (d) **The choice.** Without a tolerance: the exact GP when it fits the budgets, otherwise
     the ``VERIFIED_CANDIDATES`` of best predicted accuracy within them are verified and the
     best measured one is chosen (cheaper first among equals to 3 digits). With a

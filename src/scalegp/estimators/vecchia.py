@@ -159,8 +159,9 @@ normalize_X, random_state
         One entry per learning stage run (a rebuilt structure runs its stage again): its
         sampled ``n_points``, ``log_likelihood`` (of those points' conditionals),
         ``n_evaluations``, ``converged``, the ``length_scale`` learned and the
-        ``shape_factor`` it moved from the structure's (:func:`scalegp.vecchia.learning.
-        shape_change`); empty without learning, None after :func:`scalegp.load`.
+        ``shape_factor`` it moved from the structure's
+        (:func:`scalegp.vecchia.learning.shape_change`); empty without learning, None after
+        :func:`scalegp.load`.
 
     Notes
     -----
