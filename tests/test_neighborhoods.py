@@ -341,3 +341,37 @@ def test_cli_fits_and_predicts_exact_neighbourhoods(tmp_path):
     assert main(["fit", str(tmp_path / "train.csv"), "--target", "y", "--approximation",
                  "exact", "--local", "clusters", "--out", str(tmp_path / "x.npz"),
                  "--quiet"]) != 0
+
+
+def test_a_neighbourhood_of_copies_of_one_input_covers_that_input_only():
+    """k copies of one input make a neighbourhood of zero extent: its blend radius is
+    POINT_RADIUS, so it covers that location and nothing else, and the other points get
+    centres of their own. With the radius 1 it had, and long length scales (the data span
+    0.1 length scales here, as on keggdirected), it covered every point: two centres."""
+    import numpy as np
+    from scalegp.local import neighborhoods as nb
+    rng = np.random.default_rng(0)
+    X = np.vstack([np.zeros((150, 2)), rng.uniform(0, 10, (300, 2))])
+    cover = nb.cover(X, 100, scale=100.0)
+    collapsed = [c for c, rows in enumerate(cover.members) if np.all(X[rows] == 0)]
+    assert collapsed and all(cover.blend_radius[c] == nb.POINT_RADIUS for c in collapsed)
+    assert cover.n_centres > 2
+    # every training point is covered by a centre whose neighbourhood has extent
+    Z, C = X / 100.0, cover.centres / 100.0
+    distance = np.sqrt(((Z[:, None, :] - C[None, :, :]) ** 2).sum(-1)) / cover.blend_radius
+    assert np.all(distance.min(axis=1) <= nb.OVERLAP)
+    nb.check_cover(cover, X)                      # the model file's check accepts it
+
+
+def test_a_model_files_cover_from_before_the_point_radius_still_loads(monkeypatch):
+    """A cover written before 2026-12-05 holds the radius LEGACY_POINT_RADIUS where its
+    members are copies of its centre; the file's check accepts it."""
+    import numpy as np
+    from scalegp.local import neighborhoods as nb
+    rng = np.random.default_rng(1)
+    X = np.vstack([np.zeros((150, 2)), rng.uniform(0, 10, (300, 2))])
+    monkeypatch.setattr(nb, "POINT_RADIUS", nb.LEGACY_POINT_RADIUS)
+    legacy = nb.cover(X, 100, scale=1.0)
+    monkeypatch.undo()
+    assert nb.LEGACY_POINT_RADIUS in legacy.blend_radius
+    nb.check_cover(legacy, X)
