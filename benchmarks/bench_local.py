@@ -174,7 +174,7 @@ def exact_tiles(X, y_km, train, test, numbers):
         rows = train[near]
         sizes.append(len(rows))
         # in the 5,000-point GP's standardisation, not the tile's own (the estimators'
-        # default standardizes each tile again, which shortens the length scales 20-fold)
+        # default standardizes each tile again, which shortens the length scales 6-fold)
         fixed = sg.ExactGPRegressor(kernel=reference.kernel_,
                                     noise_variance=reference.noise_variance_, optimize=False,
                                     normalize_X=False, normalize_y=False)
