@@ -86,6 +86,9 @@ def test_a_learning_schedule_from_the_command_line_is_the_estimators(tmp_path, t
     assert [stage["n_points"] for stage in direct.learning_history_][-1] == 200
     assert loaded.log_marginal_likelihood_value_ == direct.log_marginal_likelihood_value_
     np.testing.assert_array_equal(loaded.kernel_.theta, direct.kernel_.theta)
+    code, out, err = run(capsys, "info", model)
+    assert code == 0, err
+    assert "prediction neighbours: 10 training points per test point" in out
 
 
 def test_auto_prediction_neighbours_from_the_command_line():

@@ -31,6 +31,9 @@ def describe_model(path) -> str:
     value = getattr(fitted, "log_marginal_likelihood_value_", None)
     if value is not None:
         lines.append(f"log marginal likelihood: {value:.6g}")
+    neighbours = getattr(fitted, "prediction_neighbors_", None)
+    if neighbours is not None:       # a Vecchia model: what n_neighbors_predict came to
+        lines.append(f"prediction neighbours: {neighbours} training points per test point")
     selection = getattr(model, "selection_", None)
     if selection is not None:
         lines += ["", "how --approximation auto chose (predicted and measured on the pilot's "
