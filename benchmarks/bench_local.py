@@ -124,7 +124,7 @@ def exact_subset(X, y_km, train, test):
     model = sg.ExactGPRegressor(kernel=start_kernel(), noise_variance=0.05, normalize_X=True,
                                 normalize_y=True, random_state=0).fit(X[rows], y_km[rows])
     seconds = time.perf_counter() - start
-    return model, {"method": f"exact GP, {N_EXACT:,} points", "seconds": seconds,
+    return {"method": f"exact GP, {N_EXACT:,} points", "seconds": seconds,
                    **_predicted(model, X, y_km, test), **_hyperparameters(model),
                    "reference": _reference(model)}
 
@@ -244,7 +244,6 @@ def _in_own_process(function, *args):
 
     def child():
         row = function(*args)
-        row = row[1] if isinstance(row, tuple) else row
         row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         send.send(json.dumps(row))
 
@@ -263,8 +262,7 @@ def _in_own_process(function, *args):
 
 def run(maps, etopo5, methods, isolate: bool = True, reuse: dict | None = None):
     results = {}
-    call = _in_own_process if isolate else (lambda function, *args: (
-        lambda row: row[1] if isinstance(row, tuple) else row)(function(*args)))
+    call = _in_own_process if isolate else (lambda function, *args: function(*args))
     for name in maps:
         X, y = load_map(name, etopo5)
         y_km = y / 1000.0

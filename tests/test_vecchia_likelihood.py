@@ -195,15 +195,25 @@ def test_stacked_kernel_matrices_and_gradient_contractions(kernel):
     rng = np.random.default_rng(6)
     X = rng.uniform(size=(5, 9, 2))
     W = rng.standard_normal((5, 9, 9))
+    _check_stacked(kernel, X, W, (1e-12, 1e-14), (1e-11, 0.0))
+    with pytest.raises(ValueError, match="stack"):
+        kernel.stacked(X[0])
+
+
+def _check_stacked(kernel, X, W, matrix_tolerance, inner_tolerance):
+    """``kernel.stacked(X)`` against k(X_b) block by block, and its gradient contraction
+    with W against sum_b <W_b, dk(X_b)>, at the (rtol, atol) given for each."""
     K, inner = kernel.stacked(X, eval_gradient=True)
     np.testing.assert_allclose(kernel.stacked(X), K, rtol=1e-13, atol=1e-15)
     expected = np.zeros(kernel.n_params)
-    for b in range(5):
-        np.testing.assert_allclose(K[b], kernel(X[b]), rtol=1e-12, atol=1e-14)
+    for b in range(X.shape[0]):
+        np.testing.assert_allclose(K[b], kernel(X[b]), rtol=matrix_tolerance[0],
+                                   atol=matrix_tolerance[1])
         expected += np.einsum("ij,pij->p", W[b], kernel.gradient(X[b]))
-    np.testing.assert_allclose(inner(W.copy()), expected, rtol=1e-11)
-    with pytest.raises(ValueError, match="stack"):
-        kernel.stacked(X[0])
+    contraction = inner(W.copy())
+    assert contraction.shape == (kernel.n_params,)
+    np.testing.assert_allclose(contraction, expected, rtol=inner_tolerance[0],
+                               atol=inner_tolerance[1])
 
 
 def _in_dims(kernel, d):
@@ -227,14 +237,7 @@ def test_stacked_by_gemm_in_higher_dimensions(kernel):
     X = rng.uniform(size=(6, 11, d)) + 50.0 * rng.standard_normal(d)
     X[:, 3] = X[:, 7]
     W = rng.standard_normal((6, 11, 11))
-    K, inner = kernel.stacked(X, eval_gradient=True)
-    np.testing.assert_allclose(kernel.stacked(X), K, rtol=1e-13, atol=1e-15)
-    expected = np.zeros(kernel.n_params)
-    for b in range(6):
-        np.testing.assert_allclose(K[b], kernel(X[b]), rtol=1e-11, atol=1e-12)
-        expected += np.einsum("ij,pij->p", W[b], kernel.gradient(X[b]))
-    assert inner(W.copy()).shape == (kernel.n_params,)
-    np.testing.assert_allclose(inner(W.copy()), expected, rtol=1e-9, atol=1e-10)
+    _check_stacked(kernel, X, W, (1e-11, 1e-12), (1e-9, 1e-10))
 
 
 @pytest.mark.parametrize("size", [1, 5, 16, 17, 40, 97])
