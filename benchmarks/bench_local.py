@@ -17,7 +17,11 @@ train):
    the schedule (1,000, 5,000) of sampled conditionals at the stage tolerance 0.01, each test
    point conditioned on its 30 nearest training points: the configuration of ``scalegp
    demo``), fitted on all training points;
-5. **auto** (``--methods ...,auto``): ``sg.GPRegressor()`` with its defaults (issue 26's panel).
+5. **auto** (``--methods ...,auto``): ``sg.GPRegressor()`` with its defaults (issue 26's panel);
+6. **peers** (``--methods ...,peer-nystroem,peer-sgpr``): scikit-learn's ``Nystroem`` (500
+   components) + ``BayesianRidge`` and GPyTorch's SGPR (256 inducing points, RBF, 200 Adam
+   steps at 0.1), both as :mod:`bench_auto`'s panel runs them, on inputs and targets
+   standardized with the training part's mean and std (issue 26's peer rule).
 
 Test RMSE (metres), NLPD (of the elevation in km, with noise), fit seconds (learning
 included), the seconds predicting the 5,000 test points with their std and the peak resident
@@ -236,6 +240,40 @@ def auto_model(X, y_km, train, test):
             **_predicted(model, X, y_km, test)}
 
 
+def peer_model(X, y_km, train, test, which: str):
+    """A peer of issue 26's panel (module docstring, 6) on standardized inputs and targets;
+    its predictions taken back to km."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import BayesianRidge
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import peers
+    x_mean, x_std = X[train].mean(axis=0), X[train].std(axis=0)
+    y_mean, y_std = y_km[train].mean(), y_km[train].std()
+    Xs, Xt = (X[train] - x_mean) / x_std, (X[test] - x_mean) / x_std
+    ys = (y_km[train] - y_mean) / y_std
+    start = time.perf_counter()
+    if which == "peer-nystroem":
+        features = Nystroem(n_components=500, random_state=0).fit(Xs)
+        ridge = BayesianRidge().fit(features.transform(Xs), ys)
+        seconds = time.perf_counter() - start
+        mean, std = ridge.predict(features.transform(Xt), return_std=True)
+        predict = time.perf_counter() - start - seconds
+        var, label = std ** 2, "peer: scikit-learn Nystroem(500) + BayesianRidge"
+    elif which == "peer-sgpr":
+        if not peers.gpytorch_available():
+            raise RuntimeError("peer-sgpr needs torch and gpytorch (pip install torch==2.13.0 "
+                               "gpytorch)")
+        # its seconds include predicting the test points
+        mean, var, seconds = peers.gpytorch_sgpr_split(Xs, ys, Xt, n_columns=256, steps=200,
+                                                       kernel="rbf")
+        predict, label = None, "peer: GPyTorch SGPR m=256 (200 Adam steps at 0.1)"
+    else:
+        raise ValueError(f"unknown peer {which!r}")
+    return {"method": label, "seconds": seconds, "predict_seconds": predict,
+            **scores(y_km[test], y_mean + y_std * np.asarray(mean),
+                     y_std ** 2 * np.asarray(var))}
+
+
 def _in_own_process(function, *args):
     """``function(*args)`` (a row) in a forked process, with that process's peak resident
     memory (``peak_mb``); the row comes back as JSON-able numbers and strings."""
@@ -282,6 +320,9 @@ def run(maps, etopo5, methods, isolate: bool = True, reuse: dict | None = None):
             rows.append(call(vecchia_model, X, y_km, train, test))
         if "auto" in methods:
             rows.append(call(auto_model, X, y_km, train, test))
+        for peer in ("peer-nystroem", "peer-sgpr"):
+            if peer in methods:
+                rows.append(call(peer_model, X, y_km, train, test, peer))
         for row in rows:
             print(f"  {row['method']}: RMSE {row['rmse_m']:.1f} m, NLPD {row['nlpd_km']:.3f}, "
                   f"{row['seconds']:.1f} s, peak {row.get('peak_mb', float('nan')):.0f} MB",
@@ -318,7 +359,8 @@ def main(argv=None):
     parser.add_argument("--methods", default="tiles,exact-300,exact-500,glf-500,vecchia",
                         help="besides the 5,000-point exact GP: tiles, exact-300, exact-500, "
                              "glf-500 (neighbourhood-local models), vecchia, auto "
-                             "(sg.GPRegressor() with its defaults)")
+                             "(sg.GPRegressor() with its defaults), peer-nystroem, peer-sgpr "
+                             "(issue 26's peers)")
     parser.add_argument("--reuse-exact", type=Path, metavar="JSON",
                         help="take the 5,000-point exact GP's row and hyperparameters from "
                              "this script's JSON of an earlier run instead of fitting it")

@@ -388,3 +388,84 @@ def test_a_candidate_whose_neighbours_the_pilot_cannot_hold_is_not_verified(smoo
     auto.verify(X, rng.standard_normal(100000), smooth_pilot, candidate)
     assert candidate.measured_ratio is None and candidate.ratio_upper is None
     assert candidate.note.startswith("not verified: 30 neighbours on all rows are 0")
+
+
+def _trapped_candidate():
+    """An exact GP whose learning from a start of length scale 50 stops at the all-noise
+    optimum (length scale on its upper bound 100, log likelihood -113.5 on these rows), where
+    starts in [0.1, 10] reach the sinusoid's (0.21, -55.6)."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 3, (80, 1))
+    y = np.sin(4 * X[:, 0]) + 0.3 * rng.standard_normal(80)
+    kernel = sg.kernels.get("gaussian").with_params(length_scale=50.0)
+    candidate = auto_validation.Scored(
+        "exact gaussian", "exact",
+        sg.ExactGPRegressor(kernel=kernel, noise_variance=1.0, random_state=0),
+        auto_costs.exact_cost(80, 1, auto_validation.ASSUMED_EVALUATIONS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # the first fit's bound warning
+        auto_validation.learn_and_score(X, y, [candidate], time_budget=1e9,
+                                        rng=np.random.default_rng(0))
+    return X, y, candidate
+
+
+def test_restarts_replace_a_fit_stuck_at_a_worse_optimum():
+    """Step 4 of the validated choice: the restarts find the higher optimum, the candidate
+    takes that fit, and its cross-validated scores are those of the new fit."""
+    X, y, candidate = _trapped_candidate()
+    fitted = candidate.estimator
+    assert fitted.log_marginal_likelihood_value_ == pytest.approx(-55.61, abs=0.01)
+    assert fitted.kernel_.length_scale[0] == pytest.approx(0.213, abs=1e-3)
+    assert "random restart(s): log likelihood +57.9" in candidate.note
+    again = auto_validation.Scored("again", "exact", fitted, candidate.cost)
+    rng = np.random.default_rng(0)
+    folds = np.array_split(rng.permutation(y.size), auto_validation.VALIDATION_FOLDS)
+    auto_validation.cross_validate(again, X, y, folds)
+    assert (again.cv_rmse, again.cv_nlpd) == (candidate.cv_rmse, candidate.cv_nlpd)
+
+
+def test_restarts_keep_the_first_fit_where_none_is_higher_and_stop_at_their_end():
+    X, y, candidate = _trapped_candidate()
+    best = candidate.estimator
+    before = (best.log_marginal_likelihood_value_, candidate.cv_nlpd, candidate.note)
+    folds = np.array_split(np.arange(y.size), auto_validation.VALIDATION_FOLDS)
+    auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
+                                    end=time.perf_counter() + 1e9)
+    assert candidate.estimator is best                   # the higher optimum was found already
+    assert candidate.note.endswith("8 random restart(s): none higher")
+    candidate.note = before[2]
+    auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
+                                    end=time.perf_counter() - 1.0)
+    assert (best.log_marginal_likelihood_value_, candidate.cv_nlpd, candidate.note) == before
+
+
+def test_a_random_start_is_drawn_in_the_start_box():
+    estimator = sg.ExactGPRegressor(
+        kernel=sg.kernels.get("matern52").with_params(length_scale=np.ones(3)))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        started = auto_validation.random_start(estimator, rng)
+        scales = np.append(started.kernel.length_scale, started.kernel.variance)
+        assert np.all((scales >= 0.1) & (scales <= 10.0)) and scales.size == 4
+        assert 1e-4 <= started.noise_variance <= 1.0
+    assert estimator.kernel.length_scale.tolist() == [1.0, 1.0, 1.0]    # a copy
+    assert auto_validation.random_start(sg.ExactGPRegressor(kernel="gaussian"), rng) is None
+
+
+def test_a_restart_the_time_budget_stops_is_not_used(monkeypatch):
+    X, y, candidate = _trapped_candidate()
+    first, note = candidate.estimator, candidate.note
+    fit = sg.ExactGPRegressor.fit
+
+    def late(self, *args, **kwargs):            # the restart starts learning past its end
+        time.sleep(0.3)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(sg.ExactGPRegressor, "fit", late)
+    folds = np.array_split(np.arange(y.size), auto_validation.VALIDATION_FOLDS)
+    candidate.seconds = 0.0
+    auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(0),
+                                    end=time.perf_counter() + 0.2)
+    assert candidate.estimator is first
+    assert candidate.note == note + ("; 1 random restart(s): none higher, the last stopped at "
+                                     "the time budget and not used")

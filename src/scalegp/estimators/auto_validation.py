@@ -34,7 +34,15 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    Williams 2006, eq. 5.10 is its leave-one-out form) and the RMSE, in standardized target
    units (the units the kernel was learned in). The hyperparameters saw the held-out fold while learning; that favours every
    candidate alike, by O(p / n) for p hyperparameters.
-4. **Choice**: the lowest cross-validated NLPD (a proper score: it rewards the mean and the
+4. **Restarts** with the time left: the learning of the ``RESTARTED_CANDIDATES`` best
+   cross-validated candidates runs again from random starts (:func:`restart_leaders`), one
+   start at a time, while the budget lasts and for at most ``RESTART_SHARE`` times the
+   seconds of steps 2-3. A likelihood has local optima: on the panel's concrete data the
+   exact GP with the Matern-5/2 kernel gained 3.8 nats from four random starts and its
+   cross-validated NLPD fell from 0.133 to 0.113; on yacht the Gaussian kernel gained 3.3
+   nats (auto-panel.md). A restart replaces the first fit only where its log likelihood is
+   higher (by more than ``RESTART_GAIN`` nats); the replacement is scored again.
+5. **Choice**: the lowest cross-validated NLPD (a proper score: it rewards the mean and the
    variance together). The chosen estimator is the one learned on all rows: nothing is
    refitted.
 
@@ -59,7 +67,7 @@ from .exact import ExactGPRegressor
 from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
-           "validated_candidates", "learn_and_score"]
+           "validated_candidates", "learn_and_score", "restart_leaders"]
 
 #: Kernel families compared when the user names none.
 KERNEL_FAMILIES = ("gaussian", "matern52")
@@ -84,6 +92,20 @@ MIN_VALIDATED_ROWS = 4 * VALIDATION_FOLDS
 #: of sampled conditionals instead of the whole likelihood (:mod:`scalegp.estimators.auto`'s
 #: pilot prices it), where cross-validating it would rebuild five structures.
 MAX_VALIDATED_ROWS = 4000
+#: The best cross-validated candidates whose learning restarts with the time left (step 4).
+RESTARTED_CANDIDATES = 2
+#: Random starts per restarted candidate, at most.
+RESTARTS_PER_CANDIDATE = 8
+#: The restarts' seconds, at most, as a multiple of the first pass's (learning and scoring):
+#: a model learned in 2 s is not made to wait the whole budget.
+RESTART_SHARE = 4.0
+#: A restart replaces the first fit where its log likelihood is higher by more than this.
+RESTART_GAIN = 1e-3
+#: The random starts' box, in the standardized units the kernels are learned in: length
+#: scales and the signal variance log-uniform in [1/10, 10], the noise variance in
+#: [1e-4, 1] (the engine's box then widens where an optimum is outside).
+START_SCALE_RANGE = (0.1, 10.0)
+START_NOISE_RANGE = (1e-4, 1.0)
 #: Likelihood evaluations assumed for a candidate's learning before it is measured (the panel
 #: measured 15 to 135).
 ASSUMED_EVALUATIONS = 50
@@ -219,7 +241,90 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
         if candidate.cv_nlpd is not None and not np.isfinite(candidate.cv_nlpd):
             candidate.note = "non-finite cross-validated NLPD"
             candidate.cv_nlpd = None
+    if y.size >= MIN_VALIDATED_ROWS:
+        restart_leaders(X, y, candidates, folds, rng=rng,
+                        end=min(started + time_budget, time.perf_counter()
+                                + RESTART_SHARE * (time.perf_counter() - started)),
+                        sample_noise_variance=sample_noise_variance)
     return candidates
+
+
+def random_start(estimator, rng):
+    """``estimator`` (unfitted) started at random hyperparameters (``START_SCALE_RANGE``,
+    ``START_NOISE_RANGE``), or None where its kernel has no length scale and variance."""
+    kernel = estimator.kernel
+    if isinstance(kernel, str) or not {"length_scale", "variance"} <= set(kernel._init_args()):
+        return None
+    low, high = np.log(START_SCALE_RANGE)
+    n_scales = np.size(kernel.length_scale)
+    scale = np.exp(rng.uniform(low, high, n_scales))
+    start = kernel.with_params(length_scale=scale if n_scales > 1 else float(scale[0]),
+                               variance=float(np.exp(rng.uniform(low, high))))
+    noise = float(np.exp(rng.uniform(*np.log(START_NOISE_RANGE))))
+    return clone(estimator).set_params(kernel=start, noise_variance=noise)
+
+
+def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
+                    sample_noise_variance=None) -> None:
+    """Module docstring, step 4: learn the best cross-validated candidates again from random
+    starts until ``end`` (a ``time.perf_counter()`` time); a candidate whose restart reaches a
+    higher log likelihood takes that fit and its scores, and its note says so."""
+    leaders = sorted((c for c in candidates if c.scored), key=lambda c: c.cv_nlpd)
+    leaders = leaders[:RESTARTED_CANDIDATES]
+    extra = {} if sample_noise_variance is None else {
+        "sample_noise_variance": sample_noise_variance}
+    tried = {id(c): 0 for c in leaders}
+    first_seconds = {id(c): c.seconds for c in leaders}
+    gains = {id(c): 0.0 for c in leaders}
+    stopped = None
+    for _ in range(RESTARTS_PER_CANDIDATE):
+        for candidate in leaders:
+            restarted = random_start(candidate.estimator, rng)
+            if restarted is None or time.perf_counter() + first_seconds[id(candidate)] > end:
+                continue
+            start = time.perf_counter()
+            try:
+                with warnings.catch_warnings(record=True) as caught, optimize.deadline(end):
+                    warnings.simplefilter("always")
+                    restarted.fit(X, y, **extra)
+            except TimeBudgetExceeded:
+                end = -math.inf              # the restarts' time is spent: not used
+                stopped = candidate
+                continue
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                continue                     # a failed start: the first fit stands
+            finally:
+                candidate.seconds += time.perf_counter() - start
+                tried[id(candidate)] += 1
+            gain = (restarted.log_marginal_likelihood_value_
+                    - candidate.estimator.log_marginal_likelihood_value_)
+            if not gain > RESTART_GAIN:
+                continue
+            first = (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
+                     candidate.warnings)
+            candidate.estimator = restarted
+            candidate.warnings = [(w.message, w.category) for w in caught]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cross_validate(candidate, X, y, folds, sample_noise_variance)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
+                 candidate.warnings) = first
+                continue
+            if not np.isfinite(candidate.cv_nlpd):
+                (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
+                 candidate.warnings) = first
+                continue
+            gains[id(candidate)] += gain
+    for candidate in leaders:
+        if tried[id(candidate)]:
+            found = (f"log likelihood +{gains[id(candidate)]:.3g}" if gains[id(candidate)]
+                     else "none higher")
+            if candidate is stopped:
+                found += ", the last stopped at the time budget and not used"
+            candidate.note = "; ".join(filter(None, [
+                candidate.note, f"{tried[id(candidate)]} random restart(s): {found}"]))
 
 
 #: Resamples of the bootstrap-t bounds of :func:`held_back_measures`.
