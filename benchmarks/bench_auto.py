@@ -83,11 +83,12 @@ def explicit_configurations(n: int, d: int) -> dict:
     configs["rff m=512"] = {"estimator": "LowRankGPRegressor",
                             "approximation": sg.Features("rff", n_components=512)}
     configs["vecchia m=30"] = {"estimator": "VecchiaGPRegressor", "n_neighbors": 30}
-    # the second kernel family auto compares (Matern-5/2), for the two models it learns
-    if n <= EXACT_ROWS:
-        configs["exact matern52"] = {"estimator": "ExactGPRegressor", "family": "matern52"}
-    configs["vecchia m=30 matern52"] = {"estimator": "VecchiaGPRegressor", "n_neighbors": 30,
-                                        "family": "matern52"}
+    # the other kernel families auto compares, for the two models it learns
+    for family in ("matern52", "matern32"):
+        if n <= EXACT_ROWS:
+            configs[f"exact {family}"] = {"estimator": "ExactGPRegressor", "family": family}
+        configs[f"vecchia m=30 {family}"] = {"estimator": "VecchiaGPRegressor",
+                                             "n_neighbors": 30, "family": family}
     if d <= 3:
         configs["glf s=2048"] = {"estimator": "LowRankGPRegressor",
                                  "approximation": sg.Features("glf", n_components=2048)}

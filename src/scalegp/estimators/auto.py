@@ -3,8 +3,8 @@
 :func:`select` chooses a configuration for (X, y). Where the budget allows learning the
 cheap models on all rows (and no tolerance relative to the exact GP is asked), it does so
 and keeps the best by cross-validation: the *validated choice*
-(:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian and
-Matern-5/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in four steps:
+(:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
+Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in four steps:
 
 (a) **Pilot.** An exact GP (ARD kernel, inputs and targets standardized, the better of the
     starts ``PILOT_STARTS``) on a random subsample of at most ``PILOT_ROWS`` rows, of which

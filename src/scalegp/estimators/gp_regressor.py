@@ -59,8 +59,8 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         :class:`~scalegp.Clusters`) with an explicit approximation; ``"auto"`` chooses
         neighbourhood models itself, so ``local`` with ``"auto"`` is refused.
     kernel : None, str or Kernel, default=None
-        None: ``auto`` compares the Gaussian and Matern-5/2 families (one length scale per
-        input) and keeps the better (:mod:`scalegp.estimators.auto_validation`); with an
+        None: ``auto`` compares the Gaussian, Matern-5/2 and Matern-3/2 families (one length
+        scale per input) and keeps the best (:mod:`scalegp.estimators.auto_validation`); with an
         explicit approximation None is the Gaussian kernel. A name gives that family with one
         length scale per input (ARD), started by the pilot under ``auto``; a
         :class:`~scalegp.kernels.Kernel` is used as given.
