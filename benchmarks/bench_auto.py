@@ -1,7 +1,10 @@
 """The panel of issue 26: explicit configurations and ``auto`` on fixed splits.
 
 For each data set: a fixed split (UCI: the rows of test fold 0 of ``<name>_folds.csv`` are the
-test part; the relief map: 5,000 test rows drawn with seed 0), inputs and targets
+test part; the relief map: 5,000 test rows drawn with seed 0; ``flights``: ``FLIGHTS_ROWS``
+random flights of the 3 million of 2001 and 10,000 others as the test part, the workload
+``flights-100000`` of :mod:`bench_peers` with its seed 0, fetched from the npm registry into
+``--cache-dir``), inputs and targets
 standardized with the training part's mean and std; for each configuration the test RMSE
 and the mean Gaussian negative log predictive density (NLPD, of a new observation), both in
 standardized target units, and the fit time (seconds, wall). ``auto`` is
@@ -46,13 +49,23 @@ from scalegp.estimators import auto  # noqa: E402
 DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
 PANEL = ("yacht", "concrete", "energy", "airfoil", "housing", "autompg", "wine", "servo",
          "skillcraft", "sml", "parkinsons", "pol", "elevators", "kin40k", "protein",
-         "keggdirected", "relief")
+         "keggdirected", "relief", "flights")
 #: The exact GP is run up to this many training rows.
 EXACT_ROWS = 3000
+#: Training rows of the flights data set (6 inputs: origin and destination latitude and
+#: longitude, distance, departure time of day; the target the arrival delay in minutes).
+FLIGHTS_ROWS = 100_000
+CACHE_DIR = Path.home() / ".cache" / "scalegp-bench"
 
 
-def load_split(name: str, data_dir: Path):
+def load_split(name: str, data_dir: Path, cache_dir: Path = CACHE_DIR):
     """(X_train, y_train, X_test, y_test), standardized on the training part."""
+    if name == "flights":
+        import bench_peers
+        (workload,) = bench_peers.workloads("flights", [FLIGHTS_ROWS], cache_dir, None, 0)
+        folder = Path(workload.folder)
+        return tuple(np.load(folder / f"{part}.npy")
+                     for part in ("X_train", "y_train", "X_test", "y_test"))
     if name == "relief":
         data = sg.datasets.load_east_africa_relief()
         X, y = data.X, data.y

@@ -1,7 +1,8 @@
 """Neighbourhood-local GPs on rough 2-D relief maps, against the two baselines of issue 11.
 
-For each map (the embedded East Africa relief, and a second ETOPO5 crop of the same size, the
-Himalaya and Tibet, read from the Debian package ``ferret-datasets``), with the demo's split
+For each map (the embedded East Africa relief, and ETOPO5 crops of the same size read from
+the Debian package ``ferret-datasets``: the Himalaya and Tibet, the Alps and the western
+Mediterranean, the central Andes and the Peru-Chile trench: ``CROPS``), with the demo's split
 (a permutation of the grid with seed 0: its first 5,000 points are the test set, all others
 train):
 
@@ -32,7 +33,11 @@ hyperparameters as numbers. Run from the repository root:
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_local.py [--maps east-africa,himalaya]
 
-The Himalaya map needs ``etopo5.cdf``: ``--etopo5 PATH``, or ``$SCALEGP_ETOPO5``, or the
+``--no-exact`` leaves out the 5,000-point exact GP (not with ``tiles``, which take its
+hyperparameters). ``--verdicts`` applies issue 26's rule (:func:`bench_auto.verdict`: the
+oracle is the best row that is neither auto nor a peer) to each map's rows.
+
+The ETOPO5 crops need ``etopo5.cdf``: ``--etopo5 PATH``, or ``$SCALEGP_ETOPO5``, or the
 script fetches ``ferret-datasets`` with ``apt-get download`` into a temporary folder.
 """
 
@@ -63,8 +68,11 @@ from scalegp.estimators.configuration import make_approximation  # noqa: E402
 N_TEST = 5000
 N_EXACT = 5000
 TILE_DEG, MARGIN_DEG = 2.0, 1.0
-#: (lon range, lat range) of the second map: 276 x 300 grid points at 5', like East Africa's.
-HIMALAYA = ((75.0, 98.0), (20.0, 45.0))
+#: (lon range, lat range) in degrees east and north of the ETOPO5 crops: 276 x 300 grid points
+#: at 5', like East Africa's.
+CROPS = {"himalaya": ((75.0, 98.0), (20.0, 45.0)),
+         "alps": ((0.0, 23.0), (35.0, 60.0)),
+         "andes": ((280.0, 303.0), (-35.0, -10.0))}
 
 
 def load_map(name: str, etopo5: str | None):
@@ -72,9 +80,9 @@ def load_map(name: str, etopo5: str | None):
     if name == "east-africa":
         relief = load_east_africa_relief()
         return relief.X, relief.y
-    if name == "himalaya":
-        return _etopo5_crop(_etopo5_path(etopo5), *HIMALAYA)
-    raise ValueError(f"unknown map {name!r}")
+    if name in CROPS:
+        return _etopo5_crop(_etopo5_path(etopo5), *CROPS[name])
+    raise ValueError(f"unknown map {name!r}: east-africa or one of {', '.join(CROPS)}")
 
 
 def _etopo5_path(given: str | None) -> Path:
@@ -298,7 +306,11 @@ def _in_own_process(function, *args):
     return row
 
 
-def run(maps, etopo5, methods, isolate: bool = True, reuse: dict | None = None):
+def run(maps, etopo5, methods, isolate: bool = True, reuse: dict | None = None,
+        exact: bool = True):
+    if "tiles" in methods and not exact:
+        raise ValueError("the tiles take the 5,000-point exact GP's hyperparameters: "
+                         "--no-exact leaves it out")
     results = {}
     call = _in_own_process if isolate else (lambda function, *args: function(*args))
     for name in maps:
@@ -306,7 +318,9 @@ def run(maps, etopo5, methods, isolate: bool = True, reuse: dict | None = None):
         y_km = y / 1000.0
         train, test = split(len(y))
         print(f"{name}: {len(train):,} training points, {len(test):,} test points", flush=True)
-        if reuse is not None:      # the 5,000-point GP of an earlier run of this script
+        if not exact:
+            rows = []
+        elif reuse is not None:    # the 5,000-point GP of an earlier run of this script
             rows = [dict(reuse[name]["rows"][0], reused=True)]
         else:
             rows = [call(exact_subset, X, y_km, train, test)]
@@ -352,6 +366,19 @@ def markdown(results, command):
     return "\n".join(lines)
 
 
+def verdicts(results) -> str:
+    """Issue 26's rule (``bench_auto.verdict``) on each map's rows: RMSE in metres, NLPD in
+    km (the rule's NLPD difference is the same in any units of the elevation)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_auto import verdict
+    lines = ["| map | numbers (RMSE m / NLPD) | verdict |", "|---|---|---|"]
+    for name, result in results.items():
+        rows = [(name, row["method"], row["rmse_m"], row["nlpd_km"], row["seconds"], "")
+                for row in result["rows"]]
+        lines.append(verdict(name, rows))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--maps", default="east-africa,himalaya")
@@ -364,16 +391,24 @@ def main(argv=None):
     parser.add_argument("--reuse-exact", type=Path, metavar="JSON",
                         help="take the 5,000-point exact GP's row and hyperparameters from "
                              "this script's JSON of an earlier run instead of fitting it")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="leave out the 5,000-point exact GP (not with tiles)")
+    parser.add_argument("--verdicts", action="store_true",
+                        help="append issue 26's verdicts (bench_auto.verdict) to the markdown")
     parser.add_argument("--no-isolate", action="store_true",
                         help="run every method in this process (no per-method peak memory)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/local"))
     args = parser.parse_args(argv)
     reuse = None if args.reuse_exact is None else json.loads(args.reuse_exact.read_text())
     results = run(args.maps.split(","), args.etopo5, args.methods.split(","),
-                  isolate=not args.no_isolate, reuse=reuse)
+                  isolate=not args.no_isolate, reuse=reuse, exact=not args.no_exact)
     command = "python benchmarks/bench_local.py " + " ".join(argv or sys.argv[1:])
+    text = markdown(results, command.strip())
+    if args.verdicts:
+        text += "\nVerdicts (issue 26's rule, bench_auto.verdict):\n\n" + verdicts(results) + "\n"
+        print(verdicts(results))
     Path(args.out + ".json").write_text(json.dumps(results, indent=2))
-    Path(args.out + ".md").write_text(markdown(results, command.strip()))
+    Path(args.out + ".md").write_text(text)
     print(f"wrote {args.out}.json and {args.out}.md")
 
 
