@@ -333,22 +333,18 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
                     - candidate.estimator.log_marginal_likelihood_value_)
             if not gain > RESTART_GAIN:
                 continue
-            first = (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
-                     candidate.warnings)
-            candidate.estimator = restarted
-            candidate.warnings = [(w.message, w.category) for w in caught]
+            trial = Scored(candidate.name, candidate.kind, restarted, candidate.cost)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    cross_validate(candidate, X, y, folds, sample_noise_variance)
+                    cross_validate(trial, X, y, folds, sample_noise_variance)
             except (ValueError, ArithmeticError, np.linalg.LinAlgError):
-                (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
-                 candidate.warnings) = first
+                continue                     # not scored: the first fit stands
+            if not np.isfinite(trial.cv_nlpd):
                 continue
-            if not np.isfinite(candidate.cv_nlpd):
-                (candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd,
-                 candidate.warnings) = first
-                continue
+            candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd = (
+                restarted, trial.cv_rmse, trial.cv_nlpd)
+            candidate.warnings = [(w.message, w.category) for w in caught]
             gains[id(candidate)] += gain
     for candidate in leaders:
         if tried[id(candidate)]:
