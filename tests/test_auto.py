@@ -469,3 +469,24 @@ def test_a_restart_the_time_budget_stops_is_not_used(monkeypatch):
     assert candidate.estimator is first
     assert candidate.note == note + ("; 1 random restart(s): none higher, the last stopped at "
                                      "the time budget and not used")
+
+
+def test_a_low_rank_candidate_with_one_length_scale_joins_from_its_row_count():
+    """From LOW_RANK_ROWS rows the validated choice also learns Nystrom-VFE with one length
+    scale (started at sqrt(d)) in the first family; below, it does not."""
+    n = auto_validation.LOW_RANK_ROWS
+
+    def low_rank(rows):
+        found = auto_validation.validated_candidates(
+            rows, 5, ("matern32", "gaussian"), with_vecchia=True,
+            estimator_params={"random_state": 0})
+        return [c for c in found if c.kind == "low-rank"]
+
+    assert low_rank(n - 1) == []
+    (candidate,) = low_rank(n)
+    estimator = candidate.estimator
+    assert candidate.name == "nystrom-vfe m=512 one length scale matern32"
+    assert isinstance(estimator, sg.LowRankGPRegressor)
+    assert estimator.kernel.nu == 1.5 and estimator.kernel.length_scale == math.sqrt(5)
+    assert estimator.approximation.n_components == auto_validation.LOW_RANK_KNOTS
+    assert estimator.approximation.objective == "vfe"
