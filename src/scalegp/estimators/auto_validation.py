@@ -317,13 +317,16 @@ def random_start(estimator, rng):
     """``estimator`` (unfitted) started at random hyperparameters (``START_SCALE_RANGE``,
     ``START_NOISE_RANGE``), or None where its kernel has no length scale and variance."""
     kernel = estimator.kernel
-    if isinstance(kernel, str) or not {"length_scale", "variance"} <= set(kernel._init_args()):
+    if isinstance(kernel, str) or not hasattr(kernel, "length_scale"):
         return None
     low, high = np.log(START_SCALE_RANGE)
     n_scales = np.size(kernel.length_scale)
     scale = np.exp(rng.uniform(low, high, n_scales))
-    start = kernel.with_params(length_scale=scale if n_scales > 1 else float(scale[0]),
-                               variance=float(np.exp(rng.uniform(low, high))))
+    try:
+        start = kernel.with_params(length_scale=scale if n_scales > 1 else float(scale[0]),
+                                   variance=float(np.exp(rng.uniform(low, high))))
+    except ValueError:                   # not a constructor argument of this kernel
+        return None
     noise = float(np.exp(rng.uniform(*np.log(START_NOISE_RANGE))))
     return clone(estimator).set_params(kernel=start, noise_variance=noise)
 
