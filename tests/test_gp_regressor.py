@@ -176,3 +176,23 @@ def test_the_command_line_fits_auto_by_default_and_info_shows_the_choice(tmp_pat
                      *extra]) != 0
         assert match in capsys.readouterr().err
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_an_exact_gp_the_pilot_chose_keeps_the_better_of_two_starts():
+    """The tolerance mode skips the validated choice; where it chooses the exact GP that GP
+    learns from the pilot's values and from the default start, and keeps the higher log
+    likelihood (it is at least the default start's fit), and the selection's notes say so."""
+    X, y = smooth(120, d=3, seed=2)
+    model = quiet_fit(sg.GPRegressor(random_state=0, tolerance=1.0, time_budget=600), X, y)
+    assert model.selection_.chosen.name == "exact"
+    family = model.selection_.pilot.family
+    default = quiet_fit(sg.ExactGPRegressor(kernel=auto.pilot_kernel(family, 3),
+                                            noise_variance=0.1), X, y)
+    assert (model.estimator_.log_marginal_likelihood_value_
+            >= default.log_marginal_likelihood_value_ - 1e-9)
+    notes = [note for note in model.selection_.notes if note.startswith("the exact GP learned")]
+    assert len(notes) == 1
+    if model.estimator_.kernel.length_scale.tolist() == [1.0, 1.0, 1.0]:
+        assert "from the default start" in notes[0]
+    else:
+        assert "from the pilot's values" in notes[0]
