@@ -174,12 +174,15 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         return self
 
     def _select(self, X, y, sample_noise_variance):
-        return auto.select(X, y, time_budget=(auto.DEFAULT_TIME_BUDGET if self.time_budget is None
-                                              else self.time_budget),
+        return auto.select(X, y, time_budget=self._time_budget(),
                            memory_budget=self.memory_budget, tolerance=self.tolerance,
                            random_state=self.random_state, kernel=self.kernel,
                            sample_noise_variance=sample_noise_variance,
                            estimator_params=self._common())
+
+    def _time_budget(self) -> float:
+        """Seconds of fit: the one given, else ``auto.DEFAULT_TIME_BUDGET``."""
+        return auto.DEFAULT_TIME_BUDGET if self.time_budget is None else self.time_budget
 
     def _common(self) -> dict:
         return {"noise_variance": self.noise_variance, "normalize_X": self.normalize_X,
@@ -217,10 +220,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         default = clone(estimator).set_params(
             kernel=auto.pilot_kernel(self._start_family(), X.shape[1]),
             noise_variance=self.noise_variance)
-        budget = (auto.DEFAULT_TIME_BUDGET if self.time_budget is None else self.time_budget)
         try:
             with warnings.catch_warnings(record=True) as other, \
-                    optimize.deadline(started + budget):
+                    optimize.deadline(started + self._time_budget()):
                 warnings.simplefilter("always")
                 default.fit(X, y, **params)
             gain = default.log_marginal_likelihood_value_ - chosen.log_marginal_likelihood_value_
