@@ -249,32 +249,24 @@ def auto_model(X, y_km, train, test):
 
 
 def peer_model(X, y_km, train, test, which: str):
-    """A peer of issue 26's panel (module docstring, 6) on standardized inputs and targets;
-    its predictions taken back to km."""
-    from sklearn.kernel_approximation import Nystroem
-    from sklearn.linear_model import BayesianRidge
+    """A peer of issue 26's panel (module docstring, 6; ``bench_auto``'s peers) on
+    standardized inputs and targets; its predictions taken back to km."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_auto
     import peers
     x_mean, x_std = X[train].mean(axis=0), X[train].std(axis=0)
     y_mean, y_std = y_km[train].mean(), y_km[train].std()
     Xs, Xt = (X[train] - x_mean) / x_std, (X[test] - x_mean) / x_std
     ys = (y_km[train] - y_mean) / y_std
-    start = time.perf_counter()
     if which == "peer-nystroem":
-        features = Nystroem(n_components=500, random_state=0).fit(Xs)
-        ridge = BayesianRidge().fit(features.transform(Xs), ys)
-        seconds = time.perf_counter() - start
-        mean, std = ridge.predict(features.transform(Xt), return_std=True)
-        predict = time.perf_counter() - start - seconds
-        var, label = std ** 2, "peer: scikit-learn Nystroem(500) + BayesianRidge"
+        mean, var, seconds, predict = bench_auto.nystroem_ridge(Xs, ys, Xt)
+        label = bench_auto.NYSTROEM_LABEL
     elif which == "peer-sgpr":
         if not peers.gpytorch_available():
             raise RuntimeError("peer-sgpr needs torch and gpytorch (pip install torch==2.13.0 "
                                "gpytorch)")
-        # its seconds include predicting the test points
-        mean, var, seconds = peers.gpytorch_sgpr_split(Xs, ys, Xt, n_columns=256, steps=200,
-                                                       kernel="rbf")
-        predict, label = None, "peer: GPyTorch SGPR m=256 (200 Adam steps at 0.1)"
+        mean, var, seconds = bench_auto.sgpr(Xs, ys, Xt)     # its seconds include predicting
+        predict, label = None, bench_auto.SGPR_LABEL + " (200 Adam steps at 0.1)"
     else:
         raise ValueError(f"unknown peer {which!r}")
     return {"method": label, "seconds": seconds, "predict_seconds": predict,
