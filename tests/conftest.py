@@ -2,13 +2,26 @@
 registry cases of the estimator-level tests (which maps, kernels and budgets they use)."""
 
 import functools
+import os
 
-import numpy as np
-import pytest
+# One BLAS thread for the whole suite and the commands it starts (set before numpy loads; the
+# threadpool limit below covers a numpy another plugin loaded first). The suite is thousands
+# of small problems, where OpenBLAS's second thread costs more than it gives on the 2-core CI
+# machine: an exact likelihood-and-gradient evaluation of 200 to 1,000 rows took 2.4, 2.1 and
+# 1.8 times as long with two threads as with one (n = 200, 500, 1,000; d = 10; 2026-12-05),
+# and the GPRegressor scikit-learn checks four times as long. Results do not depend on it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import scalegp as sg
-from scalegp import features, kernels
-from scalegp.estimators.transformers import _build_feature_map
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+import scalegp as sg  # noqa: E402
+from scalegp import features, kernels  # noqa: E402
+from scalegp.estimators.transformers import _build_feature_map  # noqa: E402
+
+threadpool_limits(limits=1, user_api="blas")
 
 
 def all_kernels(n_dims: int = 2, ard: bool = True):

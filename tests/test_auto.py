@@ -46,8 +46,8 @@ def rough_pilot(rough_2d):
 def test_cost_models_count_what_they_say():
     exact = auto_costs.exact_cost(1000, 2, 9)
     p = 4
-    assert exact.flops == pytest.approx(10 * 4e9 / 3)
-    assert exact.entries == pytest.approx(10 * 1e6 * (2 + 2 * p))
+    assert exact.flops == pytest.approx(10 * (4e9 / 3 + 6e6 * 2))
+    assert exact.entries == pytest.approx(10 * 1e6 * auto_costs.EXACT_PAIR_ENTRIES)
     assert exact.memory_bytes == 8 * (auto_costs.EXACT_MATRICES + p) * 1e6
     # costs grow with their sizes; the exact GP's as n^3, Nystrom's as n at fixed m
     assert auto_costs.exact_cost(2000, 2, 9).flops / exact.flops == pytest.approx(8, rel=0.01)

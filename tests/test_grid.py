@@ -130,12 +130,18 @@ def raster():
     return source, *rows_of(source)
 
 
-@pytest.mark.parametrize("approximation, n_components", [("glf", 144), ("rff", 64),
+@pytest.mark.parametrize("approximation, n_components", [("glf", 144), ("rff", 144),
                                                          ("qmc", 64)])
 def test_a_fit_on_a_grid_source_equals_the_fit_on_its_rows(approximation, n_components,
                                                            raster):
     """GLF through the grid statistics, the other maps by streaming the cells: learning,
-    standardization and predictions as from the arrays."""
+    standardization and predictions as from the arrays.
+
+    Each fit must have an optimum to reach: with 64 random Fourier features the likelihood
+    has none on this raster (the signal variance runs to its widened bound, 1e8, and
+    L-BFGS-B stops "ABNORMAL" on the ridge, where rounding in the order of the sums decides
+    the stopping point: 4.6e-7 nats apart on numpy 2.4 / OpenBLAS 0.3.31); with 144 both
+    fits converge to the same optimum (257.13 nats, equal to 1e-13)."""
     source, X, y = raster
     fits = []
     for data in ((X, y), (source,)):

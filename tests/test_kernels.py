@@ -179,6 +179,25 @@ def test_bad_matern_nu_and_dimensions():
         sg.Gaussian().with_theta([0.0, np.nan])
 
 
+@pytest.mark.parametrize("kernel", all_kernels(6, ard=True) + all_kernels(6, ard=False),
+                         ids=kernel_id)
+def test_gradient_inner_equals_the_contraction_of_the_gradient_stack(kernel):
+    """<E, dk(X, Z)/d theta_p> of ``gradient_inner_and_input_contraction`` (one GEMM for the
+    smooth radial kernels, one length scale per input included: what the exact likelihood's
+    gradient uses) against the stack of ``gradient``, on inputs offset 5 from the origin
+    (the shift of ``_scaled_squared_distances``). Tolerance: the expansion's rounding,
+    (d + 4) eps (8 beta^2 + 2 r^2) with beta, r ~ 3 length scales here, about 1e-13
+    relative to sum |E o dk|; 1e-11 leaves room."""
+    rng = np.random.default_rng(11)
+    X, Z = rng.normal(5.0, 1.0, size=(40, 6)), rng.normal(5.0, 1.0, size=(30, 6))
+    E = rng.standard_normal((40, 30))
+    stack = kernel.gradient(X, Z)
+    want = np.array([np.sum(E * dK) for dK in stack])
+    scale = np.array([np.sum(np.abs(E * dK)) for dK in stack])
+    got, _ = kernel.gradient_inner_and_input_contraction(X, Z, E, input_contraction=False)
+    assert np.all(np.abs(got - want) <= 1e-11 * scale), (got, want)
+
+
 @pytest.mark.parametrize("kernel", KERNELS_ARD + KERNELS_ISO, ids=kernel_id)
 def test_cross_gradient_and_shared_scale_sum(kernel):
     """gradient(X, Y) is the X-Y block of gradient([X; Y]); the one-scale sum that radial

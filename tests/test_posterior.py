@@ -91,7 +91,10 @@ def test_a_negative_variance_of_a_kept_signed_rule_is_reported(tmp_path, capsys)
     capsys.readouterr()
     main(["predict", str(model), str(tmp_path / "t.csv"), "--quiet"])
     out, err = capsys.readouterr()
-    assert "negative latent variance at 2 of 2 test row(s) (first: test row 0, -6.7" in err
+    # the value itself (-6.7e7 when recorded, -1.4e5 on numpy 2.4 / OpenBLAS 0.3.31) is
+    # that of a fit that did not converge (54 of 217 evaluations infeasible): only its sign
+    # and its report are the contract
+    assert "negative latent variance at 2 of 2 test row(s) (first: test row 0, -" in err
     assert [line.split(",")[1] for line in out.splitlines()] == ["std", "0.0", "0.0"]
 
 

@@ -5,8 +5,11 @@ per-row noise variances v_i (docs/engine.md, "Noise models"),
 log p(y) = -1/2 y^T alpha - sum_i log L_ii - n/2 log 2 pi,
 d log p / d theta_i = 1/2 tr((alpha alpha^T - K^{-1}) dK/d theta_i)   (R&W eq. 5.9).
 
-It builds n x n matrices (and n x n x P for the gradient), so it refuses n above
-``MAX_EXACT_SAMPLES``.
+It builds n x n matrices, so it refuses n above ``MAX_EXACT_SAMPLES``. The gradient's
+traces come from the kernel's contraction
+(:meth:`~scalegp.kernels.Kernel.gradient_inner_and_input_contraction`): for the smooth radial
+kernels one GEMM over the inputs, without an n x n x P stack of dK/d theta (other kernels form
+that stack).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from ..stored import Array, Value
 from .hyperparameters import Hyperparameters
 
 #: Largest training set the dense reference accepts: an n x n float64 Gram of 10,000 rows is
-#: 0.8 GB, and the likelihood gradient needs (n_params + 2) of them.
+#: 0.8 GB, and the likelihood gradient needs a few of them (n_params + 2 for the kernels
+#: without a GEMM contraction).
 MAX_EXACT_SAMPLES = 10_000
 
 
@@ -73,7 +77,9 @@ def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
         return float(value)
     K_inv = linalg.inverse_from_cholesky(L)
     inner = np.outer(alpha, alpha) - K_inv                       # alpha alpha^T - K^{-1}
-    kernel_grad = 0.5 * np.einsum("ij,pji->p", inner, kernel.gradient(X))
+    # <inner, dK/d theta_p> without the n x n x n_params stack of dK (inner is symmetric)
+    kernel_grad = 0.5 * kernel.gradient_inner_and_input_contraction(
+        X, X, inner, input_contraction=False)[0]
     noise_grad = 0.5 * np.trace(inner) * noise_variance          # dK/d log s2 = s2 I
     return float(value), np.append(kernel_grad, noise_grad)
 

@@ -23,8 +23,9 @@ Counts, with n rows, d inputs, p = d + 2 hyperparameters (ARD) and E likelihood 
 of learning (the pilot's own count):
 
 - exact GP: per evaluation a Cholesky factorization n^3 / 3 and the inverse K^{-1} for the
-  gradient n^3, the kernel matrix and the p gradient traces n^2 (d + 2 p); memory
-  (EXACT_MATRICES + p) n^2 float64.
+  gradient n^3, the squared distances twice and the p gradient traces by GEMM 6 n^2 d
+  (:meth:`scalegp.kernels.Kernel.gradient_inner_and_input_contraction`), and
+  EXACT_PAIR_ENTRIES n^2 elementwise entries; memory (EXACT_MATRICES + p) n^2 float64.
 - Nystrom, VFE bound, m knots, L knot-learning steps (each about one evaluation plus
   n m d): per evaluation 2 n m^2 + 2 (p + 1) n m d + m^3; memory the engine's m x m
   matrices and chunks (``scalegp._memory.required_bytes``).
@@ -58,6 +59,11 @@ RATE_MATRIX = 512
 #: n x n float64 matrices an exact likelihood-and-gradient evaluation holds beyond one per
 #: hyperparameter (K, its Cholesky factor, K^{-1}, alpha alpha^T - K^{-1}).
 EXACT_MATRICES = 4
+#: Elementwise entries of an exact likelihood-and-gradient evaluation per pair of rows: the
+#: kernel matrix (distances, exp, noise) twice, alpha alpha^T - K^{-1}, the triangle of the
+#: inverse and the gradient's weights (E o g and its sums): about a dozen passes over n^2
+#: values, independent of d (the traces are GEMMs).
+EXACT_PAIR_ENTRIES = 12
 #: Centres of a neighbourhood cover per training row, times the neighbourhood size k (the
 #: demo's cover on the relief map: 3,260 centres, 77,800 rows, k = 300: 12.6).
 CENTRES_PER_ROW = 12.6
@@ -193,11 +199,13 @@ def _parameters(n_dims: int) -> int:
 
 
 def exact_cost(n: int, n_dims: int, evaluations: int) -> CostModel:
-    """E 4 n^3 / 3 flops and E n^2 (d + 2 p) entries, (EXACT_MATRICES + p) n^2 float64."""
+    """E (4 n^3 / 3 + 6 n^2 d) flops and E EXACT_PAIR_ENTRIES n^2 entries,
+    (EXACT_MATRICES + p) n^2 float64."""
     p = _parameters(n_dims)
-    return CostModel((evaluations + 1) * 4.0 * n ** 3 / 3.0,
-                     8.0 * (EXACT_MATRICES + p) * float(n) ** 2, evaluations + 1,
-                     entries=(evaluations + 1) * float(n) ** 2 * (n_dims + 2 * p))
+    n2 = float(n) ** 2
+    return CostModel((evaluations + 1) * (4.0 * n ** 3 / 3.0 + 6.0 * n2 * n_dims),
+                     8.0 * (EXACT_MATRICES + p) * n2, evaluations + 1,
+                     entries=(evaluations + 1) * n2 * EXACT_PAIR_ENTRIES)
 
 
 def nystrom_cost(n: int, n_dims: int, m: int, evaluations: int,
