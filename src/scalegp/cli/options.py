@@ -528,8 +528,9 @@ def add_vecchia_flags(group) -> None:
     add_flag(group, "n_neighbors", "m, the neighbours each training point conditions on in "
              "the likelihood (O(N m^3) per evaluation)", type=int_at_least(1), metavar="M")
     add_flag(group, "n_neighbors_predict", "training neighbours each test point conditions "
-             "on (none: --n-neighbors; auto: the smallest of 1, 2, 4, 8 x M within 1 %% of "
-             "the best RMSE on held-out training rows)", type=count_or_auto, metavar="M")
+             "on (none: --n-neighbors; auto: the smallest of 1, 2, 4, 8 x M, and doublings "
+             "up to 256 while they gain, within 1 %% of the best RMSE on held-out training "
+             "rows)", type=count_or_auto, metavar="M")
     add_flag(group, "ordering", "the ordering of the training points, in the inputs scaled "
              "by the length scales", choices=list(ORDERINGS))
     add_flag(group, "optimizer", "lbfgs (L-BFGS-B) or fisher (Fisher scoring, as GpGp)",

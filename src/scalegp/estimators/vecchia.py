@@ -110,8 +110,9 @@ normalize_X, random_state
         are used (at N the predictions are the exact GP's). The joint predictive
         (``return_cov``, ``sample_y``) conditions each test point on this many among the
         training points and the earlier test points (exact at N + n_test - 1). "auto":
-        measured after learning, the smallest of 1, 2, 4 and 8 times ``n_neighbors`` whose
-        RMSE on a few hundred held-out training rows is within 1 % of the best
+        measured after learning, the smallest of 1, 2, 4 and 8 times ``n_neighbors`` (and
+        further doublings up to 256 while each gains more than 1 %) whose RMSE on a few
+        hundred held-out training rows is within 1 % of the best
         (:func:`scalegp.vecchia.prediction.choose_prediction_neighbors`): smooth data need
         more neighbours to predict than to learn (kin40k: 0.173 with 30, 0.093 with 250).
     ordering : {"maximin", "grid-maximin", "random", "coordinate"}, default="maximin"
