@@ -321,13 +321,13 @@ class KernelValues:
         g = kappa'(r) / r (:meth:`_profile_and_input_factor`): with d kappa / d log l_j =
         -g u_j^2 (u = a_i - b_a, the scaled and shifted rows of
         :meth:`_scaled_squared_distances`), d kappa / d log l = -g r^2 for one shared length
-        scale, and d k / d log s = k, with F = E o g(r^2),
+        scale, and d k / d log s = k, with F = E o g(r^2)::
 
             g_{l_j} = -s sum_ia F_ia (a_ij - b_aj)^2
                     = -s [sum_i a_ij^2 (F 1)_i + sum_a b_aj^2 (F^T 1)_a - 2 sum_i a_ij (F B)_ij]
-            g_l = -s <F, r^2> (one length scale),  g_s = s <E, kappa(r^2)>:
+            g_l = -s <F, r^2>  (one length scale),     g_s = s <E, kappa(r^2)>
 
-        O(len(X) len(Z) d) flops in one GEMM and O(len(X) len(Z)) memory, where
+        This is O(len(X) len(Z) d) flops in one GEMM and O(len(X) len(Z)) memory, where
         :meth:`gradient` forms n_params matrices from an (len(X), len(Z), d) array of
         differences (the pilot exact GP of ``auto`` on pol, d = 26: 80 % of its time).
         The rounding is that of :meth:`_scaled_squared_distances` (the same expansion).
