@@ -196,6 +196,16 @@ def test_gradient_inner_equals_the_contraction_of_the_gradient_stack(kernel):
     scale = np.array([np.sum(np.abs(E * dK)) for dK in stack])
     got, _ = kernel.gradient_inner_and_input_contraction(X, Z, E, input_contraction=False)
     assert np.all(np.abs(got - want) <= 1e-11 * scale), (got, want)
+    # the exact likelihood's form: k(X, X) and its contraction from the same distances
+    W = E[:, :30] @ E[:, :30].T
+    gram, inner = kernel.gram_and_gradient_inner(X)
+    np.testing.assert_allclose(gram, kernel(X), rtol=1e-15, atol=1e-15)
+    gram += 1.0                                   # the caller's to modify: inner unchanged
+    stack = kernel.gradient(X)
+    want = np.array([np.sum(W * dK) for dK in stack])
+    scale = np.array([np.sum(np.abs(W * dK)) for dK in stack])
+    got = inner(W)
+    assert np.all(np.abs(got - want) <= 1e-11 * scale), (got, want)
 
 
 @pytest.mark.parametrize("kernel", KERNELS_ARD + KERNELS_ISO, ids=kernel_id)

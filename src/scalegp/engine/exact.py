@@ -7,9 +7,9 @@ d log p / d theta_i = 1/2 tr((alpha alpha^T - K^{-1}) dK/d theta_i)   (R&W eq. 5
 
 It builds n x n matrices, so it refuses n above ``MAX_EXACT_SAMPLES``. The gradient's
 traces come from the kernel's contraction
-(:meth:`~scalegp.kernels.Kernel.gradient_inner_and_input_contraction`): for the smooth radial
-kernels one GEMM over the inputs, without an n x n x P stack of dK/d theta (other kernels form
-that stack).
+(:meth:`~scalegp.kernels.Kernel.gram_and_gradient_inner`): for the smooth radial kernels one
+GEMM over the inputs, from the distances of the Gram matrix itself, without an n x n x P stack
+of dK/d theta (other kernels form that stack).
 """
 
 from __future__ import annotations
@@ -67,12 +67,12 @@ def _blas_threads(n_samples: int):
         contextlib.nullcontext()
 
 
-def _covariance(kernel: Kernel, noise_variance: float, X, sample_noise_variance):
-    """K = k(X, X) + s2 I (+ diag(v)), and its Cholesky factor with the jitter used."""
-    K = kernel(X)
-    K[np.diag_indices(X.shape[0])] += noise_variance
+def _covariance(K, noise_variance: float, sample_noise_variance):
+    """The Cholesky factor of K + s2 I (+ diag(v)) for K = k(X, X) (noise added in place),
+    with the jitter used."""
+    K[np.diag_indices(K.shape[0])] += noise_variance
     if sample_noise_variance is not None:
-        K[np.diag_indices(X.shape[0])] += sample_noise_variance
+        K[np.diag_indices(K.shape[0])] += sample_noise_variance
     L, jitter = linalg.cholesky(K, name="K + noise_variance I")
     return L, jitter
 
@@ -85,7 +85,11 @@ def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
     X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
     n = X.shape[0]
     with _blas_threads(n):
-        L, _ = _covariance(kernel, noise_variance, X, sample_noise_variance)
+        if eval_gradient:
+            K, kernel_inner = kernel.gram_and_gradient_inner(X)
+        else:
+            K = kernel(X)
+        L, _ = _covariance(K, noise_variance, sample_noise_variance)
         alpha = linalg.cho_solve(L, y)
         value = (-0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L)
                  - 0.5 * n * math.log(2 * math.pi))
@@ -94,8 +98,7 @@ def log_marginal_likelihood(kernel: Kernel, noise_variance, X, y, *,
         K_inv = linalg.inverse_from_cholesky(L)
         inner = np.outer(alpha, alpha) - K_inv                   # alpha alpha^T - K^{-1}
         # <inner, dK/d theta_p> without the n x n x n_params stack of dK (inner is symmetric)
-        kernel_grad = 0.5 * kernel.gradient_inner_and_input_contraction(
-            X, X, inner, input_contraction=False)[0]
+        kernel_grad = 0.5 * kernel_inner(inner)
     noise_grad = 0.5 * np.trace(inner) * noise_variance          # dK/d log s2 = s2 I
     return float(value), np.append(kernel_grad, noise_grad)
 
@@ -141,7 +144,7 @@ class ExactPosterior:
         X, y, sample_noise_variance = _prepare(kernel, X, y, sample_noise_variance)
         n = X.shape[0]
         with _blas_threads(n):
-            L, jitter = _covariance(kernel, noise_variance, X, sample_noise_variance)
+            L, jitter = _covariance(kernel(X), noise_variance, sample_noise_variance)
             alpha = linalg.cho_solve(L, y)
         value = (-0.5 * y @ alpha - 0.5 * linalg.logdet_from_cholesky(L)
                  - 0.5 * n * math.log(2 * math.pi))

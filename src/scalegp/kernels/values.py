@@ -343,16 +343,39 @@ class KernelValues:
             raise ValueError(f"E must have shape {r2.shape}, got {E.shape}")
         profile, factor = self._profile_and_input_factor(r2)
         F = np.multiply(E, factor, out=factor)
-        if self.anisotropic:
-            scales = (np.square(A).T @ F.sum(axis=1) + np.square(B).T @ F.sum(axis=0)
-                      - 2.0 * np.einsum("ij,ij->j", A, F @ B))
-        else:
-            scales = np.array([np.vdot(F, r2)])
-        inner = self._variance * np.append(-scales, np.vdot(E, profile))
+        inner = self._variance * np.append(-self._scale_contraction(F, r2, A, B),
+                                           np.vdot(E, profile))
         if not input_contraction:
             return inner, None
         cross = -(self._variance / self._length_scale) * (F.T @ A - F.sum(axis=0)[:, None] * B)
         return inner, cross
+
+    def _scale_contraction(self, F, r2, A, B) -> np.ndarray:
+        """sum_ia F_ia (a_ij - b_aj)^2 for each length scale j by one GEMM (the formula of
+        :meth:`gradient_inner_and_input_contraction`), or <F, r^2> for one shared length
+        scale; A, B and r^2 from :meth:`_scaled_squared_distances`."""
+        if not self.anisotropic:
+            return np.array([np.vdot(F, r2)])
+        return (np.square(A).T @ F.sum(axis=1) + np.square(B).T @ F.sum(axis=0)
+                - 2.0 * np.einsum("ij,ij->j", A, F @ B))
+
+    def gram_and_gradient_inner(self, X):
+        """(k(X, X), inner) with inner(W) = <W, d k(X, X) / d theta_p> for each
+        log-parameter, shape (n_params,): what the exact likelihood's gradient needs. For a
+        kernel smooth in r^2 both come from one r^2 and one evaluation of kappa and
+        g = kappa'(r) / r, as in :meth:`gradient_inner_and_input_contraction` (the Gram
+        matrix is not formed twice); other kernels form :meth:`gradient` when inner is
+        called. The matrix returned is the caller's to modify (inner keeps its own)."""
+        if not self.smooth_in_r2:
+            return self(X), lambda W: np.array([np.vdot(W, dK) for dK in self.gradient(X)])
+        r2, A, _ = self._scaled_squared_distances(X, None)
+        kappa, factor = self._profile_and_input_factor(r2)
+
+        def inner(W):
+            return self._variance * np.append(
+                -self._scale_contraction(W * factor, r2, A, A), np.vdot(W, kappa))
+
+        return self._variance * kappa, inner
 
     def _profile_and_input_factor(self, r2) -> tuple[np.ndarray, np.ndarray]:
         """(kappa(r^2), kappa'(r) / r) of a kernel smooth in r^2; kernels override it to share
