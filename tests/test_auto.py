@@ -332,6 +332,45 @@ def test_the_validated_choice_abandons_a_fit_the_budget_stops(monkeypatch):
     assert second.note.startswith("stopped at the time budget") and not second.scored
 
 
+def test_a_candidate_learns_only_with_the_seconds_to_finish_kept_back(monkeypatch):
+    """The learning deadline is the budget less the candidate's finishing seconds (the
+    evaluation in flight and the folds' fits), and a candidate whose predicted learning fits
+    but whose finishing does not is not started."""
+    from scalegp.inference import optimize
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
+    found = auto_validation.validated_candidates(120, 2, ("gaussian", "matern52"),
+                                                 with_vecchia=False,
+                                                 estimator_params={"random_state": 0})
+    first, second = found[0], found[1]
+    budget = 1e4
+    first.predicted_seconds = 1.0
+    second.predicted_seconds = 0.9 * budget        # fits alone, not with its finishing
+    assert auto_validation.finishing_seconds(second, second.predicted_seconds) == (
+        auto_validation.FINISH_EVALUATIONS * second.predicted_seconds
+        / second.cost.evaluations)
+    assert 0.9 * budget + auto_validation.finishing_seconds(second, 0.9 * budget) > budget
+    deadlines = []
+    real = optimize.deadline
+
+    def recorded(at, **kwargs):
+        deadlines.append(at)
+        return real(at, **kwargs)
+
+    monkeypatch.setattr(optimize, "deadline", recorded)
+    auto_validation.learn_and_score(X, y, [second], time_budget=budget,
+                                    rng=np.random.default_rng(0))
+    assert not second.scored and second.seconds is None and "to finish" in second.note
+    assert not deadlines
+    started = time.perf_counter()
+    auto_validation.learn_and_score(X, y, [first], time_budget=budget,
+                                    rng=np.random.default_rng(0), started=started)
+    assert first.scored
+    reserve = auto_validation.finishing_seconds(first, 1.0)
+    assert deadlines[0] == pytest.approx(started + budget - reserve, abs=1e-9)
+
+
 def test_a_soft_deadline_ends_learning_at_the_best_point_not_converged():
     from scalegp.inference import optimize
     X, y = np.random.default_rng(0).normal(size=(60, 2)), np.arange(60.0)
@@ -416,7 +455,8 @@ def test_restarts_replace_a_fit_stuck_at_a_worse_optimum():
     fitted = candidate.estimator
     assert fitted.log_marginal_likelihood_value_ == pytest.approx(-55.61, abs=0.01)
     assert fitted.kernel_.length_scale[0] == pytest.approx(0.213, abs=1e-3)
-    assert "random restart(s): log likelihood +57.9" in candidate.note
+    assert "random restart(s): CV NLPD " in candidate.note
+    assert "log likelihood +57.9" in candidate.note
     again = auto_validation.Scored("again", "exact", fitted, candidate.cost)
     rng = np.random.default_rng(0)
     folds = np.array_split(rng.permutation(y.size), auto_validation.VALIDATION_FOLDS)
@@ -432,11 +472,45 @@ def test_restarts_keep_the_first_fit_where_none_is_higher_and_stop_at_their_end(
     auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
                                     end=time.perf_counter() + 1e9)
     assert candidate.estimator is best                   # the higher optimum was found already
-    assert candidate.note.endswith("8 random restart(s): none higher")
+    assert candidate.note.endswith("8 random restart(s): none better")
     candidate.note = before[2]
     auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
                                     end=time.perf_counter() - 1.0)
     assert (best.log_marginal_likelihood_value_, candidate.cv_nlpd, candidate.note) == before
+
+
+def test_restarts_choose_by_cross_validated_nlpd_not_likelihood(monkeypatch):
+    """A restart whose cross-validated NLPD is lower by less than RESTART_SIGNIFICANCE
+    standard errors of the paired row differences leaves the fit; one lower by more takes
+    it, whatever its likelihood (the rows' scores here are assigned by a stand-in for
+    cross_validate, by the restart's order)."""
+    X, y, candidate = _trapped_candidate()
+    first = candidate.estimator
+    n = y.size
+    spread = np.where(np.arange(n) % 2, 1.0, -1.0)           # paired differences' sd = 1
+    z = auto_validation.RESTART_SIGNIFICANCE
+    candidate.cv_nlpd_rows = np.ones(n)
+    candidate.cv_nlpd = 1.0
+    lower = {1: 1.0 - 0.9 * z / math.sqrt(n) + spread,        # within chance: kept out
+             2: 1.0 - 1.1 * z / math.sqrt(n) + spread}        # beyond it: taken
+    order = []
+
+    def scored(trial, *args, **kwargs):
+        order.append(trial.estimator)
+        trial.cv_nlpd_rows = lower.get(len(order), np.full(n, 2.0))
+        trial.cv_nlpd = float(np.mean(trial.cv_nlpd_rows))
+        trial.cv_rmse = trial.cv_nlpd
+
+    monkeypatch.setattr(auto_validation, "cross_validate", scored)
+    folds = np.array_split(np.arange(n), auto_validation.VALIDATION_FOLDS)
+    auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
+                                    end=time.perf_counter() + 1e9)
+    assert len(order) == auto_validation.RESTARTS_PER_CANDIDATE
+    assert candidate.estimator is order[1] and candidate.estimator is not first
+    assert candidate.cv_nlpd == pytest.approx(1.0 - 1.1 * z / math.sqrt(n))
+    change = (order[1].log_marginal_likelihood_value_ - first.log_marginal_likelihood_value_)
+    assert candidate.note.endswith(f"CV NLPD 1 -> {candidate.cv_nlpd:.4g}, "
+                                   f"log likelihood {change:+.3g}")
 
 
 def test_a_random_start_is_drawn_in_the_start_box():
@@ -467,7 +541,7 @@ def test_a_restart_the_time_budget_stops_is_not_used(monkeypatch):
     auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(0),
                                     end=time.perf_counter() + 0.2)
     assert candidate.estimator is first
-    assert candidate.note == note + ("; 1 random restart(s): none higher, the last stopped at "
+    assert candidate.note == note + ("; 1 random restart(s): none better, the last stopped at "
                                      "the time budget and not used")
 
 

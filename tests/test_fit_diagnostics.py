@@ -268,3 +268,43 @@ def test_glf_semigroup_warns_where_the_rule_cannot_resolve_the_kernel():
         SemigroupGaussLegendreFeatures.build(X1 - 0.5, kernel, 256)
     with pytest.raises(ValueError, match="X must be non-negative for glf-semigroup"):
         low.basis(X1 - 0.5)
+
+
+def _repeated_records(n_repeated, seed=0):
+    """A smooth noisy field (noise variance 0.01, about 2 % of the targets' variance) whose
+    first ``n_repeated`` rows are copied, inputs and target."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(60, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(60)
+    return np.vstack([X, X[:n_repeated]]), np.append(y, y[:n_repeated])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sg.ExactGPRegressor(),
+    lambda: sg.VecchiaGPRegressor(n_neighbors=10, random_state=0),
+])
+def test_repeated_records_that_drive_the_noise_to_zero_are_reported(make):
+    """60 copies of 60 noisy rows: the learned noise falls below 1e-3 of the targets'
+    variance and the fit says why; the same rows once, or the copies with a noise floor,
+    report nothing."""
+    from scalegp.estimators.base import REPEATED_NOISE_SHARE
+    X, y = _repeated_records(60)
+    model = make()
+    messages = _of(_fit_recording(model, X, y), sg.errors.FitQualityWarning)
+    assert model.noise_variance_ < REPEATED_NOISE_SHARE
+    assert messages and messages[0].startswith("60 of 120 training rows repeat an earlier row")
+    assert model.fit_warnings_[-1] == messages[0]
+    X1, y1 = _repeated_records(0)
+    model = make()
+    assert not _of(_fit_recording(model, X1, y1), sg.errors.FitQualityWarning)
+    assert model.noise_variance_ > REPEATED_NOISE_SHARE
+    floored = make().set_params(noise_variance_bounds=(1e-2, 1e5))
+    assert not _of(_fit_recording(floored, X, y), sg.errors.FitQualityWarning)
+
+
+def test_repeated_records_are_counted_exactly():
+    from scalegp.estimators.training_data import repeated_records
+    X = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, -0.0], [1.0, 0.0]])
+    assert repeated_records(X, np.array([1.0, 1.0, 2.0, 3.0, 3.0])) == 1
+    assert repeated_records(X, np.array([1.0, 1.0, 1.0, 3.0, 3.0])) == 2
+    assert repeated_records(X[:1], np.array([1.0])) == 0

@@ -49,6 +49,13 @@ def _standardization(summary, kernel, normalize_X: bool, normalize_y: bool, n_di
     return X_mean, X_scale, y_mean, y_std
 
 
+def repeated_records(X, y) -> int:
+    """Rows whose inputs and target both equal an earlier row's, exactly."""
+    records = np.ascontiguousarray(np.column_stack([X, y]), dtype=np.float64)
+    as_bytes = records.view(np.dtype((np.void, records.dtype.itemsize * records.shape[1])))
+    return int(records.shape[0] - np.unique(as_bytes.ravel()).size)
+
+
 class InMemoryData:
     """Validated arrays X (n, d) and y (n,), standardized as asked."""
 
