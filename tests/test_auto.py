@@ -178,7 +178,10 @@ def test_high_dimension_has_no_low_dimensional_candidates(smooth_5d, smooth_pilo
     # without a tolerance the exact GP is chosen when it fits the budgets
     assert selection.chosen.name == "exact"
     assert selection.configuration["estimator"] == "ExactGPRegressor"
-    assert "chosen" in selection.table()
+    assert "| chosen |" in selection.table()
+    selection.chosen.note = "3 random restart(s): none better"     # the chosen row keeps it
+    assert "| chosen; 3 random restart(s): none better |" in selection.table()
+    selection.chosen.note = ""
     # the start is inside the default box, so a default kernel accepts it
     start = selection.configuration["start"]
     assert all(0.01 <= value <= 100 for value in start["length_scale"])
@@ -480,36 +483,30 @@ def test_restarts_keep_the_first_fit_where_none_is_higher_and_stop_at_their_end(
 
 
 def test_restarts_choose_by_cross_validated_nlpd_not_likelihood(monkeypatch):
-    """A restart whose cross-validated NLPD is lower by less than RESTART_SIGNIFICANCE
-    standard errors of the paired row differences leaves the fit; one lower by more takes
-    it, whatever its likelihood (the rows' scores here are assigned by a stand-in for
-    cross_validate, by the restart's order)."""
+    """A restart whose cross-validated NLPD is lower by less than RESTART_CV_GAIN leaves the
+    fit; one lower by more takes it, whatever its likelihood (the scores here are assigned
+    by a stand-in for cross_validate, by the restart's order)."""
     X, y, candidate = _trapped_candidate()
     first = candidate.estimator
-    n = y.size
-    spread = np.where(np.arange(n) % 2, 1.0, -1.0)           # paired differences' sd = 1
-    z = auto_validation.RESTART_SIGNIFICANCE
-    candidate.cv_nlpd_rows = np.ones(n)
     candidate.cv_nlpd = 1.0
-    lower = {1: 1.0 - 0.9 * z / math.sqrt(n) + spread,        # within chance: kept out
-             2: 1.0 - 1.1 * z / math.sqrt(n) + spread}        # beyond it: taken
+    gain = auto_validation.RESTART_CV_GAIN
     order = []
 
     def scored(trial, *args, **kwargs):
         order.append(trial.estimator)
-        trial.cv_nlpd_rows = lower.get(len(order), np.full(n, 2.0))
-        trial.cv_nlpd = float(np.mean(trial.cv_nlpd_rows))
+        # the first restart: lower, within the gain; the second: lower by more; then higher
+        trial.cv_nlpd = {1: 1.0 - 0.9 * gain, 2: 1.0 - 1.1 * gain}.get(len(order), 2.0)
         trial.cv_rmse = trial.cv_nlpd
 
     monkeypatch.setattr(auto_validation, "cross_validate", scored)
-    folds = np.array_split(np.arange(n), auto_validation.VALIDATION_FOLDS)
+    folds = np.array_split(np.arange(y.size), auto_validation.VALIDATION_FOLDS)
     auto_validation.restart_leaders(X, y, [candidate], folds, rng=np.random.default_rng(5),
                                     end=time.perf_counter() + 1e9)
     assert len(order) == auto_validation.RESTARTS_PER_CANDIDATE
     assert candidate.estimator is order[1] and candidate.estimator is not first
-    assert candidate.cv_nlpd == pytest.approx(1.0 - 1.1 * z / math.sqrt(n))
+    assert candidate.cv_nlpd == 1.0 - 1.1 * gain
     change = (order[1].log_marginal_likelihood_value_ - first.log_marginal_likelihood_value_)
-    assert candidate.note.endswith(f"CV NLPD 1 -> {candidate.cv_nlpd:.4g}, "
+    assert candidate.note.endswith(f"CV NLPD 1 -> {1.0 - 1.1 * gain:.4g}, "
                                    f"log likelihood {change:+.3g}")
 
 

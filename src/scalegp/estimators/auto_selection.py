@@ -90,7 +90,7 @@ class Selection:
         rows = ["| candidate | " + " | ".join(header for header, _, _ in columns) + " | |",
                 "|---" * (len(columns) + 2) + "|"]
         for c in self.candidates:
-            mark = "chosen" if c is self.chosen else c.note
+            mark = "; ".join(filter(None, ["chosen" if c is self.chosen else "", c.note]))
             rows.append(f"| {c.name} | " + " | ".join(cell(getattr(c, attribute), fmt)
                                                      for _, attribute, fmt in columns)
                         + f" | {mark} |")
