@@ -115,6 +115,11 @@ def explicit_configurations(n: int, d: int) -> dict:
     for family in ("matern52", "matern32"):
         if n <= EXACT_ROWS:
             configs[f"exact {family}"] = {"estimator": "ExactGPRegressor", "family": family}
+    # one length scale for all inputs (auto's candidates below 2,000 rows)
+    for family in ("gaussian", "matern52", "matern32"):
+        if n <= EXACT_ROWS:
+            configs[f"exact {family} one length scale"] = {
+                "estimator": "ExactGPRegressor", "family": family, "one_length_scale": True}
         configs[f"vecchia m=30 {family}"] = {"estimator": "VecchiaGPRegressor",
                                              "n_neighbors": 30, "family": family}
     if d <= 3:
@@ -137,6 +142,8 @@ def fit_predict(config: dict, X, y, X_test, seed: int = 0):
     family = config.pop("family", "gaussian")
     d = X.shape[1]
     scale = np.asarray(start["length_scale"]) if start else np.ones(d)
+    if config.pop("one_length_scale", False):
+        scale = math.sqrt(d)
     kernel = sg.kernels.get(family).with_params(
         length_scale=scale, variance=start["variance"] if start else 1.0)
     noise = start["noise_variance"] if start else 1e-2
