@@ -410,7 +410,8 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
             finally:
                 candidate.seconds += time.perf_counter() - start
                 tried[id(candidate)] += 1
-            if not trial.cv_nlpd < candidate.cv_nlpd - RESTART_CV_GAIN:
+            if not (np.isfinite(trial.cv_nlpd)
+                    and trial.cv_nlpd < candidate.cv_nlpd - RESTART_CV_GAIN):
                 continue
             candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd = (
                 restarted, trial.cv_rmse, trial.cv_nlpd)
