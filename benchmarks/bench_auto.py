@@ -115,7 +115,7 @@ def explicit_configurations(n: int, d: int) -> dict:
     for family in ("matern52", "matern32"):
         if n <= EXACT_ROWS:
             configs[f"exact {family}"] = {"estimator": "ExactGPRegressor", "family": family}
-    # one length scale for all inputs (auto's candidates below 2,000 rows)
+    # one length scale for all inputs
     for family in ("gaussian", "matern52", "matern32"):
         if n <= EXACT_ROWS:
             configs[f"exact {family} one length scale"] = {
@@ -344,9 +344,6 @@ def main(argv=None) -> None:
     parser.add_argument("--test-fold", type=int, default=0, metavar="K",
                         help="UCI sets: the rows of fold K are the test part (default 0, the "
                              "panel's fixed split); rows are named NAME@K")
-    parser.add_argument("--no-isotropic", action="store_true",
-                        help="ablation: auto without its exact candidates with one length "
-                             "scale (auto_validation.ISOTROPIC_ROWS = 0 in this process)")
     parser.add_argument("--across-folds", action="store_true",
                         help="with --combine: average each configuration over the folds "
                              "the logs hold (NAME and NAME@K) and apply the rule to the means")
@@ -356,9 +353,6 @@ def main(argv=None) -> None:
     unknown = sorted(set(names) - set(PANEL))
     if unknown:
         parser.error(f"unknown data set(s): {', '.join(unknown)}")
-    if args.no_isotropic:
-        from scalegp.estimators import auto_validation
-        auto_validation.ISOTROPIC_ROWS = 0
     rate = machine.gemm_rate(512)
     fold_lines = []
     if args.across_folds and not args.combine:

@@ -463,9 +463,7 @@ def test_restarts_replace_a_fit_stuck_at_a_worse_optimum():
     again = auto_validation.Scored("again", "exact", fitted, candidate.cost)
     rng = np.random.default_rng(0)
     folds = np.array_split(rng.permutation(y.size), auto_validation.VALIDATION_FOLDS)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        auto_validation.cross_validate(again, X, y, folds, relearn=True)
+    auto_validation.cross_validate(again, X, y, folds)
     assert (again.cv_rmse, again.cv_nlpd) == (candidate.cv_rmse, candidate.cv_nlpd)
 
 
@@ -542,29 +540,6 @@ def test_a_restart_the_time_budget_stops_is_not_used(monkeypatch):
     assert candidate.estimator is first
     assert candidate.note == note + ("; 1 random restart(s): none better, the last stopped at "
                                      "the time budget and not used")
-
-
-def test_exact_candidates_with_one_length_scale_join_below_their_row_count():
-    """Below ISOTROPIC_ROWS rows each family's exact GP is also a candidate with one length
-    scale for all inputs (started at sqrt(d)); not from that count, not for one input, and
-    not for a Kernel the user gave."""
-    n = auto_validation.ISOTROPIC_ROWS
-
-    def shared(rows, n_dims=5, families=("matern32", "gaussian")):
-        found = auto_validation.validated_candidates(
-            rows, n_dims, families, with_vecchia=True, estimator_params={"random_state": 0})
-        return [c for c in found if c.name.endswith("one length scale") and c.kind == "exact"]
-
-    found = shared(n - 1)
-    assert sorted(c.name for c in found) == ["exact gaussian one length scale",
-                                             "exact matern32 one length scale"]
-    for candidate in found:
-        assert isinstance(candidate.estimator, sg.ExactGPRegressor)
-        assert np.size(candidate.estimator.kernel.length_scale) == 1
-        assert candidate.estimator.kernel.length_scale == math.sqrt(5)
-    assert shared(n) == [] and shared(n - 1, n_dims=1) == []
-    assert shared(n - 1, families=(sg.kernels.get("gaussian").with_params(
-        length_scale=np.ones(5)),)) == []
 
 
 def test_a_low_rank_candidate_with_one_length_scale_joins_from_its_row_count():

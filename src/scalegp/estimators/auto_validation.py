@@ -10,13 +10,11 @@ ten data sets (yacht 0.110 against 0.219 in standardized RMSE) and Matern-5/2 be
 Gaussian kernel on most. So where the budget allows, nothing is predicted:
 
 1. **Candidates**: the exact GP and Vecchia with ``VALIDATED_NEIGHBORS`` neighbours (in the
-   scaled inputs; from ``VECCHIA_MIN_ROWS`` rows, where the scoring stops learning again
-   (step 3); from ``VALIDATED_SCHEDULE_ROWS`` rows
+   scaled inputs; from ``VECCHIA_MIN_ROWS`` rows; from ``VALIDATED_SCHEDULE_ROWS`` rows
    learned on a schedule of sampled conditionals), each with every kernel family asked for
    (default :data:`KERNEL_FAMILIES`: Gaussian, Matern-5/2 and Matern-3/2, one length scale
-   per input), below ``ISOTROPIC_ROWS`` rows also the exact GP with one length scale for
-   all inputs (each family), and from ``LOW_RANK_ROWS`` rows Nystrom with the VFE bound and
-   one length scale (the first family), in order of predicted cost
+   per input), and from ``LOW_RANK_ROWS`` rows Nystrom with the VFE bound and one length
+   scale (the first family), in order of predicted cost
    (:mod:`scalegp.estimators.auto_costs`). Vecchia is left out where the rows carry known
    noise variances (it does not take them). Below
    ``MIN_VALIDATED_ROWS`` rows nothing can be cross-validated: the exact GP with the first
@@ -29,26 +27,24 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    finish (:func:`finishing_seconds`), runs out is stopped
    (:func:`scalegp.inference.optimize.deadline`) and not used: it is in the table, marked
    so, and never reported as learned.
-3. **Scoring**: ``VALIDATION_FOLDS``-fold cross-validation, on standardized inputs and
-   targets: below ``RELEARNED_ROWS`` rows each fold's model learns its hyperparameters
-   again on its training rows, started at those learned on all rows; from there it is
-   conditioned at the learned ones (a few likelihood evaluations, not a relearning). The
-   score is the mean negative log predictive density of a new observation
+3. **Scoring**: ``VALIDATION_FOLDS``-fold cross-validation at the learned hyperparameters
+   (each fold fitted without learning, on standardized inputs and targets, so the score
+   costs a few likelihood evaluations, not a relearning): the mean negative log predictive
+   density of a new observation
 
        NLPD = mean_i [log(2 pi v_i) / 2 + (y_i - mu_i)^2 / (2 v_i)]
 
    (mu_i, v_i the fold model's predictive mean and variance, noise included; Rasmussen &
    Williams 2006, eq. 5.10 is its leave-one-out form) and the RMSE, in standardized target
-   units (the units the kernel was learned in). Conditioned at hyperparameters that saw the
-   held-out fold, the score is optimistic, and the more so the more hyperparameters a
-   model learns: on yacht (278 rows, 6 inputs) the exact Matern-3/2 GP's NLPD was -1.514
-   at fixed hyperparameters and -0.630 relearned with one length scale per input, -1.538
-   and -1.286 with one for all; the Gaussian kernel's -1.633 and -0.351. At fixed
-   hyperparameters cross-validation chose one scale per input on yacht, servo and autompg,
-   where over five test folds the exact GP with one scale had the lower mean test RMSE
-   (yacht's NLPD -1.59 against -0.62); relearned, it chooses one scale on all three
-   (auto-panel.md, session 9). From ``RELEARNED_ROWS`` rows the optimism is smaller and a
-   relearning of every fold is over the budget.
+   units (the units the kernel was learned in). The hyperparameters saw the held-out fold
+   while learning, so the score is optimistic, and not alike for every candidate: on yacht
+   (278 rows) the exact Matern-3/2 GP with one length scale per input scored -1.514 at
+   fixed hyperparameters and -0.630 with each fold's hyperparameters learned again, with
+   one scale for all inputs -1.538 and -1.286. Learning again on each fold, and the exact
+   GP with one scale as a candidate, were tried on five test folds of eight data sets
+   (auto-panel.md, session 9): they spent the budget the restarts (step 4) need, and the
+   mean test RMSE was worse on yacht (0.0925 against 0.0795), energy (0.0446 against
+   0.0368) and concrete (0.2473 against 0.2399), and within 1.3 % on the other five.
 4. **Restarts** with the time left: the learning of the ``RESTARTED_CANDIDATES`` best
    cross-validated candidates runs again from random starts (:func:`restart_leaders`), one
    start at a time, until ``RESTART_BUDGET_SHARE`` of the budget and for at most
@@ -110,14 +106,9 @@ VALIDATED_NEIGHBORS = 30
 #: RMSE 0.173 predicting with 30, 0.108 with 120, 0.093 with 250); on pol and protein the
 #: count changed the RMSE by under 2 %.
 PREDICT_NEIGHBORS = "auto"
-#: Below this many rows each fold of the cross-validation learns its hyperparameters again
-#: (module docstring, step 3), and the candidates are the exact GP's only.
-RELEARNED_ROWS = 1000
-#: Vecchia is a candidate from this many rows: below, the folds of its scoring learn again,
-#: and on energy (692 rows) one Vecchia fit took 9-11 s where the exact GP's took 2-4 s
-#: (212 likelihood evaluations of 50 ms: 43 batches of conditionals each, 30 of them the
-#: first m rows' smaller sets), so the budget went to three Vecchia scorings (72 s in all).
-VECCHIA_MIN_ROWS = RELEARNED_ROWS
+#: Vecchia is a candidate from this many rows: below, its m = 30 neighbours are a tenth of
+#: the rows or more, and it is a costlier copy of the exact GP.
+VECCHIA_MIN_ROWS = 10 * VALIDATED_NEIGHBORS
 #: From this many rows a Vecchia candidate learns on a schedule: first on
 #: ``VALIDATED_SCHEDULE[0]`` sampled conditionals, then on all, each stage stopped at the
 #: relative tolerance ``VALIDATED_SCHEDULE_TOLERANCE`` (``VecchiaGPRegressor``'s
@@ -137,14 +128,6 @@ VALIDATED_SCHEDULE_TOLERANCE = 0.01
 #: SGPR 0.6090 (auto-panel.md, session 7); on sml it is far behind Vecchia (0.092 against
 #: 0.022) and cross-validation says so.
 LOW_RANK_ROWS = 2000
-#: Below this many rows the exact GP with one length scale for all inputs (started at
-#: sqrt(d) in the standardized inputs) joins the candidates, in each family: with few rows
-#: one length scale per input can fit the sample and not the field. On yacht's test fold 1
-#: (277 training rows, 6 inputs) the exact Matern-3/2 GP with one scale reached RMSE 0.067
-#: and NLPD -1.62, with one per input 0.114 and -0.20 (scikit-learn's Nystroem + ridge,
-#: one scale: 0.089); on servo's fold 1, 0.489 against 0.541; on housing and concrete one
-#: per input did better (auto-panel.md, session 9). Cross-validation chooses.
-ISOTROPIC_ROWS = LOW_RANK_ROWS
 LOW_RANK_KNOTS = 512
 #: Fewer rows than this are too few to cross-validate: the exact GP with the first family.
 MIN_VALIDATED_ROWS = 4 * VALIDATION_FOLDS
@@ -223,11 +206,6 @@ def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),
                             auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS)))
-        if n < ISOTROPIC_ROWS and isinstance(family, str) and n_dims > 1:
-            shared = kernels.get(family).with_params(length_scale=math.sqrt(n_dims))
-            found.append(Scored(f"exact {label} one length scale", "exact",
-                                ExactGPRegressor(kernel=shared, **common),
-                                auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS)))
     if n >= LOW_RANK_ROWS:
         found.append(_low_rank_candidate(n, n_dims, families[0], common))
     rate = auto_costs.machine_rate()
@@ -279,18 +257,15 @@ def standardized(X, y, normalize_X: bool, normalize_y: bool):
     return X, ((y - y.mean()) / y_std if normalize_y else y), y_std
 
 
-def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *,
-                   relearn: bool = False) -> None:
-    """The candidate's cross-validated RMSE and NLPD (module docstring, step 3), in the units
-    its kernel was learned in (standardized as it was): each fold's model is conditioned at
-    the hyperparameters learned on all rows, or with ``relearn`` learns them again on its
-    training rows, started there."""
+def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -> None:
+    """The candidate's cross-validated RMSE and NLPD at its learned hyperparameters (module
+    docstring, step 3), in the units its kernel was learned in (standardized as it was)."""
     fitted = candidate.estimator
     Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
     if sample_noise_variance is not None:
         sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
     fixed = clone(fitted).set_params(kernel=fitted.kernel_,
-                                     noise_variance=fitted.noise_variance_, optimize=relearn,
+                                     noise_variance=fitted.noise_variance_, optimize=False,
                                      normalize_X=False, normalize_y=False)
     squared, nlpd = 0.0, 0.0
     for held in folds:
@@ -332,22 +307,19 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
             "sample_noise_variance": sample_noise_variance}
         start = time.perf_counter()
         try:
-            with optimize.deadline(started + time_budget - reserve):
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    candidate.estimator.fit(X, y, **extra)
-                candidate.warnings = [(w.message, w.category) for w in caught]
-                if y.size >= MIN_VALIDATED_ROWS:
-                    with warnings.catch_warnings():       # the folds' own warnings
-                        warnings.simplefilter("ignore")
-                        cross_validate(candidate, X, y, folds, sample_noise_variance,
-                                       relearn=y.size < RELEARNED_ROWS)
+            with warnings.catch_warnings(record=True) as caught, \
+                    optimize.deadline(started + time_budget - reserve):
+                warnings.simplefilter("always")
+                candidate.estimator.fit(X, y, **extra)
             candidate.seconds = time.perf_counter() - start
+            candidate.warnings = [(w.message, w.category) for w in caught]
+            if y.size >= MIN_VALIDATED_ROWS:
+                with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
+                    warnings.simplefilter("ignore")
+                    cross_validate(candidate, X, y, folds, sample_noise_variance)
         except TimeBudgetExceeded:
             candidate.note = (f"stopped at the time budget after "
-                              f"{time.perf_counter() - start:.3g} s of learning and "
-                              "scoring: not used")
-            candidate.cv_rmse = candidate.cv_nlpd = None
+                              f"{time.perf_counter() - start:.3g} s of learning: not used")
             continue
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
             candidate.note = f"failed: {error}"
@@ -419,10 +391,9 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
                 with warnings.catch_warnings(record=True) as caught, optimize.deadline(end):
                     warnings.simplefilter("always")
                     restarted.fit(X, y, **extra)
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        cross_validate(trial, X, y, folds, sample_noise_variance,
-                                       relearn=y.size < RELEARNED_ROWS)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cross_validate(trial, X, y, folds, sample_noise_variance)
             except TimeBudgetExceeded:
                 end = -math.inf              # the restarts' time is spent: not used
                 stopped = candidate
