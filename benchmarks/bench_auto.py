@@ -299,7 +299,7 @@ def across_folds(logged: dict, names: list) -> tuple[dict, list]:
             if len(found) < len(folds) or any(r[2] is None for r in found):
                 continue
             choices = sorted({r[1] for r in found}) if label == "auto" else [label]
-            rows.append((name, label if label != "auto" else "auto -> " + " | ".join(
+            rows.append((name, label if label != "auto" else "auto -> " + ", ".join(
                 c.removeprefix("auto -> ") for c in choices),
                 float(np.mean([r[2] for r in found])), float(np.mean([r[3] for r in found])),
                 float(max(r[4] for r in found)), f"mean of {len(folds)} folds"))

@@ -374,6 +374,40 @@ def test_a_candidate_learns_only_with_the_seconds_to_finish_kept_back(monkeypatc
     assert deadlines[0] == pytest.approx(started + budget - reserve, abs=1e-9)
 
 
+def test_a_scoring_whose_next_fold_would_end_past_the_budget_is_stopped(monkeypatch):
+    """cross_validate does not start a fold that would end after ``end`` (each fold taken to
+    last as long as the longest before it), and learn_and_score does not use that
+    candidate: its scores stay empty and its note says so."""
+    from scalegp.errors import TimeBudgetExceeded
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(60)
+    model = sg.ExactGPRegressor(random_state=0).fit(X, y)
+    folds = np.array_split(np.arange(60), auto_validation.VALIDATION_FOLDS)
+    candidate = auto_validation.Scored("exact", "exact", model, None)
+    auto_validation.cross_validate(candidate, X, y, folds)            # no end: scored
+    predict = sg.ExactGPRegressor.predict
+    calls = []
+
+    def slow(self, *args, **kwargs):
+        calls.append(1)
+        time.sleep(0.2)
+        return predict(self, *args, **kwargs)
+
+    monkeypatch.setattr(sg.ExactGPRegressor, "predict", slow)
+    with pytest.raises(TimeBudgetExceeded):
+        auto_validation.cross_validate(candidate, X, y, folds, end=time.perf_counter() + 0.3)
+    assert len(calls) == 1                  # the second fold was not started
+    found = auto_validation.validated_candidates(60, 2, ("gaussian",), with_vecchia=False,
+                                                 estimator_params={"random_state": 0})
+    found[0].predicted_seconds = 0.0
+    auto_validation.learn_and_score(X, y, found[:1], time_budget=0.5,
+                                    rng=np.random.default_rng(0))
+    assert found[0].cv_nlpd is None and not found[0].scored
+    assert found[0].note.startswith("stopped at the time budget after")
+    assert found[0].note.endswith("of learning and scoring: not used")
+
+
 def test_a_soft_deadline_ends_learning_at_the_best_point_not_converged():
     from scalegp.inference import optimize
     X, y = np.random.default_rng(0).normal(size=(60, 2)), np.arange(60.0)

@@ -23,10 +23,15 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    Vecchia likelihood), as long as the time spent plus the candidate's predicted seconds
    stays within the budget. After each fit the prediction is corrected by the measured
    ratio of its kind (exact or Vecchia), and a kind not yet measured by the largest ratio
-   seen (at least 1). A fit still learning when the budget, less the seconds it needs to
-   finish (:func:`finishing_seconds`), runs out is stopped
-   (:func:`scalegp.inference.optimize.deadline`) and not used: it is in the table, marked
-   so, and never reported as learned.
+   seen (at least 1); the measured seconds are those of the learning and the scoring
+   (step 3), the table's "fit s". A fit still learning when the budget, less the seconds
+   it needs to finish (:func:`finishing_seconds`), runs out is stopped
+   (:func:`scalegp.inference.optimize.deadline`), and so is a scoring whose next fold would
+   end past the budget: that candidate is not used (it is in the table, marked so, and
+   never reported as learned). On skillcraft (3,004 rows) the scoring of a Vecchia
+   candidate (five fold structures and prediction-neighbour searches) took 8-13 s that no
+   prediction counted, and the choice took 66.3 s of a 60 s budget (auto-panel.md,
+   session 9).
 3. **Scoring**: ``VALIDATION_FOLDS``-fold cross-validation at the learned hyperparameters
    (each fold fitted without learning, on standardized inputs and targets, so the score
    costs a few likelihood evaluations, not a relearning): the mean negative log predictive
@@ -257,9 +262,12 @@ def standardized(X, y, normalize_X: bool, normalize_y: bool):
     return X, ((y - y.mean()) / y_std if normalize_y else y), y_std
 
 
-def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -> None:
+def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *,
+                   end: float = math.inf) -> None:
     """The candidate's cross-validated RMSE and NLPD at its learned hyperparameters (module
-    docstring, step 3), in the units its kernel was learned in (standardized as it was)."""
+    docstring, step 3), in the units its kernel was learned in (standardized as it was).
+    A fold that would end after ``end`` (a ``time.perf_counter()`` time, each fold taken to
+    last as long as the longest before it) is not started: TimeBudgetExceeded."""
     fitted = candidate.estimator
     Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
     if sample_noise_variance is not None:
@@ -267,8 +275,11 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -
     fixed = clone(fitted).set_params(kernel=fitted.kernel_,
                                      noise_variance=fitted.noise_variance_, optimize=False,
                                      normalize_X=False, normalize_y=False)
-    squared, nlpd = 0.0, 0.0
+    squared, nlpd, longest = 0.0, 0.0, 0.0
     for held in folds:
+        began = time.perf_counter()
+        if began + longest > end:
+            raise TimeBudgetExceeded("the next fold of the scoring would end past the budget")
         train = np.ones(ys.size, dtype=bool)
         train[held] = False
         extra = {} if sample_noise_variance is None else {
@@ -281,6 +292,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None) -
         squared += float(np.sum((ys[held] - mean) ** 2))
         nlpd += float(np.sum(0.5 * np.log(2 * np.pi * var) + 0.5 * (ys[held] - mean) ** 2
                              / var))
+        longest = max(longest, time.perf_counter() - began)
     candidate.cv_rmse = float(np.sqrt(squared / ys.size))
     candidate.cv_nlpd = nlpd / ys.size
 
@@ -311,15 +323,18 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
                     optimize.deadline(started + time_budget - reserve):
                 warnings.simplefilter("always")
                 candidate.estimator.fit(X, y, **extra)
-            candidate.seconds = time.perf_counter() - start
             candidate.warnings = [(w.message, w.category) for w in caught]
             if y.size >= MIN_VALIDATED_ROWS:
                 with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
                     warnings.simplefilter("ignore")
-                    cross_validate(candidate, X, y, folds, sample_noise_variance)
+                    cross_validate(candidate, X, y, folds, sample_noise_variance,
+                                   end=started + time_budget)
+            candidate.seconds = time.perf_counter() - start
         except TimeBudgetExceeded:
             candidate.note = (f"stopped at the time budget after "
-                              f"{time.perf_counter() - start:.3g} s of learning: not used")
+                              f"{time.perf_counter() - start:.3g} s of learning and "
+                              "scoring: not used")
+            candidate.cv_rmse = candidate.cv_nlpd = None
             continue
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
             candidate.note = f"failed: {error}"
@@ -393,7 +408,7 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
                     restarted.fit(X, y, **extra)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    cross_validate(trial, X, y, folds, sample_noise_variance)
+                    cross_validate(trial, X, y, folds, sample_noise_variance, end=end)
             except TimeBudgetExceeded:
                 end = -math.inf              # the restarts' time is spent: not used
                 stopped = candidate
