@@ -327,10 +327,8 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "the data worse than white noise; check the input scales (normalize_X=True), "
                 "fixed hyperparameters, the bounds and the starting point",
                 FitQualityWarning))
-        repeated = _repeated_records_warning(posterior, data)
-        if repeated:
-            diagnostics.append((repeated, FitQualityWarning))
-        return diagnostics + self._approximation_diagnostics(posterior, data, probe)
+        return (diagnostics + _repeated_records_warning(posterior, data)
+                + self._approximation_diagnostics(posterior, data, probe))
 
     def _approximation_diagnostics(self, posterior, data, probe) -> list:
         """[(message, warning class)] about the approximation itself (none by default);
@@ -530,9 +528,10 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                                            self.X_train_scale_))
 
 
-def _repeated_records_warning(posterior, data) -> str | None:
-    """The message where the learned noise variance is below ``REPEATED_NOISE_SHARE`` of the
-    targets' variance and some training rows (in memory) repeat others exactly; else None.
+def _repeated_records_warning(posterior, data) -> list:
+    """[(message, FitQualityWarning)] where the learned noise variance is below
+    ``REPEATED_NOISE_SHARE`` of the targets' variance and some training rows (in memory)
+    repeat others exactly; else [].
 
     Under independent Gaussian noise two observations at one input are equal with
     probability zero; repeated identical targets are explained best by no noise, so the
@@ -541,17 +540,17 @@ def _repeated_records_warning(posterior, data) -> str | None:
     4.8e-6 of the targets' variance, and 0.16 without the repeats.
     """
     if data.y is None or data.n_samples < 2:
-        return None
+        return []
     spread = float(np.var(data.y))
     noise = float(posterior.noise_variance)
     if not spread > 0 or noise >= REPEATED_NOISE_SHARE * spread:
-        return None
+        return []
     count = repeated_records(data.X, data.y)
     if not count:
-        return None
-    return (f"{count} of {data.n_samples} training rows repeat an earlier row exactly (inputs "
+        return []
+    return [(f"{count} of {data.n_samples} training rows repeat an earlier row exactly (inputs "
             f"and target), and the learned noise variance is {noise / spread:.2g} of the "
             "targets' variance: repeated identical targets tell the likelihood there is no "
             "noise, so the model interpolates them. If they are copies of one record, drop "
             "them before fitting; if they are real replicate measurements (a discrete target), "
-            "set a lower bound on the noise (noise_variance_bounds)")
+            "set a lower bound on the noise (noise_variance_bounds)", FitQualityWarning)]
