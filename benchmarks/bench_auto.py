@@ -311,6 +311,30 @@ def across_folds(logged: dict, names: list) -> tuple[dict, list]:
     return averaged, lines
 
 
+def fold_verdicts_in_autos_place(logged: dict, names: list) -> list:
+    """Lines of a table: for each explicit configuration, on how many (data set, fold)
+    pairs the logs hold it would meet the rule in auto's place (its own row as auto's,
+    its fit taken as within the budget), against auto's own count: the per-fold rule's
+    bar for a fixed choice."""
+    met: dict = {}
+    for name in names:
+        for key in (k for k in logged if k == name or k.startswith(name + FOLD_MARK)):
+            rows = logged[key]
+            others = [r for r in rows if not r[1].startswith("auto")]
+            for row in rows:
+                if row[2] is None or row[1].startswith("peer"):
+                    continue
+                label = "auto" if row[1].startswith("auto") else row[1]
+                seconds = row[4] if label == "auto" else min(row[4], auto.DEFAULT_TIME_BUDGET)
+                as_auto = [(key, "auto -> " + label, row[2], row[3], seconds, "")] + others
+                counts = met.setdefault(label, [0, 0])
+                counts[0] += verdict(key, as_auto).endswith("| met |")
+                counts[1] += 1
+    ranked = sorted(met.items(), key=lambda item: -item[1][0])
+    return (["| configuration in auto's place | folds met |", "|---|---|"]
+            + [f"| {label} | {m} of {n} |" for label, (m, n) in ranked])
+
+
 def rows_of_logs(paths) -> dict:
     """name -> rows, from the row tuples printed by earlier runs (``--combine``): a later
     log's row of the same data set and label replaces an earlier one (every ``auto -> ...``
@@ -362,6 +386,7 @@ def main(argv=None) -> None:
         per_set = {name: logged.get(name, []) for name in names}
         if args.across_folds:
             per_set, fold_lines = across_folds(logged, names)
+            fold_lines += ["", *fold_verdicts_in_autos_place(logged, names)]
             per_set = {name: per_set.get(name, []) for name in names}
     else:
         only = None if args.only is None else {label.strip() for label in args.only.split(",")}
