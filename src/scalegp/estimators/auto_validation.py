@@ -49,7 +49,7 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    GP with one scale as a candidate, were tried on five test folds of eight data sets
    (auto-panel.md, session 9): they spent the budget the restarts (step 4) need, and the
    mean test RMSE was worse on yacht (0.0925 against 0.0795), energy (0.0446 against
-   0.0368) and concrete (0.2473 against 0.2399), and within 1.3 % on the other five.
+   0.0355) and concrete (0.2473 against 0.2399), and within 1.3 % on the other five.
 4. **Restarts** with the time left: the learning of the ``RESTARTED_CANDIDATES`` best
    cross-validated candidates runs again from random starts (:func:`restart_leaders`), one
    start at a time, until ``RESTART_BUDGET_SHARE`` of the budget and for at most
