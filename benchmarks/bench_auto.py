@@ -115,13 +115,13 @@ def explicit_configurations(n: int, d: int) -> dict:
     for family in ("matern52", "matern32"):
         if n <= EXACT_ROWS:
             configs[f"exact {family}"] = {"estimator": "ExactGPRegressor", "family": family}
-    # one length scale for all inputs
+        configs[f"vecchia m=30 {family}"] = {"estimator": "VecchiaGPRegressor",
+                                             "n_neighbors": 30, "family": family}
+    # the exact GP with one length scale for all inputs, in each family
     for family in ("gaussian", "matern52", "matern32"):
         if n <= EXACT_ROWS:
             configs[f"exact {family} one length scale"] = {
                 "estimator": "ExactGPRegressor", "family": family, "one_length_scale": True}
-        configs[f"vecchia m=30 {family}"] = {"estimator": "VecchiaGPRegressor",
-                                             "n_neighbors": 30, "family": family}
     if d <= 3:
         configs["glf s=2048"] = {"estimator": "LowRankGPRegressor",
                                  "approximation": sg.Features("glf", n_components=2048)}

@@ -308,3 +308,5 @@ def test_repeated_records_are_counted_exactly():
     assert repeated_records(X, np.array([1.0, 1.0, 2.0, 3.0, 3.0])) == 1
     assert repeated_records(X, np.array([1.0, 1.0, 1.0, 3.0, 3.0])) == 2
     assert repeated_records(X[:1], np.array([1.0])) == 0
+    signed = np.array([[0.0, 1.0], [-0.0, 1.0]])             # equal numbers, other bytes
+    assert repeated_records(signed, np.array([2.0, 2.0])) == 1

@@ -15,7 +15,7 @@ likelihood, posterior coefficient or training-input prediction raises
 scikit-learn) warns with :class:`~scalegp.errors.ConvergenceWarning`; a log marginal
 likelihood below the noise-only model's warns with :class:`~scalegp.errors.FitQualityWarning`,
 and so does a learned noise variance below ``REPEATED_NOISE_SHARE`` of the targets' variance
-where training rows repeat others exactly (inputs and target, :func:`_repeated_records_warning`).
+where training rows repeat others exactly (inputs and target, :func:`_repeated_records_warnings`).
 The warnings' texts are kept in ``fit_warnings_``.
 """
 
@@ -58,7 +58,7 @@ TEST_POINT_PROBE_ROWS = 8
 #: "worse").
 NOISE_ONLY_MARGIN = 1e-9
 #: A learned noise variance below this share of the targets' variance, with training rows
-#: that repeat others exactly, is reported (:func:`_repeated_records_warning`).
+#: that repeat others exactly, is reported (:func:`_repeated_records_warnings`).
 REPEATED_NOISE_SHARE = 1e-3
 
 
@@ -327,7 +327,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "the data worse than white noise; check the input scales (normalize_X=True), "
                 "fixed hyperparameters, the bounds and the starting point",
                 FitQualityWarning))
-        return (diagnostics + _repeated_records_warning(posterior, data)
+        return (diagnostics + _repeated_records_warnings(posterior, data)
                 + self._approximation_diagnostics(posterior, data, probe))
 
     def _approximation_diagnostics(self, posterior, data, probe) -> list:
@@ -528,7 +528,7 @@ class _GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                                            self.X_train_scale_))
 
 
-def _repeated_records_warning(posterior, data) -> list:
+def _repeated_records_warnings(posterior, data) -> list:
     """[(message, FitQualityWarning)] where the learned noise variance is below
     ``REPEATED_NOISE_SHARE`` of the targets' variance and some training rows (in memory)
     repeat others exactly; else [].

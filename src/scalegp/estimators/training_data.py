@@ -51,9 +51,8 @@ def _standardization(summary, kernel, normalize_X: bool, normalize_y: bool, n_di
 
 def repeated_records(X, y) -> int:
     """Rows whose inputs and target both equal an earlier row's, exactly."""
-    records = np.ascontiguousarray(np.column_stack([X, y]), dtype=np.float64)
-    as_bytes = records.view(np.dtype((np.void, records.dtype.itemsize * records.shape[1])))
-    return int(records.shape[0] - np.unique(as_bytes.ravel()).size)
+    records = np.column_stack([X, y]) + 0.0                  # -0.0 -> 0.0
+    return int(records.shape[0] - np.unique(records, axis=0).shape[0])
 
 
 class InMemoryData:
