@@ -9,6 +9,11 @@ on 5,000 standard normal rows in d = 2 to 26 inputs with m = 15 to 60 neighbours
 ``auto_costs.vecchia_cost``'s seconds of one evaluation (``_vecchia_cost`` with one
 evaluation and no structure): the table its constants ``VECCHIA_POINT_ENTRIES`` and the
 m^2 (4 + d / 6) entries were fitted to.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_auto_costs.py --validated yacht,energy,wine
+
+The validated choice's prices on the auto panel's data sets against its measured fits
+(:func:`validated_prices`).
 """
 
 from __future__ import annotations
@@ -84,6 +89,46 @@ def vecchia_evaluations() -> None:
                   flush=True)
 
 
+def validated_prices(names) -> None:
+    """``--validated NAMES``: the validated choice's price of each exact and Vecchia
+    candidate (Gaussian and Matern-3/2 kernels) on the auto panel's UCI sets (fold 0 as the
+    test part), uncalibrated and at the kinds' measured slowdowns
+    (``auto_validation.measured_slowdowns``), against its measured seconds of learning and
+    5-fold scoring (the selection table's "fit s")."""
+    import bench_auto
+    from scalegp.estimators import auto_validation
+    print("\n| data set | candidate | uncalibrated s | calibrated s | measured s | "
+          "measured / calibrated |\n|---|---|---|---|---|---|")
+    for name in names:
+        X, y, _, _ = bench_auto.load_split(name, bench_auto.DATA_DIR)
+        n, d = X.shape
+        families = ("gaussian", "matern32")
+        plain = auto_validation.validated_candidates(n, d, families, with_vecchia=True,
+                                                     estimator_params={})
+        priced = auto_validation.validated_candidates(
+            n, d, families, with_vecchia=True, estimator_params={},
+            slowdowns=auto_validation.measured_slowdowns(X, y, families[0],
+                                                         with_vecchia=True))
+        uncalibrated = {c.name: c.predicted_seconds for c in plain}
+        folds = np.array_split(np.random.default_rng(0).permutation(n),
+                               auto_validation.VALIDATION_FOLDS)
+        for candidate in priced:
+            if candidate.kind not in ("exact", "vecchia"):
+                continue
+            start = time.perf_counter()
+            candidate.estimator.fit(X, y)
+            auto_validation.cross_validate(candidate, X, y, folds)
+            seconds = time.perf_counter() - start
+            print(f"| {name} | {candidate.name} | {uncalibrated[candidate.name]:.2f} | "
+                  f"{candidate.predicted_seconds:.2f} | {seconds:.2f} | "
+                  f"{seconds / candidate.predicted_seconds:.2f} |", flush=True)
+
+
 if __name__ == "__main__":
-    main()
-    vecchia_evaluations()
+    import sys
+    if sys.argv[1:2] == ["--validated"]:
+        warnings.simplefilter("ignore")
+        validated_prices(sys.argv[2].split(","))
+    else:
+        main()
+        vecchia_evaluations()

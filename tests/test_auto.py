@@ -137,6 +137,70 @@ def test_calibration_is_the_pilots_slowdown_against_its_prediction():
     assert auto_costs.calibrate(500, 3, 20, predicted / 2, RATE) == 1.0
 
 
+def test_the_validated_candidates_are_priced_at_their_kinds_measured_slowdown(monkeypatch):
+    """Each kind's price is its cost model's at the slowdown of one evaluation timed on this
+    machine (the exact GP and Vecchia), and the order follows the calibrated prices."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (400, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(400)
+    measured = auto_validation.measured_slowdowns(X, y, "matern32", with_vecchia=True)
+    assert set(measured) == {"exact", "vecchia"}
+    # the cost models' constants are of this kind of machine: within a factor 20 either way
+    assert all(0.05 < ratio < 20 for ratio in measured.values())
+    assert set(auto_validation.measured_slowdowns(X, y, "matern32", with_vecchia=False)) == {
+        "exact"}
+    plain = auto_validation.validated_candidates(400, 3, ("matern32",), with_vecchia=True,
+                                                 estimator_params={})
+    assert [c.kind for c in plain] == ["exact", "vecchia"]     # uncalibrated order
+    priced = auto_validation.validated_candidates(
+        400, 3, ("matern32",), with_vecchia=True, estimator_params={},
+        slowdowns={"exact": 30.0, "vecchia": 0.5})
+    assert [c.kind for c in priced] == ["vecchia", "exact"]
+    # the cheapest of each kind before the second of any
+    several = auto_validation.validated_candidates(
+        400, 3, ("matern32", "gaussian"), with_vecchia=True, estimator_params={},
+        slowdowns={"exact": 30.0, "vecchia": 0.5})
+    assert [c.kind for c in several] == ["vecchia", "exact", "vecchia", "exact"]
+    rate = auto_costs.machine_rate()
+    for candidate in priced:
+        ratio = {"exact": 30.0, "vecchia": 0.5}[candidate.kind]
+        assert candidate.predicted_seconds == pytest.approx(
+            candidate.cost.seconds(rate, slowdown=ratio))
+    # the exact GP's slowdown is its measured evaluation over its predicted one
+    times = iter([0.0, 0.3, 1.0, 1.2])                  # two evaluations: 0.3 s and 0.2 s
+    monkeypatch.setattr(auto_costs.time, "perf_counter", lambda: next(times))
+    kernel = sg.kernels.get("gaussian").with_params(length_scale=np.ones(3))
+    predicted = auto_costs.exact_cost(400, 3, 0).seconds(RATE)
+    assert auto_costs.calibrate_exact(X, y, kernel, 0.1, RATE) == pytest.approx(
+        0.2 / predicted)
+
+
+def test_a_calibrated_kind_is_not_charged_another_kinds_measured_ratio():
+    """After each fit a kind's price is corrected by its measured ratio; a kind not yet
+    measured keeps its calibrated price, and only an uncalibrated one is charged the
+    largest ratio seen."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
+    kernel = sg.kernels.get("gaussian").with_params(length_scale=np.ones(2))
+
+    def candidate(kind, seconds, calibrated):
+        found = auto_validation.Scored(kind, kind, sg.ExactGPRegressor(kernel=kernel),
+                                       auto_costs.exact_cost(120, 2, 50))
+        found.predicted_seconds, found.calibrated = seconds, calibrated
+        return found
+
+    # the first is measured at about 1e5 times its price
+    found = [candidate("vecchia", 1e-6, True), candidate("exact", 0.5, True),
+             candidate("low-rank", 0.5, False)]
+    auto_validation.learn_and_score(X, y, found, time_budget=1000.0,
+                                    rng=np.random.default_rng(0))
+    first, calibrated, uncalibrated = found
+    assert first.seconds / first.predicted_seconds > 1e4
+    assert calibrated.scored and "over the time budget" not in calibrated.note
+    assert not uncalibrated.scored and "over the time budget" in uncalibrated.note
+
+
 def test_machine_rate_is_measured_once():
     rate = auto_costs.machine_rate()
     assert rate > 1e7 and auto_costs.machine_rate() is rate

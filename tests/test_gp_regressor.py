@@ -114,6 +114,7 @@ def test_auto_with_a_pilot_fits_what_it_chose(monkeypatch):
     the chosen configuration (its cost raised here so that the test stays small)."""
     from scalegp.estimators import auto_validation
     monkeypatch.setattr(auto_validation, "ASSUMED_EVALUATIONS", 10**9)
+    monkeypatch.setattr(auto_validation, "VECCHIA_EVALUATIONS", 10**9)
     X, y = smooth(400, d=5, seed=1)
     model = quiet_fit(sg.GPRegressor(random_state=0, time_budget=600), X, y)
     selection = model.selection_

@@ -299,9 +299,11 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     n, d = X.shape
     if tolerance is not None or n >= auto_validation.MAX_VALIDATED_ROWS:
         return None
+    with_vecchia = sample_noise_variance is None
     found = auto_validation.validated_candidates(
-        n, d, families, with_vecchia=sample_noise_variance is None,
-        estimator_params=estimator_params)
+        n, d, families, with_vecchia=with_vecchia, estimator_params=estimator_params,
+        slowdowns=auto_validation.measured_slowdowns(X, y, families[0],
+                                                     with_vecchia=with_vecchia))
     within = [c for c in found if c.cost.memory_bytes <= memory_budget]
     for c in found:
         if c not in within:

@@ -51,13 +51,13 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .. import linalg
 from .._validation import check_matrix, check_positive_int, check_positive_scalar, check_vector
 from ..engine.hyperparameters import Hyperparameters
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel
+from ..rowwise import one_blas_thread
 from .structure import VecchiaStructure
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -175,7 +175,7 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
 
     # BLAS on one thread: the batches' products are small, and BLAS threads that wait
     # spinning beside ours (or beside other jobs) burn the cores the batches need
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         if n_jobs == 1 or len(batches) == 1:
             parts = [run(batch) for batch in batches]
         else:          # the same batches summed in the same order: equal to the serial sum

@@ -32,7 +32,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .._validation import (
     as_generator,
@@ -45,6 +44,7 @@ from .. import linalg
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel
 from ..nearest import ScaledTree
+from ..rowwise import one_blas_thread
 from .ordering import scaled_inputs
 
 #: Largest test set :func:`predict_joint` accepts (its factor F is n x n).
@@ -139,7 +139,7 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
         var[rows] = np.square(L[:, size, size])
 
     starts = range(0, len(X_test), POINTS_PER_TASK)
-    with threadpool_limits(limits=1, user_api="blas"):     # small products (likelihood.py)
+    with one_blas_thread():     # small products (likelihood.py)
         if n_jobs == 1 or len(starts) <= 1:
             for start in starts:
                 run(start)
