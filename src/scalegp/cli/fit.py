@@ -191,6 +191,8 @@ def command_fit(args) -> None:
             X, y, variances = to_arrays(reading)
             if gibbs:
                 estimator.fit(X, y, progress=progress)
+            elif isinstance(estimator, GPRegressor):   # auto: a bar of its budget's seconds
+                estimator.fit(X, y, sample_noise_variance=variances, progress=progress)
             else:
                 estimator.fit(X, y, sample_noise_variance=variances)
         elapsed = time.perf_counter() - start

@@ -343,17 +343,18 @@ def rows_among(indices, chunk: Chunk) -> PickedRows:
 
 class ProgressBars:
     """Progress as tqdm bars on stderr, the package's one progress protocol (the passes of
-    :class:`PassReporter`, the stages of the Gibbs sampler): ``start_pass(name, total,
-    unit="rows")`` opens a bar named after the pass or stage (count done, rate and, with a known
-    total, time left), and ``self(done)`` advances it."""
+    :class:`PassReporter`, the stages of the Gibbs sampler, ``approximation="auto"``'s
+    seconds against its budget): ``start_pass(name, total, unit="rows", initial=0)`` opens a
+    bar named after the pass or stage (count done, rate and, with a known total, time left;
+    ``initial`` the count it starts at, outside the rate), and ``self(done)`` advances it."""
 
     def __init__(self):
         self.bar = None
 
-    def start_pass(self, name: str, total, unit: str = "rows") -> None:
+    def start_pass(self, name: str, total, unit: str = "rows", initial=0) -> None:
         from tqdm import tqdm
         self.close()
-        self.bar = tqdm(total=total, desc=name, unit=unit, unit_scale=True,
+        self.bar = tqdm(total=total, desc=name, unit=unit, unit_scale=True, initial=initial,
                         file=sys.stderr, leave=False)
 
     def __call__(self, done: int) -> None:

@@ -66,7 +66,7 @@ from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_vector
-from . import auto_costs, auto_validation
+from . import auto_costs, auto_progress, auto_validation
 from .auto_selection import Candidate, Selection
 from .configuration import Exact, Features, Neighbors, Nystrom
 from .exact import ExactGPRegressor
@@ -609,6 +609,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     notes = []
     if pilot is None:
         # an estimate by design: its learning stops at its share of the budget
+        auto_progress.stage("pilot: an exact GP on a sample of the rows")
         with optimize.deadline(started + PILOT_SHARE * time_budget, soft=True):
             pilot, why = _best_pilot(Xs, ys, rng, families)
         if why:
@@ -625,6 +626,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         vecchia_slowdown = auto_costs.calibrate_vecchia(
             Xs[pilot.train], ys[pilot.train], pilot.kernel, pilot.noise_variance,
             VECCHIA_REFERENCE_M, rate)
+    auto_progress.stage("pricing the candidates and measuring the best on held-back rows")
     found = candidates(Xs, pilot, rate, slowdown, rng, vecchia_slowdown)
     left = time_budget - (time.perf_counter() - started)
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]

@@ -93,7 +93,7 @@ from sklearn.base import clone
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
-from . import auto_costs
+from . import auto_costs, auto_progress
 from .configuration import Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
@@ -358,7 +358,7 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
     if y.size < MIN_VALIDATED_ROWS:       # module docstring: the first exact GP, unscored
         candidates = [next(c for c in candidates if c.kind == "exact")]
     ratios: dict = {}
-    for candidate in candidates:
+    for number, candidate in enumerate(candidates, 1):
         ratio = ratios.get(candidate.kind, 1.0 if candidate.calibrated
                            else max([1.0, *ratios.values()]))
         expected = candidate.predicted_seconds * ratio
@@ -370,6 +370,8 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
             continue
         extra = {} if sample_noise_variance is None else {
             "sample_noise_variance": sample_noise_variance}
+        auto_progress.stage(f"learning and scoring {candidate.name} ({number} of "
+                            f"{len(candidates)})")
         start = time.perf_counter()
         try:
             with warnings.catch_warnings(record=True) as caught, \
@@ -444,6 +446,8 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
     leaders = leaders[:RESTARTED_CANDIDATES]
     extra = {} if sample_noise_variance is None else {
         "sample_noise_variance": sample_noise_variance}
+    if leaders:
+        auto_progress.stage(f"restarting the {len(leaders)} best from random starts")
     tried = {id(c): 0 for c in leaders}
     first_seconds = {id(c): c.seconds for c in leaders}
     first = {id(c): (c.cv_nlpd, c.estimator.log_marginal_likelihood_value_) for c in leaders}

@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
-from . import auto, configuration
+from . import auto, auto_progress, configuration
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -124,7 +124,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
 
     # ----------------------------------------------------------------- fitting
-    def fit(self, X, y, sample_noise_variance=None):
+    def fit(self, X, y, sample_noise_variance=None, progress=None):
         """Choose the model (``auto``) or build the one named, and fit it.
 
         Parameters
@@ -134,6 +134,12 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         sample_noise_variance : array-like of shape (n_samples,), optional
             Known per-row noise variances added to the learned one (passed to the chosen
             estimator; Vecchia does not take them).
+        progress : callable, optional
+            The package's progress protocol (:class:`scalegp.data.sources.ProgressBars`,
+            what ``scalegp fit`` draws): with ``auto``, one bar per stage of the choice
+            (the candidate being learned, the restarts, the pilot, the final fit), of the
+            seconds spent against ``time_budget`` (:mod:`scalegp.estimators.auto_progress`);
+            with an explicit approximation, the chosen estimator's own reports.
 
         Returns
         -------
@@ -156,21 +162,23 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, y_numeric=True)
         params = {} if sample_noise_variance is None else {
             "sample_noise_variance": sample_noise_variance}
-        if is_auto:
+        if not is_auto:
+            self.selection_ = None
+            self.estimator_ = self._explicit().fit(X, y, progress=progress, **params)
+            return self
+        with auto_progress.reporting(progress, self._time_budget(), started):
             self.selection_ = self._select(X, y, sample_noise_variance)
             if self.selection_.estimator is not None:     # learned on all rows already
                 for message, category in self.selection_.warnings:
                     warnings.warn(message, category, stacklevel=2)
                 self.estimator_ = self.selection_.estimator
                 return self
+            auto_progress.stage(f"fitting {self.selection_.chosen.name} on all rows")
             estimator = self._from_selection(self.selection_, X)
             if isinstance(estimator, ExactGPRegressor):
                 self.estimator_ = self._exact_from_two_starts(estimator, X, y, params, started)
-                return self
-        else:
-            self.selection_ = None
-            estimator = self._explicit()
-        self.estimator_ = estimator.fit(X, y, **params)
+            else:
+                self.estimator_ = estimator.fit(X, y, **params)
         return self
 
     def _select(self, X, y, sample_noise_variance):
