@@ -23,7 +23,6 @@ same run. The gradients of the first two agree to rounding (checked on every row
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
@@ -32,6 +31,7 @@ from sklearn.gaussian_process import kernels as skk
 import scalegp as sg
 from scalegp import linalg
 from scalegp.engine import exact
+from scalegp.estimators.auto_costs import fastest
 
 from machine import gemm_rate
 
@@ -45,15 +45,6 @@ def _stack_gradient(kernel, noise_variance, X, y):
     alpha = linalg.cho_solve(L, y)
     inner = np.outer(alpha, alpha) - linalg.inverse_from_cholesky(L)
     return 0.5 * np.einsum("ij,pji->p", inner, kernel.gradient(X))
-
-
-def _best(function, repeats: int) -> float:
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _sklearn(family: str, d: int, X, y):
@@ -90,10 +81,10 @@ def main(argv=None) -> None:
             if not np.allclose(grad[:-1], stacked, rtol=1e-9, atol=1e-9 * np.abs(stacked).max()):
                 raise SystemExit(f"n {n} d {d}: the two gradients differ: {grad[:-1]} "
                                  f"against {stacked}")
-            contraction = _best(lambda: exact.log_marginal_likelihood(
+            contraction = fastest(lambda: exact.log_marginal_likelihood(
                 kernel, 0.1, X, y, eval_gradient=True), args.repeats)
-            stack = _best(lambda: _stack_gradient(kernel, 0.1, X, y), args.repeats)
-            peer = _best(_sklearn(args.family, d, X, y), args.repeats)
+            stack = fastest(lambda: _stack_gradient(kernel, 0.1, X, y), args.repeats)
+            peer = fastest(_sklearn(args.family, d, X, y), args.repeats)
             floor = (4.0 * n**3 / 3.0 + 6.0 * n * n * d) / rate
             print(f"| {n} | {d} | {contraction:.4f} | {stack:.4f} | {peer:.4f} | "
                   f"{stack / contraction:.1f} | {peer / contraction:.1f} | {floor:.4f} | "

@@ -51,8 +51,9 @@ import numpy as np
 
 from .._memory import ENGINE_MATRICES, required_bytes
 
-__all__ = ["CostModel", "machine_rate", "calibrate", "calibrate_exact", "exact_cost", "nystrom_cost",
-           "glf_cost", "neighbors_cost", "vecchia_cost", "vecchia_schedule_cost"]
+__all__ = ["CostModel", "fastest", "machine_rate", "calibrate", "calibrate_exact",
+           "exact_cost", "nystrom_cost", "glf_cost", "neighbors_cost", "vecchia_cost",
+           "vecchia_schedule_cost"]
 
 #: Side of the square GEMM that measures the machine (about 0.27 GFLOP, tens of ms).
 RATE_MATRIX = 512
@@ -115,6 +116,16 @@ FIRST_STAGE_EVALUATIONS = 1.5
 LATER_STAGE_EVALUATIONS = 30
 
 
+def fastest(call, repeats: int) -> float:
+    """The least wall time of ``repeats`` calls of ``call()``, in seconds."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 @functools.lru_cache(maxsize=1)
 def machine_rate() -> float:
     """GEMM rate of this machine in flops per second, measured once per process: the best of
@@ -122,12 +133,7 @@ def machine_rate() -> float:
     rng = np.random.default_rng(1)
     A, B = rng.standard_normal((RATE_MATRIX, RATE_MATRIX)), rng.standard_normal(
         (RATE_MATRIX, RATE_MATRIX))
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        A @ B
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * RATE_MATRIX ** 3 / max(best, 1e-9)
+    return 2.0 * RATE_MATRIX ** 3 / max(fastest(lambda: A @ B, 3), 1e-9)
 
 
 @functools.lru_cache(maxsize=1)
@@ -136,12 +142,7 @@ def machine_entry_rate() -> float:
     of three ``exp(-0.5 (A * A))`` of RATE_MATRIX^2 entries (a Gaussian kernel's work per
     entry and input), in wall time."""
     A = np.random.default_rng(1).standard_normal((RATE_MATRIX, RATE_MATRIX))
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        np.exp(-0.5 * (A * A))
-        best = min(best, time.perf_counter() - start)
-    return RATE_MATRIX ** 2 / max(best, 1e-9)
+    return RATE_MATRIX ** 2 / max(fastest(lambda: np.exp(-0.5 * (A * A)), 3), 1e-9)
 
 
 @dataclass(frozen=True)
@@ -176,12 +177,7 @@ def calibrate_vecchia(X, y, kernel, noise_variance: float, m: int, rate: float) 
     m = max(1, min(m, X.shape[0] - 1))
     likelihood = VecchiaLikelihood(Hyperparameters(kernel, noise_variance), X, y,
                                    build_structure(X, kernel.length_scale, m))
-    theta = likelihood.hyperparameters.theta
-    best = math.inf
-    for _ in range(2):
-        start = time.perf_counter()
-        likelihood(theta)
-        best = min(best, time.perf_counter() - start)
+    best = fastest(lambda: likelihood(likelihood.hyperparameters.theta), 2)
     predicted = _vecchia_cost(X.shape[0], X.shape[1], m, float(X.shape[0]), 1, 0).seconds(rate)
     return best / max(predicted, 1e-9)
 
@@ -196,12 +192,7 @@ def calibrate_exact(X, y, kernel, noise_variance: float, rate: float) -> float:
     from ..engine.exact import ExactMarginalLikelihood
     from ..engine.hyperparameters import Hyperparameters
     likelihood = ExactMarginalLikelihood(Hyperparameters(kernel, noise_variance), X, y)
-    theta = likelihood.hyperparameters.theta
-    best = math.inf
-    for _ in range(2):
-        start = time.perf_counter()
-        likelihood(theta)
-        best = min(best, time.perf_counter() - start)
+    best = fastest(lambda: likelihood(likelihood.hyperparameters.theta), 2)
     predicted = exact_cost(X.shape[0], X.shape[1], 0).seconds(rate)
     return best / max(predicted, 1e-9)
 
