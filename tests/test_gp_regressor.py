@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import clone
+from scalegp.errors import ConvergenceWarning
 
 import scalegp as sg
 from scalegp.estimators import auto
@@ -127,6 +128,24 @@ def test_auto_with_a_pilot_fits_what_it_chose(monkeypatch):
     # the table survives the model file's JSON round trip
     again = auto.Selection.from_json(selection.to_json())
     assert again.table() == selection.table()
+
+
+def test_the_pilot_paths_final_fit_stops_learning_at_the_budget(monkeypatch):
+    """The chosen configuration learns under a soft deadline (the budget less its finishing
+    steps): a fit that outlasts its price stops at its best point, says so in the
+    selection's notes and warns that it did not converge; it still predicts."""
+    from scalegp.estimators import auto_validation, gp_regressor
+    monkeypatch.setattr(auto_validation, "ASSUMED_EVALUATIONS", 10**9)
+    monkeypatch.setattr(auto_validation, "VECCHIA_EVALUATIONS", 10**9)
+    X, y = smooth(400, d=5, seed=1)
+    model = quiet_fit(sg.GPRegressor(random_state=0, time_budget=600), X, y)
+    assert not any("stopped at the time budget" in note for note in model.selection_.notes)
+    monkeypatch.setattr(gp_regressor, "FINISH_STEPS", 10**12)     # the deadline has passed
+    with pytest.warns(ConvergenceWarning, match="reached the time budget"):
+        late = sg.GPRegressor(random_state=0, time_budget=600).fit(X, y)
+    assert late.selection_.chosen.name == model.selection_.chosen.name
+    assert any("stopped at the time budget" in note for note in late.selection_.notes)
+    assert np.all(np.isfinite(late.predict(X)))
 
 
 def test_clone_and_nested_parameters():

@@ -39,7 +39,7 @@ from ..data.distributed import DaskSource, is_dask_collection
 from ..engine.hyperparameters import Hyperparameters
 from ..engine.systems import EigenSystem
 from ..errors import ConvergenceWarning, FitQualityWarning, NonFiniteResultError
-from ..inference.optimize import learn_hyperparameters, learn_widening
+from ..inference.optimize import DEADLINE_MESSAGE, learn_hyperparameters, learn_widening
 from .training_data import (InMemoryData, Staged, StreamedData, probe_indices,
                             repeated_records)
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -117,6 +117,12 @@ def _learn(make_objective, objective, box, stage, widens, n_restarts, rng, ftol=
 
 def _not_converged(result) -> tuple[str, type]:
     """The diagnostic of learning that stopped without converging."""
+    if result.message == DEADLINE_MESSAGE:
+        return (f"the hyperparameter optimizer (L-BFGS-B) stopped without converging after "
+                f"{result.n_evaluations} evaluation(s): its learning reached the time "
+                "budget, and the hyperparameters are the best point found, not a maximum "
+                "of the log marginal likelihood; a larger time_budget lets it converge",
+                ConvergenceWarning)
     cause = ("the line search failed, so the objective or its gradient is inaccurate "
              "there (rounding near a flat optimum, or an ill-conditioned model)"
              if result.message.startswith("ABNORMAL") else

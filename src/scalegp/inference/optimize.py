@@ -48,6 +48,10 @@ from ..errors import (BoundaryWarning, NotPositiveDefiniteError, NumericalWarnin
 _DEADLINE: contextvars.ContextVar = contextvars.ContextVar("scalegp_deadline", default=None)
 
 
+#: The message of a search a soft :func:`deadline` ended.
+DEADLINE_MESSAGE = "stopped at its deadline"
+
+
 class _DeadlineReached(Exception):
     """A soft deadline passed: the search ends at the best point evaluated."""
 
@@ -214,12 +218,12 @@ def maximize_likelihood(objective, theta0, bounds, *, n_restarts: int = 0, rng=N
                                    curve=curve, feasible=feasible)
         except _DeadlineReached:            # a soft deadline: the best point evaluated
             fun, x = min(evaluated, key=lambda pair: pair[0])
-            run = _Run(x, fun, len(evaluated) - before, False, "stopped at its deadline")
+            run = _Run(x, fun, len(evaluated) - before, False, DEADLINE_MESSAGE)
         history.append(np.array(curve))
         n_evaluations += run.n_evaluations
         if best is None or run.fun < best.fun:
             best = run
-        if run.message == "stopped at its deadline":
+        if run.message == DEADLINE_MESSAGE:
             break
     if failures and not evaluated:                  # no start could be evaluated
         raise failures[0]
