@@ -478,7 +478,7 @@ def test_a_soft_deadline_ends_learning_at_the_best_point_not_converged():
     with optimize.deadline(time.perf_counter() - 1.0, soft=True):
         model = sg.ExactGPRegressor().fit(X, y)
     result = model.optimization_result_
-    assert not result.converged and result.message == "stopped at its deadline"
+    assert not result.converged and result.message == optimize.DEADLINE_MESSAGE
     learned = sg.ExactGPRegressor().fit(X, y).optimization_result_
     assert result.n_evaluations < learned.n_evaluations
     assert result.log_marginal_likelihood <= learned.log_marginal_likelihood + 1e-9

@@ -6,6 +6,7 @@ import time
 import warnings
 
 import numpy as np
+import pytest
 
 import scalegp as sg
 from scalegp.data.sources import ProgressBars
@@ -85,3 +86,16 @@ def test_progress_bars_start_at_the_count_given():
     bars(4.0)
     assert bars.bar.n == 4.0
     bars.close()
+
+
+@pytest.mark.parametrize("approximation", ["exact", "vecchia", sg.Nystrom(n_components=20)])
+def test_an_explicit_approximation_takes_the_progress_bars(approximation):
+    """GPRegressor passes ``progress`` to the chosen estimator, whose in-memory passes call
+    it without announcing a pass first."""
+    X, y = data(100)
+    bars = ProgressBars()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sg.GPRegressor(approximation=approximation).fit(X, y, progress=bars)
+    bars.close()
+    assert np.all(np.isfinite(model.predict(X)))

@@ -346,7 +346,9 @@ class ProgressBars:
     :class:`PassReporter`, the stages of the Gibbs sampler, ``approximation="auto"``'s
     seconds against its budget): ``start_pass(name, total, unit="rows", initial=0)`` opens a
     bar named after the pass or stage (count done, rate and, with a known total, time left;
-    ``initial`` the count it starts at, outside the rate), and ``self(done)`` advances it."""
+    ``initial`` the count it starts at, outside the rate), and ``self(done)`` advances it
+    (opening a bar named "pass" where none was started: an in-memory fit's passes are not
+    announced)."""
 
     def __init__(self):
         self.bar = None
@@ -358,6 +360,8 @@ class ProgressBars:
                         file=sys.stderr, leave=False)
 
     def __call__(self, done: int) -> None:
+        if self.bar is None:          # a pass over rows in memory is not announced
+            self.start_pass("pass", None)
         self.bar.update(done - self.bar.n)
 
     def close(self) -> None:
