@@ -14,6 +14,13 @@ m^2 (4 + d / 6) entries were fitted to.
 
 The validated choice's prices on the auto panel's data sets against its measured fits
 (:func:`validated_prices`).
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_auto_costs.py --nystrom
+
+One Nystrom (VFE) likelihood-and-gradient evaluation, one length scale per input, on 4,000
+standard normal rows in d = 2 to 50 inputs at m = 256 to 2,048 random knots (the best of
+two), against ``auto_costs.nystrom_cost``'s seconds of one evaluation
+(:func:`nystrom_evaluations`).
 """
 
 from __future__ import annotations
@@ -89,6 +96,33 @@ def vecchia_evaluations() -> None:
                   flush=True)
 
 
+def nystrom_evaluations(n: int = 4000) -> None:
+    """Module docstring, ``--nystrom``."""
+    from scalegp.engine.hyperparameters import Hyperparameters
+
+    rate, entry_rate = auto_costs.machine_rate(), auto_costs.machine_entry_rate()
+    print(f"GEMM {rate / 1e9:.3g} GFLOP/s, kernel entries {entry_rate / 1e6:.3g} M/s\n")
+    print("| d | m | measured s per evaluation | predicted s | measured / predicted |\n"
+          "|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for d in (2, 8, 26, 50):
+        X = rng.standard_normal((n, d))
+        y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.standard_normal(n)
+        for m in (256, 512, 1024, 2048):
+            kernel = sg.Gaussian(length_scale=np.full(d, 2.0))
+            model = sg.LowRankGPRegressor(
+                kernel=kernel, approximation=sg.Nystrom(n_components=m, knots="random",
+                                                        objective="vfe"),
+                optimize=False, random_state=0).fit(X, y)
+            theta = Hyperparameters(model.kernel_, model.noise_variance_).theta
+            best = auto_costs.fastest(
+                lambda: model.log_marginal_likelihood(theta, eval_gradient=True), 2)
+            cost = auto_costs.nystrom_cost(n, d, m, 0)       # one evaluation
+            predicted = cost.seconds(rate) - auto_costs.EVALUATION_SECONDS
+            print(f"| {d} | {m} | {best:.3f} | {predicted:.3f} | {best / predicted:.2f} |",
+                  flush=True)
+
+
 def validated_prices(names) -> None:
     """``--validated NAMES``: the validated choice's price of each exact and Vecchia
     candidate (Gaussian and Matern-3/2 kernels) on the auto panel's UCI sets (fold 0 as the
@@ -129,6 +163,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--validated"]:
         warnings.simplefilter("ignore")
         validated_prices(sys.argv[2].split(","))
+    elif sys.argv[1:2] == ["--nystrom"]:
+        warnings.simplefilter("ignore")
+        nystrom_evaluations()
     else:
         main()
         vecchia_evaluations()

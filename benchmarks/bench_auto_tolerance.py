@@ -74,8 +74,9 @@ def run(name: str, data_dir: Path) -> list:
             chosen = selection.chosen
             held = (chosen.measured_kl if isinstance(tolerance, dict)
                     else chosen.measured_ratio)
+            held = "not verified" if held is None else f"{held:.4g}"
             rows.append(f"| {name} | {_label(tolerance)} | {chosen.name} | "
-                        f"{held:.4g} | {reached:.4g} | {rmse:.4f} | {exact_rmse:.4f} | "
+                        f"{held} | {reached:.4g} | {rmse:.4f} | {exact_rmse:.4f} | "
                         f"{seconds:.1f} | {verdict} |")
             print(rows[-1], flush=True)
     return rows

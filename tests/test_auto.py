@@ -51,9 +51,24 @@ def test_cost_models_count_what_they_say():
     assert exact.memory_bytes == 8 * (auto_costs.EXACT_MATRICES + p) * 1e6
     # costs grow with their sizes; the exact GP's as n^3, Nystrom's as n at fixed m
     assert auto_costs.exact_cost(2000, 2, 9).flops / exact.flops == pytest.approx(8, rel=0.01)
+    # Nystrom: per step 3 n m^2 + (2 p + 1/3) m^3 + 4 n m d flops and a few entries per
+    # row and knot; E evaluations, L knot steps and the final conditioning
+    nystrom = auto_costs.nystrom_cost(1000, 2, 100, 9, 5)
+    assert nystrom.evaluations == 15
+    assert nystrom.flops == pytest.approx(15 * (3e7 + (2 * 4 + 1 / 3) * 1e6 + 8e5))
+    assert nystrom.entries == pytest.approx(15 * auto_costs.NYSTROM_PAIR_ENTRIES * 1e5)
+    assert auto_costs.nystrom_cost(1000, 2, 100, 9, 5, n_params=3).flops == pytest.approx(
+        15 * (3e7 + (2 * 3 + 1 / 3) * 1e6 + 8e5))
     small, large = (auto_costs.nystrom_cost(n, 8, 256, 50, 150).flops for n in (10**4, 10**5))
-    m = 256     # 2 n m^2 + m^3 per step: linear in n but for the m^3 term
-    assert large / small == pytest.approx((2e5 * m * m + m**3) / (2e4 * m * m + m**3))
+    m, p = 256, 10      # linear in n but for the m^3 terms
+    assert large / small == pytest.approx((3e5 * m * m + (2 * p + 1 / 3) * m**3 + 4e5 * m * 8)
+                                          / (3e4 * m * m + (2 * p + 1 / 3) * m**3 + 4e4 * m * 8))
+    # one evaluation at n = 4,000, m = 256 measured 0.095 s in 2 inputs and 0.206 s in 50
+    # (bench_auto_costs.py --nystrom, session 11): the price grows about as much with d (the
+    # counts had charged 2 (p + 1) n m d entries: 265 times more in 50 inputs than in 2)
+    at = {d: auto_costs.nystrom_cost(4000, d, 256, 0).seconds(4e10, entry_rate=6.4e7)
+          for d in (2, 50)}
+    assert 0.206 / 0.095 / 1.5 < at[50] / at[2] < 1.5 * 0.206 / 0.095
     assert auto_costs.glf_cost(10**5, 2, 2048, 50).flops > auto_costs.glf_cost(
         10**5, 2, 1024, 50).flops
     assert auto_costs.neighbors_cost(10**5, 2, 300, 50).loops > 0
@@ -298,6 +313,27 @@ def test_tolerance_picks_a_verified_candidate(rough_2d, rough_pilot):
     assert kl.chosen.measured_kl <= kl.chosen.kl_upper
     if kl.reason.startswith("the cheapest"):
         assert kl.chosen.kl_upper <= 0.05
+
+
+def test_tolerance_with_no_verifiable_candidate_claims_nothing(rough_2d, rough_pilot,
+                                                                monkeypatch):
+    """Where no candidate within the budgets can be verified (a Vecchia model's neighbours
+    are too few among the pilot's rows: sml's m = 15 on 3,723 rows is 2 among 480), nothing
+    is claimed and the best predicted one is fitted. It raised TypeError (min over None)
+    on sml with tolerance=1.02."""
+    X, y = rough_2d
+    every = auto.candidates
+    monkeypatch.setattr(auto, "candidates", lambda *args, **kwargs: [
+        c for c in every(*args, **kwargs) if c.name.startswith("vecchia")])
+    monkeypatch.setattr(auto, "MIN_VERIFIED_NEIGHBORS", 10 ** 6)
+    for tolerance in (1.02, {"mean_kl": 0.05}):
+        selection = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6,
+                                tolerance=tolerance, pilot=rough_pilot[2])
+        assert "none could be verified" in selection.reason
+        chosen = selection.chosen
+        assert chosen.measured_ratio is None and chosen.measured_kl is None
+        assert chosen.predicted_ratio == min(c.predicted_ratio for c in selection.candidates)
+        assert "not verified" in chosen.note
 
 
 def test_held_back_upper_bounds_cover_the_population_values():

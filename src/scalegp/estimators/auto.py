@@ -667,8 +667,16 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     for c in fitting:
         if c.measured_ratio is None:
             verify(Xs, ys, pilot, c)
-    chosen = min(fitting, key=lambda c: (c.measured_kl if isinstance(tolerance, dict)
-                                         else c.measured_ratio))
-    return Selection(found, chosen, "no candidate within the budgets meets the tolerance: "
-                     "the best measured one", pilot, time_budget, memory_budget, tolerance,
+    measure = "measured_kl" if isinstance(tolerance, dict) else "measured_ratio"
+    measured = [c for c in fitting if getattr(c, measure) is not None]
+    if measured:
+        chosen = min(measured, key=lambda c: (getattr(c, measure), c.seconds))
+        reason = "no candidate within the budgets meets the tolerance: the best measured one"
+    else:
+        # none could be verified (too few neighbours among the pilot's rows): nothing is
+        # claimed, and the best predicted accuracy is fitted
+        chosen = min(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
+        reason = ("no candidate within the budgets meets the tolerance: none could be "
+                  "verified on the pilot's held-back rows; the best predicted one")
+    return Selection(found, chosen, reason, pilot, time_budget, memory_budget, tolerance,
                      rate, slowdown, notes)

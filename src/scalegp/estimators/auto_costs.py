@@ -26,9 +26,13 @@ of learning (the pilot's own count):
   gradient n^3, the squared distances twice and the p gradient traces by GEMM 6 n^2 d
   (:meth:`scalegp.kernels.Kernel.gradient_inner_and_input_contraction`), and
   EXACT_PAIR_ENTRIES n^2 elementwise entries; memory (EXACT_MATRICES + p) n^2 float64.
-- Nystrom, VFE bound, m knots, L knot-learning steps (each about one evaluation plus
-  n m d): per evaluation 2 n m^2 + 2 (p + 1) n m d + m^3; memory the engine's m x m
-  matrices and chunks (``scalegp._memory.required_bytes``).
+- Nystrom, VFE bound, m knots, L knot-learning steps (each about one evaluation): per
+  evaluation 3 n m^2 (the features K_XZ L^{-T}, their statistics and the sensitivity
+  B = W L^{-1}), (2 p + 1/3) m^3 (K_ZZ's Cholesky factor and the p derivatives
+  L^{-1} dK_ZZ,j L^{-T}, two triangular solves each), 4 n m d (distances and the gradient
+  contractions by GEMM, :meth:`scalegp.kernels.Kernel.gradient_inner_and_input_contraction`)
+  and NYSTROM_PAIR_ENTRIES n m elementwise entries; memory the engine's m x m matrices and
+  chunks (``scalegp._memory.required_bytes``).
 - Gauss-Legendre features, s columns: one pass n s^2, then E (s^3 / 3 + p s^2) on the
   s x s statistics; memory the engine's s x s matrices.
 - neighbourhood-local exact GPs, k neighbours, C learning neighbourhoods: learning
@@ -78,12 +82,21 @@ EVALUATION_SECONDS = 2e-3
 #: Measured over predicted seconds that the counts miss, per family, from
 #: ``benchmarks/bench_auto_costs.py`` (3,000 2-D rows, the evaluations each fit made, two runs
 #: on the shared machine, benchmarks/results/auto-costs.md): Gauss-Legendre features 3.5 and
-#: 4.8 (the feature pass and the s x s statistics run far below the GEMM rate), Nystrom with
-#: learned knots 6.6 and 2.8 (each knot step costs more than a likelihood evaluation); the
-#: exact GP (1.0 to 1.3) and Vecchia (0.44 to 1.04) need none. Priced in, these factors keep
-#: a Nystrom or GLF choice from overrunning the budget as it did on the auto panel (wine,
-#: skillcraft and sml: 96, 299 and 473 s against 60).
-FAMILY_FACTORS = {"glf": 4.0, "nystrom": 4.0}
+#: 4.8 (the feature pass and the s x s statistics run far below the GEMM rate); the exact GP
+#: (1.0 to 1.3) and Vecchia (0.44 to 1.04) need none. Priced in, the factor keeps a GLF
+#: choice from overrunning the budget. Nystrom has none since its counts include the
+#: derivatives of K_ZZ's factor (session 11): one likelihood-and-gradient evaluation
+#: measured over predicted 0.47 to 0.72 (two runs) for n = 4,000, d = 2 to 50, m = 256 to 2,048
+#: (``bench_auto_costs.py --nystrom``; its dense work runs nearer the GEMM rate than
+#: EFFICIENCY, so the price errs high, as the budget wants). Its counts had charged
+#: 2 (p + 1) n m d elementwise entries an evaluation: sml's fit (3,724 rows, 26 inputs,
+#: m = 256, 150 knot steps, 601 evaluations) was priced 46,365 s, measured 94 s (now 142 s),
+#: and no Nystrom candidate of the pilot path fitted a minute's budget beyond a few inputs.
+FAMILY_FACTORS = {"glf": 4.0}
+#: Elementwise entries of a Nystrom likelihood-and-gradient evaluation per row and knot
+#: (K_XZ's exp and the sensitivity's products: a few passes over n m values; the traces over
+#: the p parameters are GEMMs).
+NYSTROM_PAIR_ENTRIES = 4
 #: Work of one Vecchia conditional and its gradient beyond its m^2 (4 + d / 6) kernel entries
 #: (gathering its rows, the batched factorizations' bookkeeping), in entries: fitted with the
 #: m^2 coefficient to likelihood-and-gradient evaluations of 5,000 points, d = 2 to 26,
@@ -220,16 +233,16 @@ def exact_cost(n: int, n_dims: int, evaluations: int) -> CostModel:
 
 
 def nystrom_cost(n: int, n_dims: int, m: int, evaluations: int,
-                 learn_iterations: int = 0) -> CostModel:
-    """(E + L) (2 n m^2 + m^3) flops and (E + L) 2 (p + 1) n m d + L n m d entries (L
-    knot-learning steps)."""
-    p = _parameters(n_dims)
+                 learn_iterations: int = 0, n_params: int | None = None) -> CostModel:
+    """(E + L + 1) (3 n m^2 + (2 p + 1/3) m^3 + 4 n m d) flops and (E + L + 1)
+    NYSTROM_PAIR_ENTRIES n m entries (L knot-learning steps; p = ``n_params``, default
+    d + 2: one length scale per input)."""
+    p = _parameters(n_dims) if n_params is None else n_params
     steps = evaluations + learn_iterations + 1
-    flops = steps * (2.0 * n * m * m + float(m) ** 3)
-    entries = steps * 2.0 * (p + 1) * n * m * n_dims + learn_iterations * n * m * n_dims
+    flops = steps * (3.0 * n * m * m + (2.0 * p + 1.0 / 3.0) * float(m) ** 3
+                     + 4.0 * n * m * n_dims)
     return CostModel(flops, required_bytes(m, n_matrices=ENGINE_MATRICES["cholesky"]),
-                     steps, entries=entries,
-                     factor=FAMILY_FACTORS["nystrom"] if learn_iterations else 1.0)
+                     steps, entries=steps * NYSTROM_PAIR_ENTRIES * float(n) * m)
 
 
 def glf_cost(n: int, n_dims: int, s: int, evaluations: int) -> CostModel:

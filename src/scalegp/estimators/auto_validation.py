@@ -284,7 +284,8 @@ def _low_rank_candidate(n: int, n_dims: int, family, common: dict) -> Scored:
         kernel=kernel, approximation=Nystrom(n_components=m, knots="random", objective="vfe"),
         **common)
     return Scored(f"nystrom-vfe m={m} one length scale {label}", "low-rank", estimator,
-                  auto_costs.nystrom_cost(n, 1, m, ASSUMED_EVALUATIONS))
+                  auto_costs.nystrom_cost(n, n_dims, m, ASSUMED_EVALUATIONS,
+                                          n_params=kernel.n_params + 1))
 
 
 def _vecchia_candidate(n: int, n_dims: int, label: str, kernel, common: dict) -> Scored:
