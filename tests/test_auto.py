@@ -164,16 +164,16 @@ def test_the_validated_candidates_are_priced_at_their_kinds_measured_slowdown(mo
     assert all(0.05 < ratio < 20 for ratio in measured.values())
     assert set(auto_validation.measured_slowdowns(X, y, "matern32", with_vecchia=False)) == {
         "exact"}
-    plain = auto_validation.validated_candidates(400, 3, ("matern32",), with_vecchia=True,
+    plain = auto_validation.validated_candidates(400, 3, ("matern32",), homoscedastic=True,
                                                  estimator_params={})
     assert [c.kind for c in plain] == ["exact", "vecchia"]     # uncalibrated order
     priced = auto_validation.validated_candidates(
-        400, 3, ("matern32",), with_vecchia=True, estimator_params={},
+        400, 3, ("matern32",), homoscedastic=True, estimator_params={},
         slowdowns={"exact": 30.0, "vecchia": 0.5})
     assert [c.kind for c in priced] == ["vecchia", "exact"]
     # the cheapest of each kind before the second of any
     several = auto_validation.validated_candidates(
-        400, 3, ("matern32", "gaussian"), with_vecchia=True, estimator_params={},
+        400, 3, ("matern32", "gaussian"), homoscedastic=True, estimator_params={},
         slowdowns={"exact": 30.0, "vecchia": 0.5})
     assert [c.kind for c in several] == ["vecchia", "exact", "vecchia", "exact"]
     rate = auto_costs.machine_rate()
@@ -336,6 +336,35 @@ def test_tolerance_with_no_verifiable_candidate_claims_nothing(rough_2d, rough_p
         assert "not verified" in chosen.note
 
 
+def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_2d):
+    """The pilot path (a tolerance, or 4,000 rows and more) kept Vecchia and the
+    neighbourhood-local models among its candidates where the rows carry known noise
+    variances; where one was chosen, the fit raised ValueError ("VecchiaGPRegressor has
+    homoscedastic noise only") or NotImplementedError (local models). Found by fuzzing
+    GPRegressor's options (150 rows, tolerance=1.02, time_budget=0.5)."""
+    X, y = rough_2d
+    noise = np.full(len(y), 0.01)
+    for tolerance in (1.02, {"mean_kl": 0.05}):
+        model = sg.GPRegressor(tolerance=tolerance, random_state=0).fit(
+            X, y, sample_noise_variance=noise)
+        names = [c.name for c in model.selection_.candidates]
+        assert names and not any(name.startswith(("vecchia", "neighbors")) for name in names)
+        assert any("sample_noise_variance" in note for note in model.selection_.notes)
+        assert np.all(np.isfinite(model.predict(X[:5])))
+    # without known variances they are candidates on these rows
+    plain = sg.GPRegressor(tolerance=1.02, random_state=0).fit(X, y)
+    assert any(c.name.startswith("vecchia") for c in plain.selection_.candidates)
+    # the validated choice (below 4,000 rows): nor Nystrom's VFE bound, which raised
+    # NotImplementedError from the learning, where only ValueError and arithmetic errors
+    # mark a failed candidate
+    def names(homoscedastic):
+        return [c.name for c in auto_validation.validated_candidates(
+            2500, 3, ("matern32",), homoscedastic=homoscedastic, estimator_params={})]
+    assert names(False) == ["exact matern32"]
+    assert sorted(names(True)) == sorted(["exact matern32", "vecchia m=30 scheduled matern32",
+                                          "nystrom-vfe m=512 one length scale matern32"])
+
+
 def test_held_back_upper_bounds_cover_the_population_values():
     # squared errors of a candidate correlated with the exact GP's, one row in five with a
     # large extra error (a heavy tail), and skewed KL divergences; the population values
@@ -409,7 +438,7 @@ def test_the_validated_choice_abandons_a_fit_the_budget_stops(monkeypatch):
 
     def candidates():
         found = auto_validation.validated_candidates(
-            120, 2, ("gaussian", "matern52"), with_vecchia=False,
+            120, 2, ("gaussian", "matern52"), homoscedastic=False,
             estimator_params={"random_state": 0})
         for candidate in found:
             candidate.predicted_seconds = 0.0           # every one predicted to fit
@@ -444,7 +473,7 @@ def test_a_candidate_learns_only_with_the_seconds_to_finish_kept_back(monkeypatc
     X = rng.uniform(-2, 2, (120, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
     found = auto_validation.validated_candidates(120, 2, ("gaussian", "matern52"),
-                                                 with_vecchia=False,
+                                                 homoscedastic=False,
                                                  estimator_params={"random_state": 0})
     first, second = found[0], found[1]
     budget = 1e4
@@ -498,7 +527,7 @@ def test_a_scoring_whose_next_fold_would_end_past_the_budget_is_stopped(monkeypa
     with pytest.raises(TimeBudgetExceeded):
         auto_validation.cross_validate(candidate, X, y, folds, end=time.perf_counter() + 0.3)
     assert len(calls) == 1                  # the second fold was not started
-    found = auto_validation.validated_candidates(60, 2, ("gaussian",), with_vecchia=False,
+    found = auto_validation.validated_candidates(60, 2, ("gaussian",), homoscedastic=False,
                                                  estimator_params={"random_state": 0})
     found[0].predicted_seconds = 0.0
     auto_validation.learn_and_score(X, y, found[:1], time_budget=0.5,
@@ -683,7 +712,7 @@ def test_a_low_rank_candidate_with_one_length_scale_joins_from_its_row_count():
 
     def low_rank(rows):
         found = auto_validation.validated_candidates(
-            rows, 5, ("matern32", "gaussian"), with_vecchia=True,
+            rows, 5, ("matern32", "gaussian"), homoscedastic=True,
             estimator_params={"random_state": 0})
         return [c for c in found if c.kind == "low-rank"]
 

@@ -299,11 +299,11 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     n, d = X.shape
     if tolerance is not None or n >= auto_validation.MAX_VALIDATED_ROWS:
         return None
-    with_vecchia = sample_noise_variance is None
+    homoscedastic = sample_noise_variance is None
     found = auto_validation.validated_candidates(
-        n, d, families, with_vecchia=with_vecchia, estimator_params=estimator_params,
+        n, d, families, homoscedastic=homoscedastic, estimator_params=estimator_params,
         slowdowns=auto_validation.measured_slowdowns(X, y, families[0],
-                                                     with_vecchia=with_vecchia))
+                                                     with_vecchia=homoscedastic))
     within = [c for c in found if c.cost.memory_bytes <= memory_budget]
     for c in found:
         if c not in within:
@@ -515,6 +515,16 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
 
 
 
+def _takes_sample_noise(candidate: Candidate) -> bool:
+    """Whether the candidate's estimator takes known per-row noise variances: Vecchia, the
+    neighbourhood-local models and Nystrom's VFE bound have one noise variance for all rows
+    (their ``fit`` refuses ``sample_noise_variance``)."""
+    config = candidate.configuration
+    approximation = config.get("approximation")
+    return (config["estimator"] != "VecchiaGPRegressor" and config.get("local") is None
+            and not (isinstance(approximation, Nystrom) and approximation.objective == "vfe"))
+
+
 def _unverifiable(count: int, share: int) -> str:
     return (f"not verified: {count} neighbours on all rows are {share} among the pilot's "
             f"(fewer than {MIN_VERIFIED_NEIGHBORS}); its predicted accuracy stands")
@@ -578,8 +588,9 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         The kernel family (:func:`kernel_families`): None compares
         :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES`.
     sample_noise_variance : array (n,), optional
-        Known per-row noise variances (the validated choice fits with them; Vecchia, which
-        does not take them, is then no candidate).
+        Known per-row noise variances (the chosen model fits with them; Vecchia, the
+        neighbourhood-local models and Nystrom with the VFE bound, which do not take them,
+        are then no candidates).
     estimator_params : dict, optional
         noise_variance, normalize_X, normalize_y and random_state of the estimators the
         validated choice learns (default: theirs, standardizing, seeded by random_state).
@@ -628,6 +639,12 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
             VECCHIA_REFERENCE_M, rate)
     auto_progress.stage("pricing the candidates and measuring the best on held-back rows")
     found = candidates(Xs, pilot, rate, slowdown, rng, vecchia_slowdown)
+    if sample_noise_variance is not None:       # only the models that take them
+        left_out = [c.name for c in found if not _takes_sample_noise(c)]
+        if left_out:
+            found = [c for c in found if _takes_sample_noise(c)]
+            notes.append(f"left out ({', '.join(left_out)}): they take one noise variance "
+                         "for all rows, not sample_noise_variance")
     left = time_budget - (time.perf_counter() - started)
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
     for c in found:

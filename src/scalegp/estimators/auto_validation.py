@@ -20,7 +20,8 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    before another kernel family of one. On skillcraft (3,004 rows), once Vecchia was
    priced at its measured slowdown, two Vecchia candidates took the budget before Nystrom,
    which cross-validation then chooses (test RMSE 0.607 against Vecchia's 0.622). Vecchia
-   is left out where the rows carry known noise variances (it does not take them). Below
+   and Nystrom are left out where the rows carry known noise variances (they take one noise
+   variance for all rows; the VFE bound's learning raised NotImplementedError there). Below
    ``MIN_VALIDATED_ROWS`` rows nothing can be cross-validated: the exact GP with the first
    family is learned, and the selection says so.
 2. **Learning** on all rows, in that order, each by its own objective (the exact or the
@@ -217,24 +218,26 @@ def _family_kernel(family, n_dims: int):
     return family
 
 
-def validated_candidates(n: int, n_dims: int, families, *, with_vecchia: bool,
+def validated_candidates(n: int, n_dims: int, families, *, homoscedastic: bool,
                          estimator_params: dict, slowdowns: dict | None = None) -> list:
     """The exact GP and Vecchia for each kernel family (and Nystrom from ``LOW_RANK_ROWS``
     rows), each priced at its kind's measured slowdown (``slowdowns``,
     :func:`measured_slowdowns`; 1 where none is given), the cheapest of each kind first,
-    then the next of each (module docstring, step 1). ``estimator_params``:
-    noise_variance, normalize_X, normalize_y, random_state."""
+    then the next of each (module docstring, step 1). ``homoscedastic``: the rows carry no
+    known noise variances; else only the exact GP, since Vecchia and Nystrom's VFE bound
+    take one noise variance for all rows. ``estimator_params``: noise_variance,
+    normalize_X, normalize_y, random_state."""
     common = dict(estimator_params)
     found = []
     for family in families:
         label = family if isinstance(family, str) else type(family).__name__
         kernel = _family_kernel(family, n_dims)
-        if with_vecchia and n >= VECCHIA_MIN_ROWS:
+        if homoscedastic and n >= VECCHIA_MIN_ROWS:
             found.append(_vecchia_candidate(n, n_dims, label, kernel, common))
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),
                             auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS)))
-    if n >= LOW_RANK_ROWS:
+    if homoscedastic and n >= LOW_RANK_ROWS:
         found.append(_low_rank_candidate(n, n_dims, families[0], common))
     rate, slowdowns = auto_costs.machine_rate(), slowdowns or {}
     for candidate in found:
