@@ -336,13 +336,15 @@ def test_tolerance_with_no_verifiable_candidate_claims_nothing(rough_2d, rough_p
         assert "not verified" in chosen.note
 
 
-def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_2d):
+def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_2d,
+                                                                           rough_pilot):
     """The pilot path (a tolerance, or 4,000 rows and more) kept Vecchia and the
     neighbourhood-local models among its candidates where the rows carry known noise
     variances; where one was chosen, the fit raised ValueError ("VecchiaGPRegressor has
     homoscedastic noise only") or NotImplementedError (local models). Found by fuzzing
     GPRegressor's options (150 rows, tolerance=1.02, time_budget=0.5)."""
     X, y = rough_2d
+    pilot = rough_pilot[2]
     noise = np.full(len(y), 0.01)
     for tolerance in (1.02, {"mean_kl": 0.05}):
         model = sg.GPRegressor(tolerance=tolerance, random_state=0).fit(
@@ -354,6 +356,14 @@ def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_
     # without known variances they are candidates on these rows
     plain = sg.GPRegressor(tolerance=1.02, random_state=0).fit(X, y)
     assert any(c.name.startswith("vecchia") for c in plain.selection_.candidates)
+    # on more rows the pilot path also prices Nystrom-VFE, which is left out too
+    more = np.random.default_rng(1).uniform(0, 10, (700, 2))
+    found = auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0))
+    left_out = {c.name for c in found if not auto._takes_sample_noise(c)}
+    assert left_out == {c.name for c in found
+                        if c.name.startswith(("vecchia", "neighbors", "nystrom-vfe"))}
+    assert any(name.startswith("nystrom-vfe") for name in left_out)
+    assert {"exact"} <= {c.name for c in found} - left_out
     # the validated choice (below 4,000 rows): nor Nystrom's VFE bound, which raised
     # NotImplementedError from the learning, where only ValueError and arithmetic errors
     # mark a failed candidate

@@ -514,7 +514,6 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
         (mean - yh) ** 2, (pilot.mean - yh) ** 2, kl)
 
 
-
 def _takes_sample_noise(candidate: Candidate) -> bool:
     """Whether the candidate's estimator takes known per-row noise variances: Vecchia, the
     neighbourhood-local models and Nystrom's VFE bound have one noise variance for all rows
