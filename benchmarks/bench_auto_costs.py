@@ -141,8 +141,7 @@ def validated_prices(names) -> None:
                                                      estimator_params={})
         priced = auto_validation.validated_candidates(
             n, d, families, homoscedastic=True, estimator_params={},
-            slowdowns=auto_validation.measured_slowdowns(X, y, families[0],
-                                                         with_vecchia=True))
+            slowdowns=auto_validation.measured_slowdowns(X, y, families[0]))
         uncalibrated = {c.name: c.predicted_seconds for c in plain}
         folds = np.array_split(np.random.default_rng(0).permutation(n),
                                auto_validation.VALIDATION_FOLDS)

@@ -9,6 +9,7 @@ import pytest
 
 import scalegp as sg
 
+from scalegp.engine.exact import MAX_EXACT_SAMPLES
 from scalegp.estimators import auto, auto_costs, auto_validation
 
 RATE = 1e10          # a fixed GEMM rate: the choices below do not depend on the machine
@@ -32,14 +33,14 @@ def smooth_5d():
 
 @pytest.fixture(scope="module")
 def smooth_pilot(smooth_5d):
-    Xs, ys = auto._standardize(*smooth_5d)
+    Xs, ys = auto_validation.standardized(*smooth_5d, True, True)[:2]
     return auto.run_pilot(Xs, ys, np.random.default_rng(0))
 
 
 @pytest.fixture(scope="module")
 def rough_pilot(rough_2d):
     X, y = rough_2d
-    Xs, ys = auto._standardize(X, y)
+    Xs, ys = auto_validation.standardized(X, y, True, True)[:2]
     return Xs, ys, auto.run_pilot(Xs, ys, np.random.default_rng(0))
 
 
@@ -111,7 +112,7 @@ def test_vecchia_costs_count_conditionals_and_structures():
 
 
 def test_vecchias_slowdown_is_measured_on_the_pilots_rows(smooth_pilot, smooth_5d):
-    Xs, ys = auto._standardize(*smooth_5d)
+    Xs, ys = auto_validation.standardized(*smooth_5d, True, True)[:2]
     train = smooth_pilot.train
     slowdown = auto_costs.calibrate_vecchia(Xs[train], ys[train], smooth_pilot.kernel,
                                             smooth_pilot.noise_variance, 30,
@@ -158,12 +159,12 @@ def test_the_validated_candidates_are_priced_at_their_kinds_measured_slowdown(mo
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (400, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(400)
-    measured = auto_validation.measured_slowdowns(X, y, "matern32", with_vecchia=True)
+    measured = auto_validation.measured_slowdowns(X, y, "matern32")
     assert set(measured) == {"exact", "vecchia"}
     # the cost models' constants are of this kind of machine: within a factor 20 either way
     assert all(0.05 < ratio < 20 for ratio in measured.values())
-    assert set(auto_validation.measured_slowdowns(X, y, "matern32", with_vecchia=False)) == {
-        "exact"}
+    assert set(auto_validation.measured_slowdowns(X[:200], y[:200], "matern32")) == {
+        "exact"}     # too few rows for a Vecchia candidate
     plain = auto_validation.validated_candidates(400, 3, ("matern32",), homoscedastic=True,
                                                  estimator_params={})
     assert [c.kind for c in plain] == ["exact", "vecchia"]     # uncalibrated order
@@ -271,7 +272,7 @@ def test_smooth_low_dimensional_field_gets_glf_not_neighborhoods():
     n = auto.GLF_SIZES[0] + 100            # a map of s >= n columns is no candidate
     X = rng.uniform(0, 1, (n, 1))
     y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(n)
-    Xs, ys = auto._standardize(X, y)
+    Xs, ys = auto_validation.standardized(X, y, True, True)[:2]
     pilot = auto.run_pilot(Xs, ys, np.random.default_rng(0))
     found = auto.candidates(Xs, pilot, RATE, 0.0, np.random.default_rng(0))
     glf = [c for c in found if c.name.startswith("glf")]
@@ -336,13 +337,16 @@ def test_tolerance_with_no_verifiable_candidate_claims_nothing(rough_2d, rough_p
         assert "not verified" in chosen.note
 
 
-def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_2d,
-                                                                           rough_pilot):
-    """The pilot path (a tolerance, or 4,000 rows and more) kept Vecchia and the
-    neighbourhood-local models among its candidates where the rows carry known noise
-    variances; where one was chosen, the fit raised ValueError ("VecchiaGPRegressor has
-    homoscedastic noise only") or NotImplementedError (local models). Found by fuzzing
-    GPRegressor's options (150 rows, tolerance=1.02, time_budget=0.5)."""
+def test_known_noise_variances_choose_among_the_models_that_take_them(rough_2d,
+                                                                    rough_pilot):
+    """With known per-row noise variances the candidates are the models that add them to
+    the learned noise variance: the exact GP (up to its row limit), Vecchia, and Nystrom with
+    the DTC likelihood at random knots (the VFE bound and its knot learning take one noise
+    variance for all rows); no neighbourhood-local model. Before, Vecchia and the local models
+    were chosen and their fit raised (fuzzing GPRegressor's options, 150 rows,
+    tolerance=1.02), then Vecchia and Nystrom were left out, and on 20,000 rows in 5 inputs
+    the exact GP was the only candidate left: "chosen" over the memory budget, its fit raised
+    ValueError (n above its limit of 10,000 rows)."""
     X, y = rough_2d
     pilot = rough_pilot[2]
     noise = np.full(len(y), 0.01)
@@ -350,27 +354,30 @@ def test_known_noise_variances_leave_out_the_models_that_do_not_take_them(rough_
         model = sg.GPRegressor(tolerance=tolerance, random_state=0).fit(
             X, y, sample_noise_variance=noise)
         names = [c.name for c in model.selection_.candidates]
-        assert names and not any(name.startswith(("vecchia", "neighbors")) for name in names)
-        assert any("sample_noise_variance" in note for note in model.selection_.notes)
+        assert any(name.startswith("vecchia") for name in names)
+        assert not any(name.startswith(("neighbors", "nystrom-vfe")) for name in names)
+        assert auto.KNOWN_NOISE_NOTE in model.selection_.notes
         assert np.all(np.isfinite(model.predict(X[:5])))
-    # without known variances they are candidates on these rows
-    plain = sg.GPRegressor(tolerance=1.02, random_state=0).fit(X, y)
-    assert any(c.name.startswith("vecchia") for c in plain.selection_.candidates)
-    # on more rows the pilot path also prices Nystrom-VFE, which is left out too
     more = np.random.default_rng(1).uniform(0, 10, (700, 2))
-    found = auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0))
-    left_out = {c.name for c in found if not auto._takes_sample_noise(c)}
-    assert left_out == {c.name for c in found
-                        if c.name.startswith(("vecchia", "neighbors", "nystrom-vfe"))}
-    assert any(name.startswith("nystrom-vfe") for name in left_out)
-    assert {"exact"} <= {c.name for c in found} - left_out
-    # the validated choice (below 4,000 rows): nor Nystrom's VFE bound, which raised
-    # NotImplementedError from the learning, where only ValueError and arithmetic errors
-    # mark a failed candidate
+    plain = {c.name for c in auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0))}
+    known = {c.name for c in auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0),
+                                             known_noise=True)}
+    assert any(name.startswith("neighbors") for name in plain)     # a rough field
+    assert {name for name in plain if name.startswith(("exact", "vecchia"))} == \
+        {name for name in known if name.startswith(("exact", "vecchia"))}
+    assert {name.replace("vfe", "dtc") for name in plain if name.startswith("nystrom")} == \
+        {name for name in known if name.startswith("nystrom")}
+    assert not any(name.startswith(("neighbors", "nystrom-vfe")) for name in known)
+    # above the exact GP's row limit it is no candidate (it cannot be fitted there)
+    many = np.random.default_rng(2).uniform(0, 10, (MAX_EXACT_SAMPLES + 1, 2))
+    found = auto.candidates(many, pilot, RATE, 1.0, np.random.default_rng(0), known_noise=True)
+    assert found and "exact" not in {c.name for c in found}
+    # the validated choice (below 4,000 rows): no Nystrom candidate, whose VFE bound's
+    # learning raised NotImplementedError
     def names(homoscedastic):
         return [c.name for c in auto_validation.validated_candidates(
             2500, 3, ("matern32",), homoscedastic=homoscedastic, estimator_params={})]
-    assert names(False) == ["exact matern32"]
+    assert sorted(names(False)) == ["exact matern32", "vecchia m=30 scheduled matern32"]
     assert sorted(names(True)) == sorted(["exact matern32", "vecchia m=30 scheduled matern32",
                                           "nystrom-vfe m=512 one length scale matern32"])
 
@@ -415,7 +422,7 @@ def test_a_chosen_gauss_legendre_candidate_fits_without_warnings():
     rng = np.random.default_rng(2)
     X = rng.uniform(0, 1, (1500, 2))
     y = np.sin(3 * X.sum(1)) + 0.05 * rng.standard_normal(1500)
-    Xs, ys = auto._standardize(X, y)
+    Xs, ys = auto_validation.standardized(X, y, True, True)[:2]
     pilot = auto.run_pilot(Xs, ys, np.random.default_rng(0))
     glf = [c for c in auto.candidates(Xs, pilot, RATE, 1.0, np.random.default_rng(0))
            if c.name.startswith("glf")]
@@ -564,7 +571,7 @@ def _sinusoid(frequency):
     X = rng.uniform(0, 1, (4000, 2))
     y = (np.sin(frequency * X[:, 0]) * np.cos(frequency * X[:, 1])
          + 0.05 * rng.standard_normal(4000))
-    Xs, ys = auto._standardize(X, y)
+    Xs, ys = auto_validation.standardized(X, y, True, True)[:2]
     return Xs, ys, auto.run_pilot(Xs, ys, np.random.default_rng(0), max_rows=300)
 
 

@@ -280,24 +280,26 @@ def test_fit_prints_diagnostics_and_exit_codes(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------- per-row noise variances
-def test_noise_variance_column_is_not_an_input_and_equals_the_estimator(tmp_path, data, capsys):
+@pytest.mark.parametrize("approximation, estimator", [
+    ("exact", sg.ExactGPRegressor), ("vecchia", sg.VecchiaGPRegressor)])
+def test_noise_variance_column_is_not_an_input_and_equals_the_estimator(
+        tmp_path, data, capsys, approximation, estimator):
     X, y = data
     variances = np.random.default_rng(2).uniform(0, 0.5, size=len(y))
     path = write_csv(tmp_path / "d.csv", ["a", "v", "b", "y"],
                      np.column_stack([X[:, 0], variances, X[:, 1], y]))
     out = tmp_path / "m.npz"
     code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "v",
-                       "--approximation", "exact", "--no-optimize", "--out", out)
+                       "--approximation", approximation, "--no-optimize", "--out", out)
     assert code == 0, err
     fitted = sg.load(out)
-    assert fitted.n_features_in_ == 2
+    assert type(fitted) is estimator and fitted.n_features_in_ == 2
     assert sg.io.load_table_columns(out) == sg.io.TableColumns(("a", "b"), "y")
-    reference = sg.ExactGPRegressor(kernel=fitted.kernel, noise_variance=fitted.noise_variance,
-                                    optimize=False, normalize_y=True, normalize_X=True).fit(
-        X, y, sample_noise_variance=variances)
+    fixed = dict(kernel=fitted.kernel, noise_variance=fitted.noise_variance, optimize=False,
+                 normalize_y=True, normalize_X=True)
+    reference = estimator(**fixed).fit(X, y, sample_noise_variance=variances)
     np.testing.assert_allclose(fitted.predict(X[:5]), reference.predict(X[:5]), rtol=1e-12)
-    without = sg.ExactGPRegressor(kernel=fitted.kernel, noise_variance=fitted.noise_variance,
-                                  optimize=False, normalize_y=True, normalize_X=True).fit(X, y)
+    without = estimator(**fixed).fit(X, y)
     assert not np.allclose(fitted.predict(X[:5]), without.predict(X[:5]), rtol=1e-3)
 
 

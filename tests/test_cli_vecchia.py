@@ -118,8 +118,6 @@ def test_a_bad_learning_schedule_is_refused(tmp_path, table, capsys, value):
     (("--local", "neighbors"), "--local applies to low-rank and local models"),
     (("--dtype", "float32"), "--dtype applies to low-rank and local models"),
     (("--sampler", "gibbs"), "--sampler gibbs does not take --approximation vecchia"),
-    (("--noise-variance-column", "b"), "--approximation vecchia does not take "
-                                       "--noise-variance-column"),
     (("--dask-scheduler", "tcp://127.0.0.1:1"), "the Vecchia model holds its training rows, "
                                                 "and its Dask path is the likelihood over row "
                                                 "blocks only (scalegp.vecchia.distributed"),

@@ -137,8 +137,8 @@ def test_the_refusals():
     X, y = field(50, seed=12)
     with pytest.raises(ValueError, match="fits arrays, not a streaming data source"):
         sg.VecchiaGPRegressor().fit(ArraySource(X, y))
-    with pytest.raises(ValueError, match="homoscedastic noise only"):
-        sg.VecchiaGPRegressor().fit(X, y, sample_noise_variance=np.full(50, 0.01))
+    with pytest.raises(ValueError, match="sample_noise_variance must be >= 0"):
+        sg.VecchiaGPRegressor().fit(X, y, sample_noise_variance=np.r_[np.full(49, 0.01), -1])
     with pytest.raises(ValueError, match="ordering"):
         sg.VecchiaGPRegressor(ordering="hilbert").fit(X, y)
     with pytest.raises(ValueError, match="optimizer"):
@@ -360,3 +360,69 @@ def test_a_model_file_predicts_bit_for_bit(tmp_path, options):
     with pytest.raises(ValueError, match="model files do not store"):
         loaded.log_marginal_likelihood(np.append(model.kernel_.theta, 0.0))
 
+
+
+@pytest.mark.filterwarnings("ignore::scalegp.FitQualityWarning")   # the model ignoring v
+def test_known_noise_variances_at_m_n_minus_1_are_the_exact_gps():
+    """Known per-row noise variances join s2 on every block's diagonal: at m = N - 1 the
+    likelihood, its gradient, the learned hyperparameters, the marginal and joint predictions
+    and a saved model are the exact GP's with the same diagonal (to rounding), and ignoring
+    them is another model (the check can fail)."""
+    X, y = field(70, seed=21, noise=0.3)
+    rng = np.random.default_rng(22)
+    v = rng.uniform(0.005, 0.2, size=70)
+    y = y + np.sqrt(v) * rng.standard_normal(70)
+    Xt = rng.uniform(0, 3, size=(9, 2))
+    exact = sg.ExactGPRegressor(kernel=KERNEL).fit(X, y, sample_noise_variance=v)
+    vecchia = sg.VecchiaGPRegressor(kernel=KERNEL, n_neighbors=69, n_neighbors_predict=79,
+                                    random_state=0).fit(X, y, sample_noise_variance=v)
+    np.testing.assert_allclose(vecchia.log_marginal_likelihood_value_,
+                               exact.log_marginal_likelihood_value_, rtol=1e-8)
+    np.testing.assert_allclose(vecchia.kernel_.theta, exact.kernel_.theta, atol=1e-5)
+    theta = np.log([0.5, 2.0, 0.8, 0.05])
+    value, gradient = vecchia.log_marginal_likelihood(theta, eval_gradient=True)
+    exact_value, exact_gradient = exact.log_marginal_likelihood(theta, eval_gradient=True)
+    np.testing.assert_allclose(value, exact_value, rtol=1e-8)
+    np.testing.assert_allclose(gradient, exact_gradient, rtol=1e-8, atol=1e-8)
+    fixed = dict(kernel=vecchia.kernel_, noise_variance=vecchia.noise_variance_,
+                 optimize=False)
+    exact = sg.ExactGPRegressor(**fixed).fit(X, y, sample_noise_variance=v)
+    for include_noise in (False, True):
+        np.testing.assert_allclose(
+            vecchia.predict(Xt, return_std=True, include_noise=include_noise),
+            exact.predict(Xt, return_std=True, include_noise=include_noise),
+            rtol=1e-8, atol=1e-10)
+    for joint, exact_joint in zip(vecchia.predict(Xt, return_cov=True),
+                                  exact.predict(Xt, return_cov=True)):
+        np.testing.assert_allclose(joint, exact_joint, rtol=1e-8, atol=1e-10)
+    ignored = sg.VecchiaGPRegressor(**fixed, n_neighbors=69, n_neighbors_predict=79).fit(X, y)
+    assert np.max(np.abs(ignored.predict(Xt) - exact.predict(Xt))) > 1e-3
+
+
+def test_known_noise_variances_are_saved_and_learned_on_a_schedule(tmp_path):
+    """A model file stores the known noise variances (standardized as y) and the loaded model
+    predicts bit for bit; a learning schedule and Fisher scoring take them too, and with them
+    learn a noise variance near the unknown part (0.01) where ignoring them learns their
+    mean on top."""
+    X, y = field(600, seed=23, noise=0.0)
+    rng = np.random.default_rng(24)
+    v = rng.uniform(0.0, 0.2, size=600)
+    y = y + np.sqrt(0.01 + v) * rng.standard_normal(600)
+    Xt = rng.uniform(0, 3, size=(20, 2))
+    options = dict(kernel=sg.Matern(nu=1.5, length_scale=[1.0, 1.0]), n_neighbors=15,
+                   normalize_y=False, random_state=0)
+    scheduled = sg.VecchiaGPRegressor(**options, learning_schedule=(200, None)).fit(
+        X, y, sample_noise_variance=v)
+    fisher = sg.VecchiaGPRegressor(**options, optimizer="fisher").fit(
+        X, y, sample_noise_variance=v)
+    ignored = sg.VecchiaGPRegressor(**options).fit(X, y)
+    for model in (scheduled, fisher):
+        assert 0.003 < model.noise_variance_ < 0.03, model.noise_variance_
+    assert ignored.noise_variance_ > 0.05
+    path = tmp_path / "vecchia.npz"
+    sg.save(scheduled, path)
+    loaded = sg.load(path)
+    np.testing.assert_array_equal(loaded.posterior_.sample_noise_variance,
+                                  scheduled.posterior_.sample_noise_variance)
+    np.testing.assert_array_equal(loaded.predict(Xt, return_std=True),
+                                  scheduled.predict(Xt, return_std=True))

@@ -61,18 +61,22 @@ def test_full_conditioning_sets_give_the_exact_likelihood(kernel, ordering, grou
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=IDS)
 @pytest.mark.parametrize("grouping", [False, True])
-def test_gradient_matches_finite_differences(kernel, grouping):
+@pytest.mark.parametrize("known_noise", [False, True], ids=["s2", "s2+v"])
+def test_gradient_matches_finite_differences(kernel, grouping, known_noise):
     # central differences, step h = 1e-5 in log units: truncation h^2 |f'''| / 6 and
-    # rounding eps |f| / h are both below 1e-8 here (|f| ~ 50); measured agreement ~1e-8
+    # rounding eps |f| / h are both below 1e-8 here (|f| ~ 50); measured agreement ~1e-8.
+    # Known per-row noise variances v add to s2 on the diagonal and leave the gradient's form
     X, y = data()
+    v = np.random.default_rng(7).uniform(0.0, 0.1, len(y)) if known_noise else None
     structure = build_structure(X, kernel.length_scale, 6, grouping=grouping)
     theta = np.append(kernel.theta, np.log(NOISE))
 
     def f(t):
         return vecchia_log_likelihood(kernel.with_theta(t[:-1]), np.exp(t[-1]), X, y,
-                                      structure)
+                                      structure, sample_noise_variance=v)
 
-    _, gradient = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True)
+    _, gradient = vecchia_log_likelihood(kernel, NOISE, X, y, structure, eval_gradient=True,
+                                         sample_noise_variance=v)
     h = 1e-5
     numeric = [(f(theta + h * e) - f(theta - h * e)) / (2 * h) for e in np.eye(theta.size)]
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-6)

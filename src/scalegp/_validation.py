@@ -107,6 +107,17 @@ def check_vector(y, name: str = "y", *, n_samples: int | None = None,
     return np.ascontiguousarray(array)
 
 
+def check_noise_variances(values, n_samples: int,
+                          name: str = "sample_noise_variance") -> np.ndarray:
+    """Known per-row noise variances: finite, >= 0, one per row (the error names the first
+    negative row)."""
+    values = check_vector(values, name, n_samples=n_samples)
+    if np.any(values < 0):
+        row = int(np.flatnonzero(values < 0)[0])
+        raise ValueError(f"{name} must be >= 0, got {values[row]!r} at row {row}")
+    return values
+
+
 def _check_finite(array: np.ndarray, name: str, first_row: int) -> None:
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]

@@ -112,10 +112,6 @@ def _make_estimator(args, n_dims: int, n_samples: int):
     if estimator is ExactGPRegressor:
         return ExactGPRegressor(**params)
     if estimator is VecchiaGPRegressor:
-        if args.noise_variance_column is not None:
-            raise CommandError("--approximation vecchia does not take --noise-variance-column "
-                               "(the Vecchia model's noise is homoscedastic); fit exact or a "
-                               "low-rank model for known per-row noise variances")
         return VecchiaGPRegressor(**params)
     if params.get("dtype") == "auto":
         params["dtype"] = _dtype(args, n_samples, approximation_options.get("n_components"))

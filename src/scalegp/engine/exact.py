@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import linalg, rowwise
-from .._validation import check_matrix, check_positive_scalar, check_vector
+from .._validation import check_matrix, check_noise_variances, check_positive_scalar, check_vector
 from ..kernels import Kernel
 from ..stored import Array, Value
 from .hyperparameters import Hyperparameters
@@ -54,10 +54,7 @@ def _prepare(kernel: Kernel, X, y, sample_noise_variance=None):
     kernel.check_n_dims(X.shape[1])
     y = check_vector(y, "y", n_samples=X.shape[0])
     if sample_noise_variance is not None:
-        sample_noise_variance = check_vector(sample_noise_variance, "sample_noise_variance",
-                                             n_samples=X.shape[0])
-        if np.any(sample_noise_variance < 0):
-            raise ValueError("sample_noise_variance must be >= 0 on every row")
+        sample_noise_variance = check_noise_variances(sample_noise_variance, X.shape[0])
     return X, y, sample_noise_variance
 
 

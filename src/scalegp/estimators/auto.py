@@ -62,10 +62,11 @@ import numpy as np
 from sklearn.base import clone
 
 from .. import kernels, linalg
+from ..engine.exact import MAX_EXACT_SAMPLES
 from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
-from .._validation import as_generator, check_matrix, check_vector
+from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
 from . import auto_costs, auto_progress, auto_validation
 from .auto_selection import Candidate, Selection
 from .configuration import Exact, Features, Neighbors, Nystrom
@@ -131,6 +132,10 @@ MIN_VERIFIED_NEIGHBORS = 5
 #: Without a tolerance, this many of the best predicted candidates are verified on the
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
+#: The selection's note where the rows carry known noise variances (:func:`candidates`).
+KNOWN_NOISE_NOTE = ("known noise variances: Nystrom with the DTC likelihood at random knots "
+                    "(the VFE bound and its knot learning take one noise variance for all "
+                    "rows), no neighbourhood-local models (one noise variance too)")
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
@@ -164,12 +169,6 @@ class Pilot:
         return float(self.kernel.variance)
 
 
-def _standardize(X, y):
-    """(X, y) standardized as the estimators' normalize_X and normalize_y do."""
-    Xs, ys, _ = auto_validation.standardized(X, y, True, True)
-    return Xs, ys
-
-
 def pilot_kernel(kernel, n_dims: int):
     """The kernel the pilot and the chosen model start from: a name gives that family with
     one length scale per input (ARD); a Kernel object is used as given."""
@@ -179,10 +178,11 @@ def pilot_kernel(kernel, n_dims: int):
 
 
 def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian",
-              family=None) -> Pilot:
+              family=None, sample_noise_variance=None) -> Pilot:
     """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y),
     from each start of ``PILOT_STARTS`` (a kernel name) or from the kernel given (then
-    ``family`` names its family, recorded in the pilot)."""
+    ``family`` names its family, recorded in the pilot); ``sample_noise_variance``: the
+    rows' known noise variances (standardized as y), or None."""
     n = X.shape[0]
     rows = rng.permutation(n)[:min(n, max_rows)]
     n_hold = max(1, int(round(HOLDOUT_FRACTION * rows.size)))
@@ -195,8 +195,8 @@ def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian",
         starts = ([base.with_params(length_scale=np.full(X.shape[1], scale))
                    for scale in PILOT_STARTS] if isinstance(kernel, str) else [base])
         for initial in starts:
-            fits.append(ExactGPRegressor(kernel=initial, noise_variance=0.1).fit(X[train],
-                                                                                 y[train]))
+            fits.append(ExactGPRegressor(kernel=initial, noise_variance=0.1).fit(
+                X[train], y[train], **auto_validation.rows_noise(sample_noise_variance, train)))
     seconds = time.perf_counter() - start
     model = max(fits, key=lambda fit: fit.log_marginal_likelihood_value_)
     mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
@@ -207,7 +207,8 @@ def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian",
                  sum(fit.optimization_result_.n_evaluations for fit in fits))
 
 
-def at_full_density(X, y, pilot: Pilot, rng) -> tuple[Pilot, str]:
+def at_full_density(X, y, pilot: Pilot, rng,
+                    sample_noise_variance=None) -> tuple[Pilot, str]:
     """The pilot with its hyperparameters learned again at the data's full density: the
     Vecchia likelihood of ``DENSE_PILOT_POINTS`` sampled conditionals of all n rows (each
     conditioned on its ``VECCHIA_REFERENCE_M`` nearest predecessors among all rows), from the
@@ -231,10 +232,12 @@ def at_full_density(X, y, pilot: Pilot, rng) -> tuple[Pilot, str]:
         dense = VecchiaGP(start, float(np.clip(pilot.noise_variance, 1e-6, 1e5)),
                           VECCHIA_REFERENCE_M, ordering="grid-maximin",
                           schedule=(DENSE_PILOT_POINTS,), tolerance=VECCHIA_SCHEDULE_TOLERANCE,
-                          random_state=int(rng.integers(2**31))).fit(X, y)
+                          random_state=int(rng.integers(2**31))).fit(
+            X, y, sample_noise_variance=sample_noise_variance)
         exact = ExactGPRegressor(kernel=dense.kernel_, noise_variance=dense.noise_variance_,
                                  optimize=False, normalize_X=False, normalize_y=False)
-        exact.fit(X[pilot.train], y[pilot.train])
+        exact.fit(X[pilot.train], y[pilot.train],
+                  **auto_validation.rows_noise(sample_noise_variance, pilot.train))
         mean, std = exact.predict(X[pilot.holdout], return_std=True, include_noise=True)
     seconds = time.perf_counter() - began
     rmse = float(np.sqrt(np.mean((mean - y[pilot.holdout]) ** 2)))
@@ -262,18 +265,20 @@ def _holdout_nlpd(pilot: Pilot, y) -> float:
                          / pilot.var))
 
 
-def _best_pilot(Xs, ys, rng, families) -> tuple[Pilot, str]:
+def _best_pilot(Xs, ys, rng, families, sample_noise_variance=None) -> tuple[Pilot, str]:
     """The pilot of each kernel family on the same rows, and the one of lowest NLPD on the
     held-back rows (with a note saying so when there was a choice)."""
     seed = int(rng.integers(2**31))
-    first = run_pilot(Xs, ys, np.random.default_rng(seed), kernel=families[0])
+    first = run_pilot(Xs, ys, np.random.default_rng(seed), kernel=families[0],
+                      sample_noise_variance=sample_noise_variance)
     # the other families start once, from the first's length scales (not from every start)
     pilots = [first] + [
         run_pilot(Xs, ys, np.random.default_rng(seed), family=family,
                   kernel=pilot_kernel(family, Xs.shape[1]).with_params(
                       length_scale=np.clip(first.length_scale,
                                            *kernels.DEFAULT_LENGTH_SCALE_BOUNDS))
-                  if isinstance(family, str) else family)
+                  if isinstance(family, str) else family,
+                  sample_noise_variance=sample_noise_variance)
         for family in families[1:]]
     scores = [_holdout_nlpd(p, ys) for p in pilots]
     best = int(np.argmin(scores))
@@ -302,8 +307,7 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     homoscedastic = sample_noise_variance is None
     found = auto_validation.validated_candidates(
         n, d, families, homoscedastic=homoscedastic, estimator_params=estimator_params,
-        slowdowns=auto_validation.measured_slowdowns(X, y, families[0],
-                                                     with_vecchia=homoscedastic))
+        slowdowns=auto_validation.measured_slowdowns(X, y, families[0]))
     within = [c for c in found if c.cost.memory_bytes <= memory_budget]
     for c in found:
         if c not in within:
@@ -382,10 +386,14 @@ def _config(estimator, **options) -> dict:
 
 
 def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
-               vecchia_slowdown: float | None = None) -> list:
+               vecchia_slowdown: float | None = None, known_noise: bool = False) -> list:
     """Every candidate for standardized X (n x d) with its predicted cost and accuracy;
     Vecchia's priced at ``vecchia_slowdown`` (:func:`auto_costs.calibrate_vecchia`; None:
-    ``slowdown``)."""
+    ``slowdown``). The exact GP only up to its row limit
+    (:data:`scalegp.engine.exact.MAX_EXACT_SAMPLES`: it cannot be fitted beyond). With
+    ``known_noise`` (the rows carry known noise variances): Nystrom with the DTC likelihood
+    at random knots, not learned (the VFE bound and its knot learning take one noise
+    variance for all rows), and no neighbourhood-local models (one noise variance too)."""
     n, d = X.shape
     E = max(pilot.evaluations, 10)
     # starting values for the full fit, clipped into the default boxes (the pilot's box may
@@ -401,18 +409,20 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
         return Candidate(name, config, cost.seconds(rate, factor), cost.memory_bytes,
                          ratio, note, steps=cost.evaluations)
 
-    out = [priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
-                  _config("ExactGPRegressor", start=start))]
+    out = [] if n > MAX_EXACT_SAMPLES else [
+        priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
+               _config("ExactGPRegressor", start=start))]
+    objective, learned = ("dtc", 0) if known_noise else ("vfe", NYSTROM_LEARN_ITERATIONS)
     for m in NYSTROM_SIZES:
         if m >= n:
             break
         out.append(priced(
-            f"nystrom-vfe m={m}",
-            auto_costs.nystrom_cost(n, d, m, E, NYSTROM_LEARN_ITERATIONS),
+            f"nystrom-{objective} m={m}",
+            auto_costs.nystrom_cost(n, d, m, E, learned),
             _nystrom_ratio(X, pilot, m, rng),
             _config("LowRankGPRegressor",
-                    approximation=Nystrom(n_components=m, knots="random", objective="vfe",
-                                          learn_knots=NYSTROM_LEARN_ITERATIONS),
+                    approximation=Nystrom(n_components=m, knots="random", objective=objective,
+                                          learn_knots=learned),
                     start=start)))
     if d <= VECCHIA_DIMENSION:
         scheduled = n >= VECCHIA_SCHEDULE_ROWS
@@ -442,7 +452,7 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
                                       approximation=Features("glf", n_components=s),
                                       start={**start, "length_scale_bounds": box}), why))
     span = float(np.mean(X.max(axis=0) - X.min(axis=0)))
-    if float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
+    if not known_noise and float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
         for k in NEIGHBOR_SIZES:
             if k >= n:
                 break
@@ -457,7 +467,7 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
     return out
 
 
-def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
+def verify(X, y, pilot: Pilot, candidate: Candidate, sample_noise_variance=None) -> None:
     """Set the candidate's RMSE ratio and mean KL(exact || candidate) on the pilot's n
     held-back rows and their one-sided 95 % upper bounds, the candidate fitted on the
     pilot's training rows at the pilot's hyperparameters (Nystrom's knots, Vecchia's
@@ -465,8 +475,10 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
     all n rows, Vecchia predicting with m). Where that share of a neighbour count is below
     ``MIN_VERIFIED_NEIGHBORS``, the candidate is left unverified (its note says so).
 
-    The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`."""
+    The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`.
+    ``sample_noise_variance``: the rows' known noise variances (standardized), or None."""
     config = candidate.configuration
+    noise = auto_validation.rows_noise(sample_noise_variance, pilot.train)
     Xt, yt, Xh = X[pilot.train], y[pilot.train], X[pilot.holdout]
     kernel, s2 = pilot.kernel, pilot.noise_variance
     fixed = dict(kernel=kernel, noise_variance=s2, optimize=False)
@@ -482,7 +494,7 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
             if m < MIN_VERIFIED_NEIGHBORS:
                 candidate.note = _unverifiable(config["n_neighbors"], m)
                 return
-            model = VecchiaGP(kernel, s2, m=m).fit(Xt, yt, learn=False)
+            model = VecchiaGP(kernel, s2, m=m).fit(Xt, yt, learn=False, **noise)
             mean, var = model.predict(Xh, return_var=True, include_noise=True)
         else:
             options = {key: value for key, value in config.items()
@@ -504,7 +516,8 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
                 local = clone(local).set_params(n_neighbors=k)
             options.update(approximation=approximation, local=local)
             model = LowRankGPRegressor(**{**options, **fixed, "normalize_X": False,
-                                          "normalize_y": False}, random_state=0).fit(Xt, yt)
+                                          "normalize_y": False}, random_state=0).fit(Xt, yt,
+                                                                                     **noise)
             mean, std = model.predict(Xh, return_std=True, include_noise=True)
             var = std ** 2
     yh = y[pilot.holdout]
@@ -512,16 +525,6 @@ def verify(X, y, pilot: Pilot, candidate: Candidate) -> None:
     (candidate.measured_ratio, candidate.ratio_upper, candidate.measured_kl,
      candidate.kl_upper) = auto_validation.held_back_measures(
         (mean - yh) ** 2, (pilot.mean - yh) ** 2, kl)
-
-
-def _takes_sample_noise(candidate: Candidate) -> bool:
-    """Whether the candidate's estimator takes known per-row noise variances: Vecchia, the
-    neighbourhood-local models and Nystrom's VFE bound have one noise variance for all rows
-    (their ``fit`` refuses ``sample_noise_variance``)."""
-    config = candidate.configuration
-    approximation = config.get("approximation")
-    return (config["estimator"] != "VecchiaGPRegressor" and config.get("local") is None
-            and not (isinstance(approximation, Nystrom) and approximation.objective == "vfe"))
 
 
 def _unverifiable(count: int, share: int) -> str:
@@ -539,7 +542,7 @@ def _meets(candidate: Candidate, tolerance, measured: bool) -> bool:
     return ratio is not None and ratio <= tolerance
 
 
-def _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget, tolerance,
+def _without_learning(Xs, ys, vs, found, pilot, left, time_budget, memory_budget, tolerance,
                       rate, slowdown, notes) -> Selection:
     """No candidate's learning fits the budgets: the candidate of best predicted accuracy
     whose fit at the pilot's hyperparameters (no learning on all rows, Nystrom's knots not
@@ -553,7 +556,7 @@ def _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget, to
     if isinstance(config.get("approximation"), Nystrom):
         config["approximation"] = clone(config["approximation"]).set_params(learn_knots=0)
     chosen.configuration = config
-    verify(Xs, ys, pilot, chosen)
+    verify(Xs, ys, pilot, chosen, vs)
     chosen.note = "; ".join(filter(None, [chosen.note, "at the pilot's hyperparameters"]))
     return Selection(found, chosen, "no candidate's learning fits the budgets: "
                      + ("the most accurate predicted" if affordable else "the cheapest")
@@ -587,9 +590,9 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         The kernel family (:func:`kernel_families`): None compares
         :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES`.
     sample_noise_variance : array (n,), optional
-        Known per-row noise variances (the chosen model fits with them; Vecchia, the
-        neighbourhood-local models and Nystrom with the VFE bound, which do not take them,
-        are then no candidates).
+        Known per-row noise variances: the pilot, the verification and the chosen model
+        fit with them; Nystrom's candidates then use the DTC likelihood at random knots and
+        the neighbourhood-local models are no candidates (:func:`candidates`).
     estimator_params : dict, optional
         noise_variance, normalize_X, normalize_y and random_state of the estimators the
         validated choice learns (default: theirs, standardizing, seeded by random_state).
@@ -615,17 +618,19 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
                                          started)
         if validated is not None:
             return validated
-    Xs, ys = _standardize(X, y)
+    Xs, ys, y_std = auto_validation.standardized(X, y, True, True)
+    vs = None if sample_noise_variance is None else \
+        check_noise_variances(sample_noise_variance, X.shape[0]) / y_std ** 2
     notes = []
     if pilot is None:
         # an estimate by design: its learning stops at its share of the budget
         auto_progress.stage("pilot: an exact GP on a sample of the rows")
         with optimize.deadline(started + PILOT_SHARE * time_budget, soft=True):
-            pilot, why = _best_pilot(Xs, ys, rng, families)
+            pilot, why = _best_pilot(Xs, ys, rng, families, vs)
         if why:
             notes.append(why)
         if X.shape[0] >= VECCHIA_SCHEDULE_ROWS and X.shape[1] <= LOW_DIMENSION:
-            pilot, why = at_full_density(Xs, ys, pilot, rng)
+            pilot, why = at_full_density(Xs, ys, pilot, rng, vs)
             notes.append(why)
     rate = auto_costs.machine_rate() if rate is None else float(rate)
     slowdown = auto_costs.calibrate(pilot.train.size, X.shape[1],
@@ -637,13 +642,10 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
             Xs[pilot.train], ys[pilot.train], pilot.kernel, pilot.noise_variance,
             VECCHIA_REFERENCE_M, rate)
     auto_progress.stage("pricing the candidates and measuring the best on held-back rows")
-    found = candidates(Xs, pilot, rate, slowdown, rng, vecchia_slowdown)
-    if sample_noise_variance is not None:       # only the models that take them
-        left_out = [c.name for c in found if not _takes_sample_noise(c)]
-        if left_out:
-            found = [c for c in found if _takes_sample_noise(c)]
-            notes.append(f"left out ({', '.join(left_out)}): they take one noise variance "
-                         "for all rows, not sample_noise_variance")
+    found = candidates(Xs, pilot, rate, slowdown, rng, vecchia_slowdown,
+                       known_noise=vs is not None)
+    if vs is not None:
+        notes.append(KNOWN_NOISE_NOTE)
     left = time_budget - (time.perf_counter() - started)
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
     for c in found:
@@ -651,18 +653,18 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
             c.note = "over the memory budget" if c.memory_bytes > memory_budget else \
                 "over the time budget"
     if not fitting:
-        return _without_learning(Xs, ys, found, pilot, left, time_budget, memory_budget,
+        return _without_learning(Xs, ys, vs, found, pilot, left, time_budget, memory_budget,
                                  tolerance, rate, slowdown, notes)
     if tolerance is None:
         ranked = sorted(fitting, key=lambda c: (c.predicted_ratio, c.seconds))
         if ranked[0].name == "exact":
             chosen = ranked[0]
-            verify(Xs, ys, pilot, chosen)
+            verify(Xs, ys, pilot, chosen, vs)
             return Selection(found, chosen, "the exact GP fits the budgets", pilot,
                              time_budget, memory_budget, tolerance, rate, slowdown, notes)
         # the predicted ratios are rough (Vecchia's an assumption): measure the best few
         for c in ranked[:VERIFIED_CANDIDATES]:
-            verify(Xs, ys, pilot, c)
+            verify(Xs, ys, pilot, c, vs)
         chosen = min(ranked[:VERIFIED_CANDIDATES],
                      key=lambda c: (round(c.predicted_ratio if c.measured_ratio is None
                                           else c.measured_ratio, 3), c.seconds))
@@ -674,7 +676,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     predicted = [c for c in fitting if isinstance(tolerance, dict) or _meets(c, tolerance,
                                                                              False)]
     for c in sorted(predicted, key=lambda c: c.seconds):
-        verify(Xs, ys, pilot, c)
+        verify(Xs, ys, pilot, c, vs)
         if _meets(c, tolerance, True):
             return Selection(found, c, "the cheapest candidate within the budgets predicted "
                              "to meet the tolerance, and verified to (the 95 % upper bound on the held-back "
@@ -682,7 +684,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
                              memory_budget, tolerance, rate, slowdown, notes)
     for c in fitting:
         if c.measured_ratio is None:
-            verify(Xs, ys, pilot, c)
+            verify(Xs, ys, pilot, c, vs)
     measure = "measured_kl" if isinstance(tolerance, dict) else "measured_ratio"
     measured = [c for c in fitting if getattr(c, measure) is not None]
     if measured:

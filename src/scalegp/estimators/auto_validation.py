@@ -19,9 +19,9 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    low-rank) before the second of any: where the budget binds, every kind is learned
    before another kernel family of one. On skillcraft (3,004 rows), once Vecchia was
    priced at its measured slowdown, two Vecchia candidates took the budget before Nystrom,
-   which cross-validation then chooses (test RMSE 0.607 against Vecchia's 0.622). Vecchia
-   and Nystrom are left out where the rows carry known noise variances (they take one noise
-   variance for all rows; the VFE bound's learning raised NotImplementedError there). Below
+   which cross-validation then chooses (test RMSE 0.607 against Vecchia's 0.622). Nystrom
+   is left out where the rows carry known noise variances (its VFE bound takes one noise
+   variance for all rows; the exact GP and Vecchia add them to the learned one). Below
    ``MIN_VALIDATED_ROWS`` rows nothing can be cross-validated: the exact GP with the first
    family is learned, and the selection says so.
 2. **Learning** on all rows, in that order, each by its own objective (the exact or the
@@ -224,15 +224,15 @@ def validated_candidates(n: int, n_dims: int, families, *, homoscedastic: bool,
     rows), each priced at its kind's measured slowdown (``slowdowns``,
     :func:`measured_slowdowns`; 1 where none is given), the cheapest of each kind first,
     then the next of each (module docstring, step 1). ``homoscedastic``: the rows carry no
-    known noise variances; else only the exact GP, since Vecchia and Nystrom's VFE bound
-    take one noise variance for all rows. ``estimator_params``: noise_variance,
-    normalize_X, normalize_y, random_state."""
+    known noise variances; else no Nystrom candidate, since its VFE bound takes one noise
+    variance for all rows (the exact GP and Vecchia add them to the learned one).
+    ``estimator_params``: noise_variance, normalize_X, normalize_y, random_state."""
     common = dict(estimator_params)
     found = []
     for family in families:
         label = family if isinstance(family, str) else type(family).__name__
         kernel = _family_kernel(family, n_dims)
-        if homoscedastic and n >= VECCHIA_MIN_ROWS:
+        if n >= VECCHIA_MIN_ROWS:
             found.append(_vecchia_candidate(n, n_dims, label, kernel, common))
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),
@@ -251,7 +251,7 @@ def validated_candidates(n: int, n_dims: int, families, *, homoscedastic: bool,
     return sorted(found, key=lambda c: (rank[id(c)], c.predicted_seconds))
 
 
-def measured_slowdowns(X, y, family, *, with_vecchia: bool) -> dict:
+def measured_slowdowns(X, y, family) -> dict:
     """Kind -> measured over predicted seconds of one likelihood-and-gradient evaluation on
     the first ``CALIBRATION_ROWS`` rows (standardized), for the exact GP and Vecchia
     (:func:`scalegp.estimators.auto_costs.calibrate_exact`, ``calibrate_vecchia``), at
@@ -262,7 +262,7 @@ def measured_slowdowns(X, y, family, *, with_vecchia: bool) -> dict:
     kernel, rate = _family_kernel(family, X.shape[1]), auto_costs.machine_rate()
     timers = {"exact": lambda: auto_costs.calibrate_exact(Xs, ys, kernel, CALIBRATION_NOISE,
                                                           rate)}
-    if with_vecchia and y.size >= VECCHIA_MIN_ROWS:
+    if y.size >= VECCHIA_MIN_ROWS:
         timers["vecchia"] = lambda: auto_costs.calibrate_vecchia(
             Xs, ys, kernel, CALIBRATION_NOISE, VALIDATED_NEIGHBORS, rate)
     found = {}
@@ -318,6 +318,12 @@ def standardized(X, y, normalize_X: bool, normalize_y: bool):
     return X, ((y - y.mean()) / y_std if normalize_y else y), y_std
 
 
+def rows_noise(sample_noise_variance, rows) -> dict:
+    """``fit``'s keyword for the known noise variances of ``rows`` (none: {})."""
+    return {} if sample_noise_variance is None else {
+        "sample_noise_variance": sample_noise_variance[rows]}
+
+
 def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *,
                    end: float = math.inf) -> None:
     """The candidate's cross-validated RMSE and NLPD at its learned hyperparameters (module
@@ -338,9 +344,8 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
             raise TimeBudgetExceeded("the next fold of the scoring would end past the budget")
         train = np.ones(ys.size, dtype=bool)
         train[held] = False
-        extra = {} if sample_noise_variance is None else {
-            "sample_noise_variance": sample_noise_variance[train]}
-        model = clone(fixed).fit(Xs[train], ys[train], **extra)
+        model = clone(fixed).fit(Xs[train], ys[train],
+                                 **rows_noise(sample_noise_variance, train))
         mean, std = model.predict(Xs[held], return_std=True, include_noise=True)
         var = std ** 2
         if sample_noise_variance is not None:

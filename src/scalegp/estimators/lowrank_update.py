@@ -24,12 +24,12 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import features, kernels, rowwise
-from .._validation import as_generator, check_bounds, check_matrix, check_vector
+from .._validation import (as_generator, check_bounds, check_matrix, check_noise_variances,
+                           check_vector)
 from ..engine.hyperparameters import Hyperparameters
 from ..engine.likelihood import MarginalLikelihood, posterior_of_sums
 from ..errors import NonFiniteResultError
 from ..inference.optimize import learn_hyperparameters
-from .training_data import _check_sample_noise_variance
 
 
 def _updatable(estimator) -> bool:
@@ -111,7 +111,7 @@ class LowRankUpdate:
         X = rowwise.standardized(X, self.X_train_mean_, self.X_train_scale_)
         y = (y - self.y_train_mean_) / self.y_train_std_
         noise = (None if sample_noise_variance is None else
-                 _check_sample_noise_variance(sample_noise_variance, X.shape[0])
+                 check_noise_variances(sample_noise_variance, X.shape[0])
                  / self.y_train_std_**2)
         self._check_update_box(X)
         at = Hyperparameters(self.kernel_, self.noise_variance_)

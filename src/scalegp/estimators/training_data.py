@@ -16,19 +16,10 @@ import math
 
 import numpy as np
 
-from .._validation import check_dtype, check_vector
+from .._validation import check_dtype, check_noise_variances
 from ..data.base import ArraySource, DataSource, DistributedSource
 from ..data.sources import PassReporter, rows_among, standardized
 from ..engine.noise import noise_only_log_marginal_likelihood
-
-
-def _check_sample_noise_variance(values, n_samples: int) -> np.ndarray:
-    """Known per-row noise variances: finite, >= 0, one per row."""
-    values = check_vector(values, "sample_noise_variance", n_samples=n_samples)
-    if np.any(values < 0):
-        row = int(np.flatnonzero(values < 0)[0])
-        raise ValueError(f"sample_noise_variance must be >= 0, got {values[row]!r} at row {row}")
-    return values
 
 
 def probe_indices(n_samples: int, count: int) -> np.ndarray:
@@ -67,7 +58,7 @@ class InMemoryData:
         self.X = (X - self.X_mean) / self.X_scale
         self.y = (y - self.y_mean) / self.y_std
         self.sample_noise_variance = (None if sample_noise_variance is None else
-                               _check_sample_noise_variance(sample_noise_variance, X.shape[0])
+                               check_noise_variances(sample_noise_variance, X.shape[0])
                                / self.y_std**2)
         self.progress = progress
         self.build_inputs = self.X

@@ -77,16 +77,19 @@ class _Structures:
 class _VecchiaObjective(VecchiaLikelihood):
     """The Vecchia likelihood at a fixed structure, with the posterior it conditions on."""
 
-    def __init__(self, hyperparameters, X, y, structure, *, n_jobs: int, m_predict: int):
-        super().__init__(hyperparameters, X, y, structure, n_jobs=n_jobs)
+    def __init__(self, hyperparameters, X, y, structure, *, n_jobs: int, m_predict: int,
+                 sample_noise_variance=None):
+        super().__init__(hyperparameters, X, y, structure, n_jobs=n_jobs,
+                         sample_noise_variance=sample_noise_variance)
         self.m_predict = m_predict
 
     def posterior(self, theta) -> VecchiaPosterior:
         kernel, noise_variance = self.hyperparameters.values(theta)
         value = vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
-                                       n_jobs=self.n_jobs)
+                                       n_jobs=self.n_jobs,
+                                       sample_noise_variance=self.sample_noise_variance)
         return VecchiaPosterior(kernel, float(noise_variance), self.X, self.y, self.m_predict,
-                                value, self.n_jobs)
+                                value, self.n_jobs, self.sample_noise_variance)
 
 
 class VecchiaGPRegressor(_GPRegressor):
@@ -168,8 +171,11 @@ normalize_X, random_state
     -----
     The model holds its training rows (a model file stores them), so it fits arrays, not a
     streaming data source or Dask arrays (the Vecchia likelihood over Dask row blocks is
-    :mod:`scalegp.vecchia.distributed`); the noise is homoscedastic (no
-    ``sample_noise_variance``); the kernel is stationary (not ``reciprocal_semigroup``). ``predict(return_cov=True)`` and ``sample_y`` use the joint
+    :mod:`scalegp.vecchia.distributed`); known per-row noise variances
+    (``fit(X, y, sample_noise_variance=v)``) are added to the learned noise variance on
+    every block's and every prediction's diagonal, as the exact GP adds them, and the model
+    file stores them; the kernel is stationary (not ``reciprocal_semigroup``).
+    ``predict(return_cov=True)`` and ``sample_y`` use the joint
     Vecchia predictive of the test points in their given order
     (:mod:`scalegp.vecchia.posterior`), at most ``scalegp.vecchia.prediction.MAX_JOINT``
     of them.
@@ -235,17 +241,16 @@ normalize_X, random_state
 
     def _objective(self, state, hyperparameters, X, y, _progress=None,
                    sample_noise_variance=None):
-        if sample_noise_variance is not None:
-            raise ValueError("VecchiaGPRegressor has homoscedastic noise only; it does not "
-                             "take sample_noise_variance (use ExactGPRegressor or "
-                             "LowRankGPRegressor for known per-row noise)")
-        return self._objective_at(state.structure, hyperparameters, X, y)
+        return self._objective_at(state.structure, hyperparameters, X, y,
+                                  sample_noise_variance)
 
-    def _objective_at(self, structure, hyperparameters, X, y) -> _VecchiaObjective:
+    def _objective_at(self, structure, hyperparameters, X, y,
+                      sample_noise_variance) -> _VecchiaObjective:
         m_predict = self.n_neighbors if self.n_neighbors_predict in (None, "auto") \
             else self.n_neighbors_predict
         return _VecchiaObjective(hyperparameters, X, y, structure, n_jobs=self._n_threads,
-                                 m_predict=m_predict)
+                                 m_predict=m_predict,
+                                 sample_noise_variance=sample_noise_variance)
 
     def _learn_hyperparameters(self, state, data, objective, box, n_restarts, rng):
         """Scaled Vecchia with a learning schedule (module docstring): for each stage, learn
@@ -257,14 +262,15 @@ normalize_X, random_state
         stage = 0
         while stage < len(sizes):
             sample = state.sample(sizes[stage])
-            objective = self._objective_at(sample, box, data.X, data.y)
+            noise = data.sample_noise_variance
+            objective = self._objective_at(sample, box, data.X, data.y, noise)
             if self.optimizer == "fisher":
                 hyperparameters, result = fisher_scoring(Staged(objective, data.stage), box,
                                                          tolerance=self._tolerance)
             else:
                 hyperparameters, result, objective = _learn(
                     lambda wider, sample=sample: self._objective_at(sample, wider, data.X,
-                                                                    data.y),
+                                                                    data.y, noise),
                     objective, box, data.stage, True, n_restarts, rng,
                     ftol=stage_ftol(self._tolerance, sample))
             record = stage_record(stage, sample, state.structure, hyperparameters, result)
@@ -275,7 +281,8 @@ normalize_X, random_state
                 continue                                   # the stage again, rebuilt
             stage += 1
         if sample is not state.structure:
-            objective = self._objective_at(state.structure, hyperparameters, data.X, data.y)
+            objective = self._objective_at(state.structure, hyperparameters, data.X, data.y,
+                                           data.sample_noise_variance)
         return hyperparameters, result, objective
 
     def _set_fitted(self, posterior, **fitted):
@@ -288,7 +295,8 @@ normalize_X, random_state
             count, self.prediction_rmse_ = choose_prediction_neighbors(
                 posterior.kernel, posterior.noise_variance, posterior.X_train,
                 posterior.y_train, posterior.n_neighbors, as_generator(self.random_state),
-                n_jobs=self._n_threads)
+                n_jobs=self._n_threads,
+                sample_noise_variance=posterior.sample_noise_variance)
             posterior = replace(posterior, n_neighbors=count)
         # threads are the estimator's parameter (a model file does not store them)
         super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._validation import as_generator, check_matrix, check_positive_int, check_vector
+from .._validation import (as_generator, check_matrix, check_noise_variances, check_positive_int,
+                           check_vector)
 from ..engine.hyperparameters import Hyperparameters
 from ..kernels import Kernel
 from ..inference.optimize import learn_hyperparameters
@@ -71,7 +72,8 @@ class VecchiaGP:
     kernel : Kernel
         Start (or fixed) kernel; its bounds are the box of learning.
     noise_variance : float
-        Start (or fixed) noise variance s2 of y ~ N(0, K + s2 I).
+        Start (or fixed) noise variance s2 of y ~ N(0, K + s2 I + V) (V: the known noise
+        variances ``fit`` may take, else 0).
     m : int
         Conditioning-set size of the likelihood (neighbours per training point).
     m_predict : int, optional
@@ -146,11 +148,14 @@ class VecchiaGP:
                                grouping=self.grouping, rng=self.random_state,
                                n_jobs=self.n_jobs)
 
-    def fit(self, X, y, *, learn: bool = True) -> VecchiaGP:
+    def fit(self, X, y, *, learn: bool = True, sample_noise_variance=None) -> VecchiaGP:
         """Learn the hyperparameters on (X, y) (module docstring), or keep them
-        (``learn=False``), and keep the data for prediction. y is taken as centred."""
+        (``learn=False``), and keep the data for prediction. y is taken as centred;
+        ``sample_noise_variance``: known per-row noise variances V (>= 0) added to s2."""
         self.X_train_ = check_matrix(X, "X")
         self.y_train_ = check_vector(y, "y", n_samples=self.X_train_.shape[0])
+        self.sample_noise_variance_ = None if sample_noise_variance is None else \
+            check_noise_variances(sample_noise_variance, self.X_train_.shape[0])
         self.kernel.check_n_dims(self.X_train_.shape[1])
         hyperparameters = self.hyperparameters
         self.history = []
@@ -166,7 +171,8 @@ class VecchiaGP:
         while stage < len(schedule):
             sample = sample_blocks(structure, schedule[stage], permutation)
             objective = VecchiaLikelihood(hyperparameters, self.X_train_, self.y_train_,
-                                          sample, n_jobs=self.n_jobs)
+                                          sample, n_jobs=self.n_jobs,
+                                          sample_noise_variance=self.sample_noise_variance_)
             if self.optimizer == "fisher":
                 hyperparameters, result = fisher_scoring(objective, hyperparameters,
                                                          tolerance=self.tolerance)
@@ -207,7 +213,8 @@ class VecchiaGP:
         """The Vecchia log likelihood of the training data at the fitted hyperparameters."""
         return vecchia_log_likelihood(self.kernel_, self.noise_variance_, self.X_train_,
                                       self.y_train_, self.structure_,
-                                      eval_gradient=eval_gradient, n_jobs=self.n_jobs)
+                                      eval_gradient=eval_gradient, n_jobs=self.n_jobs,
+                                      sample_noise_variance=self.sample_noise_variance_)
 
     # ----------------------------------------------------------------- prediction
     @property
@@ -219,18 +226,21 @@ class VecchiaGP:
         (:func:`scalegp.vecchia.prediction.predict`)."""
         return prediction.predict(self.kernel_, self.noise_variance_, self.X_train_,
                                   self.y_train_, X, self._m_predict, return_var=return_var,
-                                  include_noise=include_noise, n_jobs=self.n_jobs)
+                                  include_noise=include_noise, n_jobs=self.n_jobs,
+                                  sample_noise_variance=self.sample_noise_variance_)
 
     def predict_joint(self, X):
         """(mean, F) of the joint latent predictive at X, covariance F F^T."""
         return prediction.predict_joint(self.kernel_, self.noise_variance_, self.X_train_,
-                                        self.y_train_, X, self._m_predict)
+                                        self.y_train_, X, self._m_predict,
+                                        sample_noise_variance=self.sample_noise_variance_)
 
     def sample(self, X, n_samples: int, rng=None, *, include_noise: bool = False):
         """Joint draws at X, shape (len(X), n_samples)."""
         return prediction.sample(self.kernel_, self.noise_variance_, self.X_train_,
                                  self.y_train_, X, self._m_predict, n_samples, rng,
-                                 include_noise=include_noise)
+                                 include_noise=include_noise,
+                                 sample_noise_variance=self.sample_noise_variance_)
 
 
 def sample_blocks(structure: VecchiaStructure, n_points, permutation) -> VecchiaStructure:

@@ -1,4 +1,4 @@
-"""The Vecchia log likelihood of y ~ N(0, K + s2 I) and its analytic gradient.
+"""The Vecchia log likelihood of y ~ N(0, K + s2 I + V) and its analytic gradient.
 
 With the points in the Vecchia ordering and h(i) the points point i conditions on
 (:mod:`scalegp.vecchia.neighbors`: c(i), or the larger h(i) of its block when grouped),
@@ -6,8 +6,11 @@ With the points in the Vecchia ordering and h(i) the points point i conditions o
     log p(y) ~ sum_i log p(y_i | y_{h(i)})                               (Vecchia 1988)
              = sum_i [-1/2 r_i^2 / v_i - 1/2 log v_i - 1/2 log 2 pi],
 
-r_i = y_i - k_i^T K_h^{-1} y_h, v_i = K_ii - k_i^T K_h^{-1} k_i, K = k(X, X) + s2 I
+r_i = y_i - k_i^T K_h^{-1} y_h, v_i = K_ii - k_i^T K_h^{-1} k_i, K = k(X, X) + s2 I + V
 (noise included: the response model; the targets are taken as centred by the caller).
+V = diag(v_1, ..., v_N) holds known per-row noise variances (measurement errors; zero when
+none are given), added to the learned s2 as the exact GP adds them
+(:mod:`scalegp.engine.exact`): s2 is learned, V is data, so the gradient below is the same.
 
 **One factorization per block.** Let T be a block's union set in order, L L^T = K_TT and
 z = L^{-1} y_T. For the member at row t of T, h(i) is rows 0..t-1 of T, so r_i / sqrt(v_i)
@@ -53,7 +56,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import linalg
-from .._validation import check_matrix, check_positive_int, check_positive_scalar, check_vector
+from .._validation import (check_matrix, check_noise_variances, check_positive_int,
+                           check_positive_scalar, check_vector)
 from ..engine.hyperparameters import Hyperparameters
 from ..errors import NotPositiveDefiniteError
 from ..kernels import Kernel
@@ -81,11 +85,12 @@ def _batches(blocks):
 
 
 def _batch_terms(kernel: Kernel, noise_variance: float, X, y, batch,
-                 eval_gradient: bool, eval_fisher: bool = False):
+                 eval_gradient: bool, eval_fisher: bool = False, sample_noise_variance=None):
     """(value, gradient or None, Fisher information or None) summed over one batch of B
     blocks of equal size s, with stacked arrays: K (B, s, s), L, R = L^{-1}, and the
     members' rows gathered (module docstring). ``batch`` = (indices (B, s) of the union
-    sets' rows in X and y, member rows (B, M), member weights (B, M))."""
+    sets' rows in X and y, member rows (B, M), member weights (B, M));
+    ``sample_noise_variance``: V's diagonal over X's rows, or None."""
     indices, rows, weight = batch
     X_T, y_T = X[indices], y[indices]
     if eval_fisher:                 # the derivative stacks themselves
@@ -101,6 +106,8 @@ def _batch_terms(kernel: Kernel, noise_variance: float, X, y, batch,
         K = kernel.stacked(X_T)
     diagonal = np.arange(K.shape[1])
     K[:, diagonal, diagonal] += noise_variance
+    if sample_noise_variance is not None:
+        K[:, diagonal, diagonal] += sample_noise_variance[indices]
     try:
         L = linalg.batched_cholesky(K, name="Vecchia block", allow_jitter=False)[0]
     except NotPositiveDefiniteError:
@@ -150,16 +157,21 @@ def _fisher(dK, noise_variance, R, w, rows, weight):
 
 def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: VecchiaStructure, *,
                            eval_gradient: bool = False, eval_fisher: bool = False,
-                           n_jobs: int = 1):
-    """The (grouped, if ``structure`` is) Vecchia log likelihood of y ~ N(0, k(X, X) + s2 I),
-    and optionally its gradient in [kernel.theta..., log noise_variance] and (with
-    ``eval_fisher``: value, gradient, information) its Fisher information in them, the
-    expected negative Hessian under the Vecchia density (Guinness 2021, as GpGp).
+                           n_jobs: int = 1, sample_noise_variance=None):
+    """The (grouped, if ``structure`` is) Vecchia log likelihood of
+    y ~ N(0, k(X, X) + s2 I + diag(sample_noise_variance)), and optionally its gradient in
+    [kernel.theta..., log noise_variance] and (with ``eval_fisher``: value, gradient,
+    information) its Fisher information in them, the expected negative Hessian under the
+    Vecchia density (Guinness 2021, as GpGp).
 
-    ``n_jobs`` threads share the blocks (BLAS and LAPACK release the GIL)."""
+    ``n_jobs`` threads share the blocks (BLAS and LAPACK release the GIL);
+    ``sample_noise_variance`` (one per row of X, >= 0; None: zeros) are known noise
+    variances added to s2."""
     noise_variance = check_positive_scalar(noise_variance, "noise_variance")
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])
+    if sample_noise_variance is not None:
+        sample_noise_variance = check_noise_variances(sample_noise_variance, X.shape[0])
     kernel.check_n_dims(X.shape[1])
     n_jobs = check_positive_int(n_jobs, "n_jobs")
     if structure.n_samples != X.shape[0]:
@@ -171,7 +183,7 @@ def vecchia_log_likelihood(kernel: Kernel, noise_variance, X, y, structure: Vecc
     def run(batch):      # the rows of the batch's positions: no copy of X in the ordering
         positions, rows, weight = batch     # (a sample of the blocks reads only its rows)
         return _batch_terms(kernel, noise_variance, X, y, (order[positions], rows, weight),
-                            eval_gradient or eval_fisher, eval_fisher)
+                            eval_gradient or eval_fisher, eval_fisher, sample_noise_variance)
 
     # BLAS on one thread: the batches' products are small, and BLAS threads that wait
     # spinning beside ours (or beside other jobs) burn the cores the batches need
@@ -194,12 +206,16 @@ class VecchiaLikelihood:
     """The Vecchia objective theta = [kernel.theta..., log noise_variance] -> (log p(y),
     gradient) for :func:`scalegp.inference.optimize.maximize_likelihood`, at a fixed
     structure; theta is owned by ``hyperparameters`` (as
-    :class:`scalegp.engine.exact.ExactMarginalLikelihood`)."""
+    :class:`scalegp.engine.exact.ExactMarginalLikelihood`); ``sample_noise_variance``: known
+    per-row noise variances added to s2 (None: none)."""
 
-    def __init__(self, hyperparameters, X, y, structure: VecchiaStructure, *, n_jobs: int = 1):
+    def __init__(self, hyperparameters, X, y, structure: VecchiaStructure, *, n_jobs: int = 1,
+                 sample_noise_variance=None):
         self.hyperparameters = Hyperparameters.of(hyperparameters)
         self.X = check_matrix(X, "X")
         self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.sample_noise_variance = None if sample_noise_variance is None else \
+            check_noise_variances(sample_noise_variance, self.X.shape[0])
         self.hyperparameters.kernel.check_n_dims(self.X.shape[1])
         self.structure = structure
         self.n_jobs = check_positive_int(n_jobs, "n_jobs")
@@ -212,17 +228,20 @@ class VecchiaLikelihood:
     def value(self, theta) -> float:
         kernel, noise_variance = self.hyperparameters.decode(theta)
         return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
-                                      n_jobs=self.n_jobs)
+                                      n_jobs=self.n_jobs,
+                                      sample_noise_variance=self.sample_noise_variance)
 
     def __call__(self, theta):
         self.n_evaluations += 1
         kernel, noise_variance = self.hyperparameters.decode(theta)
         return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
-                                      eval_gradient=True, n_jobs=self.n_jobs)
+                                      eval_gradient=True, n_jobs=self.n_jobs,
+                                      sample_noise_variance=self.sample_noise_variance)
 
     def with_fisher(self, theta):
         """(log p(y), gradient, Fisher information) at theta, for Fisher scoring."""
         self.n_evaluations += 1
         kernel, noise_variance = self.hyperparameters.decode(theta)
         return vecchia_log_likelihood(kernel, noise_variance, self.X, self.y, self.structure,
-                                      eval_fisher=True, n_jobs=self.n_jobs)
+                                      eval_fisher=True, n_jobs=self.n_jobs,
+                                      sample_noise_variance=self.sample_noise_variance)

@@ -6,7 +6,9 @@ query), K_N = k(X_N, X_N) + s2 I = L L^T, k = k(X_N, x), v = L^{-1} k,
 
     mean(x) = k^T K_N^{-1} y_N = v^T (L^{-1} y_N),    var(x) = k(x, x) - |v|^2  (+ s2),
 
-the exact GP's predictive given y_N only; at m = N it is the exact GP's.
+the exact GP's predictive given y_N only; at m = N it is the exact GP's. Known per-row
+noise variances v of the training rows (``sample_noise_variance``) join s2 on K_N's
+diagonal, diag(s2 + v_N), as in the likelihood; a new response's noise is s2.
 
 **Joint predictive** of the latent f at test points x*_1..x*_n in the given order: the
 Vecchia approximation of (y, f*) with the test points after the training points, each
@@ -36,6 +38,7 @@ import numpy as np
 from .._validation import (
     as_generator,
     check_matrix,
+    check_noise_variances,
     check_positive_int,
     check_positive_scalar,
     check_vector,
@@ -55,13 +58,16 @@ MAX_JOINT = 5000
 POINTS_PER_TASK = 64
 
 
-def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m):
+def _check(kernel: Kernel, noise_variance, X_train, y_train, X_test, m,
+           sample_noise_variance=None):
     noise_variance = check_positive_scalar(noise_variance, "noise_variance")
     X_train = check_matrix(X_train, "X_train")
     y_train = check_vector(y_train, "y_train", n_samples=X_train.shape[0])
     X_test = check_matrix(X_test, "X_test", n_dims=X_train.shape[1])
     kernel.check_n_dims(X_train.shape[1])
-    return noise_variance, X_train, y_train, X_test, check_positive_int(m, "m")
+    extra = np.zeros(X_train.shape[0]) if sample_noise_variance is None else \
+        check_noise_variances(sample_noise_variance, X_train.shape[0])
+    return noise_variance, X_train, y_train, X_test, check_positive_int(m, "m"), extra
 
 
 def _factor(K, what):
@@ -81,17 +87,18 @@ def training_neighbors(kernel: Kernel, X_train, X_test, m: int, *,
     return tree.nearest(X_test, m, workers=n_jobs)
 
 
-def _bordered(K, y_N, noise_variance):
-    """The (B, m + 2, m + 2) stack [[K_N + s2 I, k, y_N], [k^T, k(x, x) + s2, 0],
+def _bordered(K, y_N, noise_variance, v_N):
+    """The (B, m + 2, m + 2) stack [[K_N + s2 I + diag(v_N), k, y_N], [k^T, k(x, x) + s2, 0],
     [y_N^T, 0, c]] of the module docstring, from K = k([X_N; x]) (B, m + 1, m + 1)."""
     B, size = K.shape[0], K.shape[1]
     A = np.zeros((B, size + 1, size + 1))
     A[:, :size, :size] = K
     diagonal = np.arange(size)
     A[:, diagonal, diagonal] += noise_variance
+    A[:, diagonal[:-1], diagonal[:-1]] += v_N
     A[:, :size - 1, -1] = y_N
     A[:, -1, :size - 1] = y_N
-    # c >= 2 (|z|^2 + (v^T z)^2 / l^2) + 1: |z|^2 <= |y_N|^2 / s2 (K_N >= s2 I),
+    # c >= 2 (|z|^2 + (v^T z)^2 / l^2) + 1: |z|^2 <= |y_N|^2 / s2 (K_N >= s2 I, v_N >= 0),
     # |v|^2 <= k(x, x) and l^2 >= s2, so the last pivot is >= c / 2 + 1 (rounding: eps c)
     bound = np.einsum("ij,ij->i", y_N, y_N) / noise_variance * (1.0 + K[:, -1, -1] /
                                                                 noise_variance)
@@ -100,9 +107,11 @@ def _bordered(K, y_N, noise_variance):
 
 
 def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
-            return_var: bool = False, include_noise: bool = False, n_jobs: int = 1):
+            return_var: bool = False, include_noise: bool = False, n_jobs: int = 1,
+            sample_noise_variance=None):
     """The independent Vecchia predictive mean (and variance: latent, or of a new response
-    with ``include_noise``) at X_test (module docstring).
+    with ``include_noise``) at X_test (module docstring; ``sample_noise_variance``: the
+    training rows' known noise variances, None: none).
 
     **One Cholesky factor per test point, batched.** The lower factor of the bordered matrix
 
@@ -116,8 +125,8 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
     :meth:`Kernel.stacked` and :func:`scalegp.linalg.batched_cholesky` (no Python step per
     point). Each batch asks the k-d tree for its own neighbours (the same sets as one query
     for all): memory O(``POINTS_PER_TASK`` m) for any number of test points."""
-    noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
-                                                         y_train, X_test, m)
+    noise_variance, X_train, y_train, X_test, m, extra = _check(
+        kernel, noise_variance, X_train, y_train, X_test, m, sample_noise_variance)
     n_jobs = check_positive_int(n_jobs, "n_jobs")
     tree = ScaledTree(X_train, kernel.length_scale)     # each batch asks for its own
     size = min(m, len(X_train))                          # neighbours: memory O(batch m)
@@ -127,7 +136,7 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
         rows = slice(start, min(start + POINTS_PER_TASK, len(X_test)))
         near = tree.nearest(X_test[rows], size)
         Z = np.concatenate([X_train[near], X_test[rows, None, :]], axis=1)
-        A = _bordered(kernel.stacked(Z), y_train[near], noise_variance)
+        A = _bordered(kernel.stacked(Z), y_train[near], noise_variance, extra[near])
         try:
             L = linalg.batched_cholesky(A, name="test points' neighbours",
                                         allow_jitter=False)[0]
@@ -153,11 +162,12 @@ def predict(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
     return mean, np.maximum(var - noise_variance, 0.0)
 
 
-def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int):
+def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, *,
+                  sample_noise_variance=None):
     """(mean, F) of the joint Vecchia predictive of the latent f at X_test, in the given
     order: covariance F F^T, F lower triangular (module docstring)."""
-    noise_variance, X_train, y_train, X_test, m = _check(kernel, noise_variance, X_train,
-                                                         y_train, X_test, m)
+    noise_variance, X_train, y_train, X_test, m, extra = _check(
+        kernel, noise_variance, X_train, y_train, X_test, m, sample_noise_variance)
     n = len(X_test)
     if n > MAX_JOINT:
         raise ValueError(f"X_test must have at most {MAX_JOINT} rows for the joint predictive "
@@ -177,7 +187,7 @@ def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: i
         train, test = train[keep[keep < m_train]], keep[keep >= m_train] - m_train
         Z = np.vstack([X_train[train], X_test[test]])
         K = kernel(Z)
-        K[np.arange(train.size), np.arange(train.size)] += noise_variance
+        K[np.arange(train.size), np.arange(train.size)] += noise_variance + extra[train]
         L = _factor(K, f"test point {j}'s conditioning set")
         k = kernel(X_test[j:j + 1], Z)[0]
         b = linalg.cho_solve(L, k)
@@ -190,12 +200,13 @@ def predict_joint(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: i
 
 
 def sample(kernel: Kernel, noise_variance, X_train, y_train, X_test, m: int, n_samples: int,
-           rng=None, *, include_noise: bool = False) -> np.ndarray:
+           rng=None, *, include_noise: bool = False, sample_noise_variance=None) -> np.ndarray:
     """Joint draws at X_test, shape (n_test, n_samples): of the latent f, or of new
     responses (f plus independent N(0, s2) noise) with ``include_noise``."""
     n_samples = check_positive_int(n_samples, "n_samples")
     generator = as_generator(rng)
-    mean, F = predict_joint(kernel, noise_variance, X_train, y_train, X_test, m)
+    mean, F = predict_joint(kernel, noise_variance, X_train, y_train, X_test, m,
+                            sample_noise_variance=sample_noise_variance)
     draws = mean[:, None] + F @ generator.standard_normal((mean.size, n_samples))
     if include_noise:
         draws += np.sqrt(noise_variance) * generator.standard_normal(draws.shape)
@@ -216,7 +227,8 @@ PREDICTION_RMSE_SLACK = 1.01
 
 
 def choose_prediction_neighbors(kernel: Kernel, noise_variance, X_train, y_train, m: int,
-                                rng, *, n_jobs: int = 1) -> tuple[int, dict]:
+                                rng, *, n_jobs: int = 1,
+                                sample_noise_variance=None) -> tuple[int, dict]:
     """The training neighbours each prediction should condition on, measured: hold out
     ``HELD_OUT_ROWS`` random training rows (a tenth below 5,000 rows), predict them from the
     others with m k neighbours for each k of ``PREDICTION_FACTORS`` (at most the rows left),
@@ -227,9 +239,12 @@ def choose_prediction_neighbors(kernel: Kernel, noise_variance, X_train, y_train
     likelihood's conditionals (kin40k, m = 30: test RMSE 0.173 with 30, 0.108 with 120,
     0.093 with 250); on rough or noisy data m suffices (the relief map, pol, protein).
     Holding out a few per cent of the rows barely thins the neighbourhoods the predictions
-    see."""
+    see. With known noise variances (``sample_noise_variance``) the kept rows carry theirs
+    and the RMSE is of the held-out rows' targets, as without."""
     X_train = check_matrix(X_train, "X_train")
     y_train = check_vector(y_train, "y_train", n_samples=X_train.shape[0])
+    if sample_noise_variance is not None:
+        sample_noise_variance = check_noise_variances(sample_noise_variance, X_train.shape[0])
     n = X_train.shape[0]
     held = as_generator(rng).permutation(n)[:min(HELD_OUT_ROWS, max(1, n // 10))]
     kept = np.ones(n, dtype=bool)
@@ -242,7 +257,9 @@ def choose_prediction_neighbors(kernel: Kernel, noise_variance, X_train, y_train
         if count in rmse:
             return False
         mean = predict(kernel, noise_variance, X_train[kept], y_train[kept], X_train[held],
-                       count, n_jobs=n_jobs)
+                       count, n_jobs=n_jobs,
+                       sample_noise_variance=None if sample_noise_variance is None
+                       else sample_noise_variance[kept])
         rmse[count] = float(np.sqrt(np.mean((mean - y_train[held]) ** 2)))
         return True
 

@@ -1,0 +1,100 @@
+"""Known per-row noise variances (measurement errors): what using them is worth, and what
+``approximation="auto"`` chooses with them.
+
+A smooth field observed with heteroscedastic noise: f(x) = sin(x0) cos(x1) (plus 0.3 x2 from
+three inputs on), x uniform on [-3, 3]^d, y = f(x) + e with e ~ N(0, 0.01 + v), and v known
+per row, log-uniform on [1e-3, 1] (noise std from 0.1 to 1). For each size, on 2,000 test
+rows with their own v:
+
+- RMSE against f (the noise-free field), and the NLPD of the test targets under the model's
+  predictive distribution with the test row's known v added (the variance of a new
+  observation of that row: latent + s2 + v);
+- the fit's seconds.
+
+Models: the exact GP (up to 3,000 rows) and Vecchia (m = 30) each fitted with the known v
+and ignoring them (one learned noise variance for all rows), and ``GPRegressor()`` (auto, its
+default budget) with them. ::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_known_noise.py --sizes 2000,20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import warnings
+
+import numpy as np
+
+import scalegp as sg
+
+TEST_ROWS = 2000
+EXACT_ROWS = 3000
+
+
+def data(n: int, d: int, seed: int):
+    """(X, y, v, f): inputs, noisy targets, known variances and the noise-free field."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(n, d))
+    f = np.sin(X[:, 0]) * np.cos(X[:, 1]) + (0.3 * X[:, 2] if d > 2 else 0.0)
+    v = np.exp(rng.uniform(math.log(1e-3), 0.0, n))
+    y = f + np.sqrt(0.01 + v) * rng.standard_normal(n)
+    return X, y, v, f
+
+
+def run(n: int, d: int) -> list:
+    X, y, v, _ = data(n, d, seed=0)
+    Xt, yt, vt, ft = data(TEST_ROWS, d, seed=1)
+    models = {}
+    if n <= EXACT_ROWS:
+        models["exact"] = lambda: sg.ExactGPRegressor(kernel=sg.Matern(nu=2.5,
+                                                                       length_scale=np.ones(d)))
+    models["vecchia m=30"] = lambda: sg.VecchiaGPRegressor(
+        kernel=sg.Matern(nu=2.5, length_scale=np.ones(d)), n_neighbors=30,
+        learning_schedule=(2000, None) if n > 4000 else None, random_state=0)
+    rows = []
+    for name, make in models.items():
+        for known in (True, False):
+            rows.append(_score(f"{name}, {'known v' if known else 'v ignored'}", make(),
+                               X, y, v if known else None, Xt, yt, vt, ft))
+    rows.append(_score("auto, known v", sg.GPRegressor(random_state=0), X, y, v, Xt, yt, vt,
+                       ft))
+    return rows
+
+
+def _score(label, model, X, y, v, Xt, yt, vt, ft):
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X, y, **({} if v is None else {"sample_noise_variance": v}))
+    seconds = time.perf_counter() - start
+    mean, std = model.predict(Xt, return_std=True, include_noise=True)  # latent + s2
+    var = std ** 2 + vt
+    rmse = float(np.sqrt(np.mean((mean - ft) ** 2)))
+    nlpd = float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (yt - mean) ** 2 / var))
+    chosen = getattr(getattr(model, "selection_", None), "chosen", None)
+    if chosen is not None:
+        label += f" -> {chosen.name}"
+    row = (label, rmse, nlpd, seconds, float(getattr(model, "noise_variance_", math.nan)))
+    print(row, flush=True)
+    return row
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="2000,20000",
+                        help="training rows, comma-separated (default 2000,20000)")
+    parser.add_argument("--dims", type=int, default=5, help="inputs (default 5)")
+    args = parser.parse_args(argv)
+    lines = ["| rows | model | RMSE against f | test NLPD | fit s | learned s2 (standardized) |",
+             "|---:|---|---:|---:|---:|---:|"]
+    for n in (int(size) for size in args.sizes.split(",")):
+        for label, rmse, nlpd, seconds, s2 in run(n, args.dims):
+            lines.append(f"| {n:,} | {label} | {rmse:.4f} | {nlpd:.3f} | {seconds:.1f} | "
+                         f"{s2:.3g} |")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
