@@ -115,9 +115,11 @@ normalize_X, random_state
         training points and the earlier test points (exact at N + n_test - 1). "auto":
         measured after learning, the smallest of 1, 2, 4 and 8 times ``n_neighbors`` (and
         further doublings up to 256 while each gains more than 1 %) whose RMSE on a few
-        hundred held-out training rows is within 1 % of the best
+        hundred held-out training rows and whose latent predictive RMSE there are both
+        within 1 % of the best
         (:func:`scalegp.vecchia.prediction.choose_prediction_neighbors`): smooth data need
-        more neighbours to predict than to learn (kin40k: 0.173 with 30, 0.093 with 250).
+        more neighbours to predict than to learn (kin40k: 0.173 with 30, 0.093 with 250),
+        and noisy data too, where the targets' noise hides it from the held-out RMSE.
     ordering : {"maximin", "grid-maximin", "random", "coordinate"}, default="maximin"
         The ordering of the training points, in the scaled inputs
         (:data:`scalegp.vecchia.ORDERINGS`).
@@ -155,10 +157,11 @@ normalize_X, random_state
     prediction_neighbors_ : int
         The training neighbours each prediction conditions on (``n_neighbors_predict``, or
         the count "auto" chose).
-    prediction_rmse_ : dict or None
+    prediction_rmse_, prediction_latent_rmse_ : dict or None
         With ``n_neighbors_predict="auto"``: {count: RMSE on the held-out training rows, in
-        standardized units} of the counts tried; None otherwise and after
-        :func:`scalegp.load`.
+        standardized units} of the counts tried, and {count: sqrt(mean latent predictive
+        variance) there} (the model's expected error against the noise-free function); None
+        otherwise and after :func:`scalegp.load`.
     learning_history_ : list of dict or None
         One entry per learning stage run (a rebuilt structure runs its stage again): its
         sampled ``n_points``, ``log_likelihood`` (of those points' conditionals),
@@ -290,13 +293,13 @@ normalize_X, random_state
         structures = getattr(self, "_structures", None)
         if fitted.get("training_data") is None:
             structures = None
-        self.prediction_rmse_ = None
+        self.prediction_rmse_ = self.prediction_latent_rmse_ = None
         if self.n_neighbors_predict == "auto" and structures is not None:
-            count, self.prediction_rmse_ = choose_prediction_neighbors(
+            (count, self.prediction_rmse_,
+             self.prediction_latent_rmse_) = choose_prediction_neighbors(
                 posterior.kernel, posterior.noise_variance, posterior.X_train,
                 posterior.y_train, posterior.n_neighbors, as_generator(self.random_state),
-                n_jobs=self._n_threads,
-                sample_noise_variance=posterior.sample_noise_variance)
+                n_jobs=self._n_threads, sample_noise_variance=posterior.sample_noise_variance)
             posterior = replace(posterior, n_neighbors=count)
         # threads are the estimator's parameter (a model file does not store them)
         super()._set_fitted(posterior.with_threads(resolve_n_jobs(self.n_jobs)), **fitted)
