@@ -11,9 +11,10 @@ rows with their own v:
   observation of that row: latent + s2 + v);
 - the fit's seconds.
 
-Models: the exact GP (up to 3,000 rows) and Vecchia (m = 30) each fitted with the known v
-and ignoring them (one learned noise variance for all rows), and ``GPRegressor()`` (auto, its
-default budget) with them. ::
+Models: the exact GP (up to 3,000 rows) and Vecchia (m = 30, prediction neighbours "auto")
+each fitted with the known v and ignoring them (one learned noise variance for all rows), and
+``GPRegressor()`` (auto, its default budget) with them; Matern-5/2, one length scale per
+input. ::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_known_noise.py --sizes 2000,20000
 """
@@ -52,7 +53,8 @@ def run(n: int, d: int) -> list:
                                                                        length_scale=np.ones(d)))
     models["vecchia m=30"] = lambda: sg.VecchiaGPRegressor(
         kernel=sg.Matern(nu=2.5, length_scale=np.ones(d)), n_neighbors=30,
-        learning_schedule=(2000, None) if n > 4000 else None, random_state=0)
+        n_neighbors_predict="auto", learning_schedule=(2000, None) if n > 4000 else None,
+        random_state=0)
     rows = []
     for name, make in models.items():
         for known in (True, False):

@@ -15,13 +15,13 @@ Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). O
     (:mod:`scalegp.estimators.auto_costs`) and priced in seconds by the machine's GEMM rate
     (measured once per process) at a fixed efficiency, plus the seconds per likelihood
     evaluation, times the evaluations, with the arithmetic slowed by the pilot's measured
-    slowdown. Candidates: the
-    exact GP; Nystrom with the VFE bound and learned knots (m in ``NYSTROM_SIZES``);
+    slowdown. Candidates: the exact GP (up to its row limit); Nystrom with the VFE bound and
+    learned knots (m in ``NYSTROM_SIZES``; with known noise variances DTC, random knots);
     Gauss-Legendre features (d <= ``LOW_DIMENSION``, only where the rule of s columns resolves
     the pilot's length scales: :meth:`GaussLegendreFeatures.valid_log_bounds` holds log l and
     the captured prior variance is within ``GLF_MASS_TOLERANCE`` of 1); neighbourhood-local
-    exact GPs (d <= ``LOW_DIMENSION`` and the pilot's length scale short against the domain,
-    mean l / range < ``ROUGH_LENGTH_RATIO``); Vecchia in the scaled inputs
+    exact GPs (d <= ``LOW_DIMENSION``, the pilot's length scale short against the domain,
+    mean l / range < ``ROUGH_LENGTH_RATIO``, no known noise variances); Vecchia in the scaled inputs
     (d <= ``VECCHIA_DIMENSION``), from ``VECCHIA_SCHEDULE_ROWS`` rows learned on the
     schedule ``VECCHIA_SCHEDULE`` of sampled conditionals.
 (c) **Predicted accuracy**, as the RMSE ratio rho = RMSE(candidate) / RMSE(exact GP):
