@@ -747,3 +747,31 @@ def test_a_low_rank_candidate_with_one_length_scale_joins_from_its_row_count():
     assert estimator.kernel.nu == 1.5 and estimator.kernel.length_scale == math.sqrt(5)
     assert estimator.approximation.n_components == auto_validation.LOW_RANK_KNOTS
     assert estimator.approximation.objective == "vfe"
+
+
+def test_a_vecchia_candidate_is_scored_at_the_prediction_neighbours_it_chose(monkeypatch):
+    """Cross-validation scores the fitted model: a Vecchia candidate whose prediction
+    neighbours were chosen on all rows ("auto") predicts each fold with that count, and the
+    choice is not run again per fold (five choices cost seconds on 3,000 rows, and scored
+    another model)."""
+    from scalegp.estimators import vecchia as vecchia_estimator
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, (400, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * np.cos(X[:, 1]) + 0.3 * rng.standard_normal(400)
+    fitted = sg.VecchiaGPRegressor(n_neighbors=5, n_neighbors_predict="auto",
+                                   random_state=0).fit(X, y)
+    assert fitted.prediction_neighbors_ > 5
+    counts = []
+    choose = vecchia_estimator.choose_prediction_neighbors
+    monkeypatch.setattr(vecchia_estimator, "choose_prediction_neighbors",
+                        lambda *args, **kwargs: counts.append(1) or choose(*args, **kwargs))
+    used = []
+    predict = sg.VecchiaGPRegressor.predict
+    monkeypatch.setattr(sg.VecchiaGPRegressor, "predict", lambda self, *args, **kwargs: (
+        used.append(self.prediction_neighbors_) or predict(self, *args, **kwargs)))
+    candidate = auto_validation.Scored("vecchia", "vecchia", fitted,
+                                       auto_costs.vecchia_cost(400, 2, 5, 10))
+    folds = np.array_split(rng.permutation(400), auto_validation.VALIDATION_FOLDS)
+    auto_validation.cross_validate(candidate, X, y, folds)
+    assert counts == [] and used == [fitted.prediction_neighbors_] * len(folds)
+    assert np.isfinite(candidate.cv_nlpd)
