@@ -10,7 +10,7 @@ import pytest
 import scalegp as sg
 
 from scalegp.engine.exact import MAX_EXACT_SAMPLES
-from scalegp.estimators import auto, auto_costs, auto_validation
+from scalegp.estimators import auto, auto_costs, auto_pilot, auto_validation
 
 RATE = 1e10          # a fixed GEMM rate: the choices below do not depend on the machine
 
@@ -230,7 +230,7 @@ def test_machine_rate_is_measured_once():
 
 def test_pilot_holds_back_rows(rough_pilot):
     Xs, ys, pilot = rough_pilot
-    assert pilot.holdout.size == round(auto.HOLDOUT_FRACTION * 200)
+    assert pilot.holdout.size == round(auto_pilot.HOLDOUT_FRACTION * 200)
     assert np.intersect1d(pilot.train, pilot.holdout).size == 0
     assert pilot.evaluations > 0 and pilot.seconds > 0
     # the pilot resolves the field's short length scale
@@ -295,9 +295,19 @@ def test_budgets_exclude_candidates(smooth_5d, smooth_pilot):
                                                    for c in tiny.candidates)
     assert tiny.configuration["optimize"] is False
     assert tiny.chosen.measured_ratio is not None
-    memory = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6, memory_budget=1.0,
-                         pilot=smooth_pilot)
-    assert all(c.note.startswith("over the memory budget") for c in memory.candidates)
+    # nothing fits the memory budget: an error naming the smallest need, not a model over it
+    # (the selection had "chosen" the cheapest fit over the budget)
+    with pytest.raises(sg.errors.InsufficientMemoryError, match="no candidate fits the memory "
+                       "budget of 9.54e-07 MiB: the smallest, .*, needs"):
+        auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6, memory_budget=1.0,
+                    pilot=smooth_pilot)
+    smallest = min(c.memory_bytes for c in auto.select(
+        X, y, random_state=0, rate=RATE, time_budget=1e6, pilot=smooth_pilot).candidates)
+    within = auto.select(X, y, random_state=0, rate=RATE, time_budget=1e6,
+                         memory_budget=smallest, pilot=smooth_pilot)
+    assert within.chosen.memory_bytes <= smallest
+    assert all(c.note.startswith("over the memory budget") for c in within.candidates
+               if c.memory_bytes > smallest)
 
 
 def test_tolerance_picks_a_verified_candidate(rough_2d, rough_pilot):

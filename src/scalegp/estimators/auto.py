@@ -6,11 +6,12 @@ and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
 Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in four steps:
 
-(a) **Pilot.** An exact GP (ARD kernel, inputs and targets standardized, the better of the
-    starts ``PILOT_STARTS``) on a random subsample of at most ``PILOT_ROWS`` rows, of which
-    ``HOLDOUT_FRACTION`` are held back, one per kernel family (:func:`kernel_families`), the
-    family of lowest NLPD on the held-back rows kept: its length scales l, signal variance
-    s, noise variance s2, its number of likelihood evaluations E and its measured seconds.
+(a) **Pilot** (:mod:`scalegp.estimators.auto_pilot`). An exact GP (ARD kernel, inputs and
+    targets standardized, the better of the starts ``PILOT_STARTS``) on a random subsample
+    of at most ``PILOT_ROWS`` rows, of which ``HOLDOUT_FRACTION`` are held back, one per
+    kernel family, the family of lowest NLPD on the held-back rows kept: its length scales
+    l, signal variance s, noise variance s2, its number of likelihood evaluations E and its
+    measured seconds.
 (b) **Costs.** Each candidate's fit on all n rows is counted in flops and bytes
     (:mod:`scalegp.estimators.auto_costs`) and priced in seconds by the machine's GEMM rate
     (measured once per process) at a fixed efficiency, plus the seconds per likelihood
@@ -56,30 +57,31 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.base import clone
 
 from .. import kernels, linalg
 from ..engine.exact import MAX_EXACT_SAMPLES
+from ..errors import InsufficientMemoryError
 from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
 from . import auto_costs, auto_progress, auto_validation
+from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
+                         at_full_density, best_pilot, kernel_families, pilot_kernel,
+                         run_pilot)
 from .auto_selection import Candidate, Selection
 from .configuration import Exact, Features, Neighbors, Nystrom
-from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 
-__all__ = ["Pilot", "select", "run_pilot", "at_full_density", "DEFAULT_TIME_BUDGET"]
+# the pilot's names (scalegp.estimators.auto_pilot) are reached through this module too
+__all__ = ["Pilot", "select", "run_pilot", "at_full_density", "kernel_families",
+           "pilot_kernel", "DEFAULT_TIME_BUDGET"]
 
 #: Seconds of fit (the pilot included) a user waiting at a terminal accepts: one minute.
 DEFAULT_TIME_BUDGET = 60.0
-#: Starting length scales of the pilot (standardized units): a long start on a rough field
-#: can end in the noise-only optimum (l large, s2 = var y), a short one finds the field.
-PILOT_STARTS = (1.0, 0.2)
 #: Share of the available memory (``scalegp._memory.available_bytes``) a fit may use.
 DEFAULT_MEMORY_FRACTION = 0.5
 #: Memory assumed when the available memory cannot be read (4 GiB).
@@ -89,10 +91,6 @@ FALLBACK_MEMORY = 4 * 2**30
 #: pilots took 235 s of 295 likelihood evaluations on a loaded machine, where the chosen fit
 #: then took 0.25 s.
 PILOT_SHARE = 0.4
-#: Rows of the pilot exact GP at most ...
-PILOT_ROWS = 600
-#: ... of which this share is held back for the predicted and measured accuracies.
-HOLDOUT_FRACTION = 0.2
 #: Inducing points of the Nystrom candidates (learned with ``learn_knots`` iterations).
 NYSTROM_SIZES = (256, 512, 1024, 2048)
 NYSTROM_LEARN_ITERATIONS = 150
@@ -105,7 +103,6 @@ NEIGHBOR_SIZES = (100, 300)
 LEARNING_CENTRES = 32
 #: Conditioning-set sizes of the Vecchia candidates.
 VECCHIA_SIZES = (15, 30)
-VECCHIA_REFERENCE_M = 30
 #: From this many rows a Vecchia candidate learns on a schedule of nested samples of its
 #: conditionals (``learning_schedule``, docs/vecchia.md) at a stage tolerance, as the UCI
 #: configuration does: on pol (9,600 rows, 26 inputs, m = 30) 26 s and test RMSE 0.082. Its
@@ -114,11 +111,6 @@ VECCHIA_REFERENCE_M = 30
 #: The validated choice stops below it (``auto_validation.MAX_VALIDATED_ROWS``).
 VECCHIA_SCHEDULE_ROWS = auto_validation.MAX_VALIDATED_ROWS
 VECCHIA_SCHEDULE = (2000, 8000, 20000)
-VECCHIA_SCHEDULE_TOLERANCE = 0.01
-#: Sampled conditionals of the pilot learned again at full density (:func:`at_full_density`),
-#: from VECCHIA_SCHEDULE_ROWS rows in up to LOW_DIMENSION inputs (spatial data, where the
-#: subsample's sparsity biases the length scales most).
-DENSE_PILOT_POINTS = 2000
 #: Spatial / low-dimensional models are candidates up to this many inputs.
 LOW_DIMENSION = 3
 #: Vecchia (in the length-scale-scaled inputs: scaled Vecchia) up to this many inputs: on
@@ -139,161 +131,6 @@ KNOWN_NOISE_NOTE = ("known noise variances: Nystrom with the DTC likelihood at r
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """The pilot exact GP, in standardized units (X and y scaled by the full data's mean and
-    std): its hyperparameters, the rows it was fitted on and the rows held back."""
-
-    kernel: object              # the learned kernel (its box may have widened)
-    noise_variance: float
-    train: np.ndarray
-    holdout: np.ndarray
-    evaluations: int
-    seconds: float
-    mean: np.ndarray            # exact predictive mean on the held-back rows
-    var: np.ndarray             # and variance, noise included
-    rmse: float                 # of the exact GP on the held-back rows
-    family: object = "gaussian"  # the kernel family (name or Kernel) it was started from
-    #: Evaluations of all its starts (``seconds`` is their time: the cost model's
-    #: calibration); ``evaluations`` is the best start's, what a candidate's learning costs.
-    total_evaluations: int = 0
-
-    @property
-    def length_scale(self) -> np.ndarray:
-        return self.kernel.length_scale
-
-    @property
-    def variance(self) -> float:
-        return float(self.kernel.variance)
-
-
-def pilot_kernel(kernel, n_dims: int):
-    """The kernel the pilot and the chosen model start from: a name gives that family with
-    one length scale per input (ARD); a Kernel object is used as given."""
-    if isinstance(kernel, str):
-        return kernels.get(kernel).with_params(length_scale=np.ones(n_dims))
-    return kernel
-
-
-def run_pilot(X, y, rng, max_rows: int = PILOT_ROWS, kernel="gaussian",
-              family=None, sample_noise_variance=None) -> Pilot:
-    """Fit the pilot exact GP on at most ``max_rows`` random rows of standardized (X, y),
-    from each start of ``PILOT_STARTS`` (a kernel name) or from the kernel given (then
-    ``family`` names its family, recorded in the pilot); ``sample_noise_variance``: the
-    rows' known noise variances (standardized as y), or None."""
-    n = X.shape[0]
-    rows = rng.permutation(n)[:min(n, max_rows)]
-    n_hold = max(1, int(round(HOLDOUT_FRACTION * rows.size)))
-    holdout, train = rows[:n_hold], rows[n_hold:]
-    start = time.perf_counter()
-    fits = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        base = pilot_kernel(kernel, X.shape[1])
-        starts = ([base.with_params(length_scale=np.full(X.shape[1], scale))
-                   for scale in PILOT_STARTS] if isinstance(kernel, str) else [base])
-        for initial in starts:
-            fits.append(ExactGPRegressor(kernel=initial, noise_variance=0.1).fit(
-                X[train], y[train], **auto_validation.rows_noise(sample_noise_variance, train)))
-    seconds = time.perf_counter() - start
-    model = max(fits, key=lambda fit: fit.log_marginal_likelihood_value_)
-    mean, std = model.predict(X[holdout], return_std=True, include_noise=True)
-    rmse = float(np.sqrt(np.mean((mean - y[holdout]) ** 2)))
-    return Pilot(model.kernel_, float(model.noise_variance_), train, holdout,
-                 model.optimization_result_.n_evaluations, seconds, mean, std ** 2, rmse,
-                 kernel if family is None else family,
-                 sum(fit.optimization_result_.n_evaluations for fit in fits))
-
-
-def at_full_density(X, y, pilot: Pilot, rng,
-                    sample_noise_variance=None) -> tuple[Pilot, str]:
-    """The pilot with its hyperparameters learned again at the data's full density: the
-    Vecchia likelihood of ``DENSE_PILOT_POINTS`` sampled conditionals of all n rows (each
-    conditioned on its ``VECCHIA_REFERENCE_M`` nearest predecessors among all rows), from the
-    pilot's values; its held-back predictions are the exact GP's on its rows at them.
-
-    A random subsample sees the data sparser than they are, and on a rough field its GP
-    learns the longer length scales it can see (the relief map: a few hundred random rows
-    learn a length scale a Gauss-Legendre rule of 1,024 columns resolves, whose fit then
-    reaches 244 m against Vecchia's 50 m); a sample of Vecchia's conditionals keeps every
-    neighbour (docs/vecchia.md, "Schedules of block samples"). Only shorter length scales
-    replace the pilot's: that is the subsample's bias (on smooth fields the sampled
-    conditionals can learn longer ones, 0.16 against the pilot's 0.08 on a sinusoid the
-    pilot resolves, and the pilot stands)."""
-    from ..vecchia import VecchiaGP
-    start = pilot_kernel(pilot.family, X.shape[1]).with_params(
-        length_scale=np.clip(pilot.length_scale, *kernels.DEFAULT_LENGTH_SCALE_BOUNDS),
-        variance=float(np.clip(pilot.variance, *kernels.DEFAULT_VARIANCE_BOUNDS)))
-    began = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        dense = VecchiaGP(start, float(np.clip(pilot.noise_variance, 1e-6, 1e5)),
-                          VECCHIA_REFERENCE_M, ordering="grid-maximin",
-                          schedule=(DENSE_PILOT_POINTS,), tolerance=VECCHIA_SCHEDULE_TOLERANCE,
-                          random_state=int(rng.integers(2**31))).fit(
-            X, y, sample_noise_variance=sample_noise_variance)
-        exact = ExactGPRegressor(kernel=dense.kernel_, noise_variance=dense.noise_variance_,
-                                 optimize=False, normalize_X=False, normalize_y=False)
-        exact.fit(X[pilot.train], y[pilot.train],
-                  **auto_validation.rows_noise(sample_noise_variance, pilot.train))
-        mean, std = exact.predict(X[pilot.holdout], return_std=True, include_noise=True)
-    seconds = time.perf_counter() - began
-    rmse = float(np.sqrt(np.mean((mean - y[pilot.holdout]) ** 2)))
-    ratio = float(np.exp(np.mean(np.log(pilot.length_scale / dense.kernel_.length_scale))))
-    note = (f"hyperparameters learned again at full density ({DENSE_PILOT_POINTS:,} sampled "
-            f"Vecchia conditionals, {seconds:.2g} s): length scales {ratio:.3g} times shorter "
-            "than the pilot's")
-    if ratio <= 1.0:                   # not what a sparse subsample causes: the pilot stands
-        return pilot, note + "; the pilot's kept"
-    return replace(pilot, kernel=dense.kernel_, noise_variance=float(dense.noise_variance_),
-                   mean=mean, var=std ** 2, rmse=rmse), note
-
-
-def kernel_families(kernel) -> tuple:
-    """The kernel families ``auto`` compares: every one of
-    :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES` for None, else the one
-    given (a name, one length scale per input, or a Kernel used as given)."""
-    return auto_validation.KERNEL_FAMILIES if kernel is None else (kernel,)
-
-
-def _holdout_nlpd(pilot: Pilot, y) -> float:
-    """Mean NLPD of the pilot's predictions on its held-back rows (noise included)."""
-    residual = y[pilot.holdout] - pilot.mean
-    return float(np.mean(0.5 * np.log(2 * np.pi * pilot.var) + 0.5 * residual ** 2
-                         / pilot.var))
-
-
-def _best_pilot(Xs, ys, rng, families, sample_noise_variance=None) -> tuple[Pilot, str]:
-    """The pilot of each kernel family on the same rows, and the one of lowest NLPD on the
-    held-back rows (with a note saying so when there was a choice)."""
-    seed = int(rng.integers(2**31))
-    first = run_pilot(Xs, ys, np.random.default_rng(seed), kernel=families[0],
-                      sample_noise_variance=sample_noise_variance)
-    # the other families start once, from the first's length scales (not from every start)
-    pilots = [first] + [
-        run_pilot(Xs, ys, np.random.default_rng(seed), family=family,
-                  kernel=pilot_kernel(family, Xs.shape[1]).with_params(
-                      length_scale=np.clip(first.length_scale,
-                                           *kernels.DEFAULT_LENGTH_SCALE_BOUNDS))
-                  if isinstance(family, str) else family,
-                  sample_noise_variance=sample_noise_variance)
-        for family in families[1:]]
-    scores = [_holdout_nlpd(p, ys) for p in pilots]
-    best = int(np.argmin(scores))
-    if len(pilots) == 1:
-        return pilots[0], ""
-    named = ", ".join(f"{_family_name(f)} {score:.4g}" for f, score in zip(families, scores))
-    # its own seconds and evaluations calibrate the cost model; the budget counts every
-    # pilot's time (select's clock)
-    chosen = pilots[best]
-    return chosen, (f"kernel family {_family_name(families[best])}: the lowest NLPD of the "
-                    f"pilots on the held-back rows ({named})")
-
-
-def _family_name(family) -> str:
-    return family if isinstance(family, str) else type(family).__name__
 
 
 def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, rng,
@@ -547,8 +384,15 @@ def _without_learning(Xs, ys, vs, found, pilot, left, time_budget, memory_budget
     """No candidate's learning fits the budgets: the candidate of best predicted accuracy
     whose fit at the pilot's hyperparameters (no learning on all rows, Nystrom's knots not
     learned: one step of its cost) fits them, else the cheapest such fit. Learning on all
-    rows would overrun the budget by the factor its predicted seconds say."""
-    within_memory = [c for c in found if c.memory_bytes <= memory_budget] or found
+    rows would overrun the budget by the factor its predicted seconds say. Where no
+    candidate fits the memory budget: InsufficientMemoryError (a fit over it is no answer)."""
+    within_memory = [c for c in found if c.memory_bytes <= memory_budget]
+    if not within_memory:
+        least = min(found, key=lambda c: c.memory_bytes)
+        raise InsufficientMemoryError(
+            f"no candidate fits the memory budget of {memory_budget / 2**20:.3g} MiB: the "
+            f"smallest, {least.name}, needs {least.memory_bytes / 2**20:.3g} MiB; raise "
+            "memory_budget, or subsample the rows")
     affordable = [c for c in within_memory if c.conditioning_seconds <= left]
     chosen = (min(affordable, key=lambda c: (c.predicted_ratio, c.conditioning_seconds))
               if affordable else min(within_memory, key=lambda c: c.conditioning_seconds))
@@ -585,9 +429,10 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     rate : float, optional
         GEMM flops per second (default: :func:`scalegp.estimators.auto_costs.machine_rate`).
     pilot : Pilot, optional
-        A pilot already run on these data (standardized: :func:`run_pilot`), reused.
+        A pilot already run on these data (standardized:
+        :func:`~scalegp.estimators.auto_pilot.run_pilot`), reused.
     kernel : None, str or Kernel
-        The kernel family (:func:`kernel_families`): None compares
+        The kernel family (:func:`~scalegp.estimators.auto_pilot.kernel_families`): None compares
         :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES`.
     sample_noise_variance : array (n,), optional
         Known per-row noise variances: the pilot, the verification and the chosen model
@@ -626,7 +471,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         # an estimate by design: its learning stops at its share of the budget
         auto_progress.stage("pilot: an exact GP on a sample of the rows")
         with optimize.deadline(started + PILOT_SHARE * time_budget, soft=True):
-            pilot, why = _best_pilot(Xs, ys, rng, families, vs)
+            pilot, why = best_pilot(Xs, ys, rng, families, vs)
         if why:
             notes.append(why)
         if X.shape[0] >= VECCHIA_SCHEDULE_ROWS and X.shape[1] <= LOW_DIMENSION:
