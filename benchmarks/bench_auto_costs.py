@@ -137,10 +137,9 @@ def validated_prices(names) -> None:
         X, y, _, _ = bench_auto.load_split(name, bench_auto.DATA_DIR)
         n, d = X.shape
         families = ("gaussian", "matern32")
-        plain = auto_validation.validated_candidates(n, d, families, homoscedastic=True,
-                                                     estimator_params={})
+        plain = auto_validation.validated_candidates(n, d, families, estimator_params={})
         priced = auto_validation.validated_candidates(
-            n, d, families, homoscedastic=True, estimator_params={},
+            n, d, families, estimator_params={},
             slowdowns=auto_validation.measured_slowdowns(X, y, families[0]))
         uncalibrated = {c.name: c.predicted_seconds for c in plain}
         folds = np.array_split(np.random.default_rng(0).permutation(n),

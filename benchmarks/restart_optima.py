@@ -36,8 +36,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     X, y, X_test, y_test = bench_auto.load_split(args.dataset, args.data_dir)
     found = auto_validation.validated_candidates(
-        y.size, X.shape[1], auto_validation.KERNEL_FAMILIES, homoscedastic=True,
-        estimator_params={})
+        y.size, X.shape[1], auto_validation.KERNEL_FAMILIES, estimator_params={})
     names = {c.name: c for c in found}
     if args.candidate not in names:
         parser.error(f"no candidate {args.candidate!r}; there are {', '.join(names)}")

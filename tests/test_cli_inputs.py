@@ -3,6 +3,8 @@ hyperparameters, standardization, fit diagnostics and exit codes (run in-process
 
 import math
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -301,6 +303,30 @@ def test_noise_variance_column_is_not_an_input_and_equals_the_estimator(
     np.testing.assert_allclose(fitted.predict(X[:5]), reference.predict(X[:5]), rtol=1e-12)
     without = estimator(**fixed).fit(X, y)
     assert not np.allclose(fitted.predict(X[:5]), without.predict(X[:5]), rtol=1e-3)
+
+
+def test_noise_variance_column_with_the_vfe_bound_and_learned_knots(tmp_path, data, capsys):
+    """Nystrom-VFE with learned knots takes the column (Eq. V.4 of docs/nystrom.md): the
+    model equals the estimator's fit with the same variances, and differs without them."""
+    X, y = data
+    variances = np.random.default_rng(2).uniform(0, 0.5, size=len(y))
+    path = write_csv(tmp_path / "d.csv", ["a", "b", "v", "y"], np.column_stack([X, variances, y]))
+    out = tmp_path / "m.npz"
+    code, _, err = run(capsys, "fit", path, "--target", "y", "--noise-variance-column", "v",
+                       "--approximation", "nystrom", "--objective", "vfe", "--knots", "random",
+                       "--n-components", "12", "--learn-knots", "5", "--seed", "0",
+                       "--out", out)
+    assert code == 0, err
+    fitted = sg.load(out)
+    approximation = sg.Nystrom(n_components=12, knots="random", objective="vfe", learn_knots=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sg.errors.ConvergenceWarning)    # 5 iterations
+        reference = sg.LowRankGPRegressor(approximation=approximation, random_state=0).fit(
+            X, y, sample_noise_variance=variances)
+        without = sg.LowRankGPRegressor(approximation=approximation, random_state=0).fit(X, y)
+    assert fitted.noise_variance_ == pytest.approx(reference.noise_variance_, rel=1e-10)
+    np.testing.assert_allclose(fitted.predict(X[:5]), reference.predict(X[:5]), rtol=1e-10)
+    assert not np.isclose(without.noise_variance_, reference.noise_variance_, rtol=1e-2)
 
 
 def test_noise_variance_column_must_be_non_negative(tmp_path, data, capsys):

@@ -86,6 +86,25 @@ def test_likelihood_gradient_and_posterior_over_dask(approximation):
                                serial.posterior(theta).predict(X_test), rtol=1e-9, atol=1e-12)
 
 
+def test_vfe_bound_with_known_noise_variances_over_dask(monkeypatch):
+    """Nystrom's VFE bound with known variances (docs/nystrom.md, Eq. V.4): the weighted
+    kernel trace sum_i w^_i k(x_i, x_i) is summed on the workers, not by pulling the rows
+    through the driver; value and gradient equal the serial ones."""
+    X, y, v = data(noise=True)
+    fmap = features.get("nystrom").build(X, KERNEL, 24, np.random.default_rng(0),
+                                         knots="random")
+    hyper = Hyperparameters(KERNEL, 0.02)
+    source = dask_source(X, y, v)
+    monkeypatch.setattr(type(source), "chunks", lambda *a, **k: pytest.fail("rows pulled"))
+    distributed = engine.MarginalLikelihood(fmap, hyper, source, variational=True)
+    serial = engine.MarginalLikelihood(fmap, hyper, X, y, sample_noise_variance=v,
+                                       variational=True)
+    theta = hyper.theta + 0.1
+    (value, grad), (ref_value, ref_grad) = distributed(theta), serial(theta)
+    assert value == pytest.approx(ref_value, rel=RTOL)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-8, atol=RTOL * np.max(np.abs(ref_grad)))
+
+
 def test_known_noise_variances_and_the_fitc_diagonal_travel_with_the_blocks():
     from scalegp.engine.noise import FITC
     X, y, v = data(noise=True)

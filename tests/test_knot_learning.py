@@ -109,7 +109,7 @@ def test_nystrom_gradient_pass_equals_the_general_chunk_gradient(objective, chun
     weight = 1.0 / NOISE if objective == "vfe" else 0.0
     general = accumulate_gradient(at_map, engine.source, system, chunk_size=chunk_size,
                                      trace_weight=weight)[:-1]
-    own, knots = at_map.homoscedastic_gradient(
+    own, knots = at_map.own_gradient(
         features_by_chunk(at_map, engine.source, chunk_size=chunk_size), statistics,
         system, trace_weight=weight, n_jobs=n_jobs)
     assert knots is None

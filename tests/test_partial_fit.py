@@ -75,13 +75,17 @@ def test_positive_part_agrees_as_far_as_the_fit_itself_is_reproducible():
     assert update < 1e-7
 
 
-def test_known_noise_variances_add():
+@pytest.mark.parametrize("approximation", [
+    Features("rff", n_components=128),
+    # the VFE bound's trace sum_i w^_i k(x_i, x_i) is a row sum too (docs/nystrom.md, Eq. V.4)
+    Nystrom(knots=np.random.default_rng(5).uniform(-2, 2, (40, 2)), objective="vfe")],
+    ids=["rff", "nystrom-vfe"])
+def test_known_noise_variances_add(approximation):
     X, y, X_test = _data()
     noise = np.random.default_rng(4).uniform(0.0, 0.3, X.shape[0])
-    model = _fixed(Features("rff", n_components=128)).fit(X[:300], y[:300],
-                                                         sample_noise_variance=noise[:300])
+    model = _fixed(approximation).fit(X[:300], y[:300], sample_noise_variance=noise[:300])
     model.partial_fit(X[300:], y[300:], sample_noise_variance=noise[300:])
-    reference = _fixed(Features("rff", n_components=128)).fit(X, y, sample_noise_variance=noise)
+    reference = _fixed(approximation).fit(X, y, sample_noise_variance=noise)
     _assert_same(model, reference, X_test)
 
 

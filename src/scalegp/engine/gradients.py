@@ -175,9 +175,10 @@ class FixedBasisPath(GradientPath):
 
 class _StreamedPath(GradientPath):
     """A path with a second pass over the features; for the VFE bound (``variational``) the
-    pass carries the trace weight t = 1/s2 of d tr(K - Psi Psi^T) / d theta, and the noise
-    part adds d/d log s2 of -tr(K - Q) / (2 s2) = tr(K - Q) / (2 s2) (docs/nystrom.md,
-    Eq. V.3)."""
+    pass carries the trace weight t = 1/s2 of d tr(K - Psi Psi^T) / d theta, and with
+    homoscedastic noise the noise part adds d/d log s2 of -tr(K - Q) / (2 s2) =
+    tr(K - Q) / (2 s2) (docs/nystrom.md, Eq. V.3; with known noise variances the pass has
+    it, Eq. V.4)."""
 
     second_pass = True
 
@@ -190,7 +191,8 @@ class _StreamedPath(GradientPath):
 
     def add_trace_term(self, gradient, objective, at_map, statistics, noise_variance):
         if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-            gradient[-1] += objective.missing_trace(at_map, statistics) / (2.0 * noise_variance)
+            gradient[-1] += (objective.missing_trace(at_map, statistics, noise_variance)
+                             / (2.0 * noise_variance))
         return gradient
 
     def __repr__(self) -> str:
@@ -207,7 +209,9 @@ class GeneralPath(_StreamedPath):
 
     (3 + 2P) n m^2 flops, over the kept features where the statistics pass kept them all, on
     the workers of a distributed source otherwise. With homoscedastic noise the noise part
-    is replaced by the closed form :func:`noise_gradient` from the statistics."""
+    is replaced by the closed form :func:`noise_gradient` from the statistics (and the VFE
+    trace's, :meth:`_StreamedPath.add_trace_term`); with known noise variances the pass sums
+    both per row (:func:`~scalegp.engine.statistics.diagonal_shares`)."""
 
     name = "general"
 
@@ -222,14 +226,15 @@ class GeneralPath(_StreamedPath):
                                        kept_features=kept,
                                        trace_weight=self.trace_weight(noise_variance),
                                        n_jobs=objective.n_jobs)
-        if self.homoscedastic:
-            gradient[-1] = noise_gradient(conditioned, system)
+        if not self.homoscedastic:
+            return gradient
+        gradient[-1] = noise_gradient(conditioned, system)
         return self.add_trace_term(gradient, objective, at_map, statistics, noise_variance)
 
 
 class MapGradientPath(_StreamedPath):
     """The map's own homoscedastic gradient pass (``FeatureMap.has_homoscedastic_gradient``;
-    Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`): the kernel
+    Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`): the kernel
     part <W, dPsi_j> = sum(B o dK_XZ,j) - <Phi_j, C> with B = W L^{-1} one product per chunk,
     2 n m^2 flops and one kernel evaluation per chunk (docs/engine.md, "Gradient"), over the
     kept features or a pass computing them; the noise part is :func:`noise_gradient`.
@@ -239,7 +244,7 @@ class MapGradientPath(_StreamedPath):
 
     def gradient(self, objective, at_map, statistics, system, conditioned, noise_variance,
                  kept):
-        kernel_gradient, _ = at_map.homoscedastic_gradient(
+        kernel_gradient, _ = at_map.own_gradient(
             features_by_chunk(at_map, objective.source, kept, chunk_size=objective.chunk_size,
                               dtype=objective.dtype),
             statistics, system, trace_weight=self.trace_weight(noise_variance),

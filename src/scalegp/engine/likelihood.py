@@ -37,7 +37,7 @@ import numpy as np
 from .. import parallel, rowwise
 from .._memory import default_chunk_size
 from .._validation import check_dtype
-from ..data.base import as_source
+from ..data.base import DistributedSource, as_source
 from ..errors import ApproximationWarning
 from ..features.base import FeatureMap, FixedBasisFeatureMap, MapAtTheta
 from ..kernels import Kernel
@@ -115,8 +115,9 @@ class MarginalLikelihood:
 
     ``variational=True`` gives the VFE bound of Titsias (2009) instead (docs/nystrom.md,
     Eq. V.1): log p(y) - tr(K - Psi Psi^T) / (2 s2), for maps whose Psi Psi^T never exceeds K
-    (``feature_map.bounded_by_kernel``, e.g. Nystrom) and homoscedastic noise; ``value``,
-    the gradient and the posterior's ``log_marginal_likelihood`` are then the bound's.
+    (``feature_map.bounded_by_kernel``, e.g. Nystrom); with known noise variances the trace
+    term is sum_i (k_ii - q_ii) / (2 (s2 + v_i)) (Eq. V.4); ``value``, the gradient and the
+    posterior's ``log_marginal_likelihood`` are then the bound's.
 
     ``basis_statistics`` (with X None): rows known only through their basis statistics
     (:class:`~scalegp.engine.statistics.BasisStatistics` of a fixed-basis map, homoscedastic
@@ -154,7 +155,7 @@ class MarginalLikelihood:
                 "weights")
         self.variational = bool(variational)
         if self.variational:
-            _check_variational(feature_map, self.homoscedastic)
+            _check_variational(feature_map, noise)
         self.n_evaluations = 0
         self.basis_statistics = None
         if (isinstance(feature_map, FixedBasisFeatureMap) and self.homoscedastic
@@ -219,21 +220,29 @@ class MarginalLikelihood:
         value, system, conditioned = condition(statistics, noise_variance,
                                                self.feature_map.signs, self.signed_rule)
         if self.variational:
-            value -= self.missing_trace(at_map, statistics) / (2.0 * noise_variance)
+            value -= self.missing_trace(at_map, statistics, noise_variance) / (2.0 * noise_variance)
         return at_map, statistics, value, system, conditioned
 
-    def missing_trace(self, at_map: MapAtTheta, statistics: Statistics) -> float:
-        """tr(K - Psi Psi^T) = sum_i k(x_i, x_i) - tr(G)."""
-        return self.kernel_trace(at_map, statistics.n_samples) - float(np.trace(statistics.gram))
+    def missing_trace(self, at_map: MapAtTheta, statistics: Statistics,
+                      noise_variance: float) -> float:
+        """sum_i w^_i (k(x_i, x_i) - psi_i^T psi_i) = :meth:`kernel_trace` - tr(G), G = Psi^T W^
+        Psi (w^_i = s2 / d_i: tr(K - Psi Psi^T) for homoscedastic noise; s2 times the VFE
+        term's sum_i (k_ii - q_ii) / d_i with known noise variances, docs/nystrom.md, Eq. V.4)."""
+        return (self.kernel_trace(at_map, statistics.n_samples, noise_variance)
+                - float(np.trace(statistics.gram)))
 
-    def kernel_trace(self, at_map: MapAtTheta, n_samples: int) -> float:
-        """sum_i k(x_i, x_i): n s for a shift-invariant kernel, otherwise one pass over X
-        (kernel diagonals only, no features)."""
+    def kernel_trace(self, at_map: MapAtTheta, n_samples: int, noise_variance: float) -> float:
+        """sum_i w^_i k(x_i, x_i), w^_i = s2 / (s2 + v_i) (1 for homoscedastic noise): n s for a
+        shift-invariant kernel and homoscedastic noise, otherwise one pass over X and the known
+        variances (kernel diagonals only, no features)."""
         kernel = at_map.kernel
-        if kernel.shift_invariant:
+        if kernel.shift_invariant and self.homoscedastic:
             return n_samples * kernel.variance
+        share = functools.partial(_weighted_kernel_diagonal, kernel, noise_variance)
+        if isinstance(self.source, DistributedSource):     # summed where the rows live
+            return float(self.source.map_reduce(share))
         chunk_size = self.chunk_size or default_chunk_size(at_map.n_components)
-        return sum(float(kernel.diag(chunk.X).sum()) for chunk in self.source.chunks(chunk_size))
+        return sum(share(chunk) for chunk in self.source.chunks(chunk_size))
 
     def row_sums(self, theta) -> RowSums:
         """The sums of this objective's rows at theta (or at a :class:`Hyperparameters`'
@@ -241,10 +250,13 @@ class MarginalLikelihood:
         (:func:`posterior_of_sums`)."""
         kernel, noise_variance = self.hyperparameters.values(theta)
         at_map = self.feature_map.at(kernel)
-        return self._row_sums(at_map, self.statistics(at_map, noise_variance, self.progress))
+        return self._row_sums(at_map, self.statistics(at_map, noise_variance, self.progress),
+                              noise_variance)
 
-    def _row_sums(self, at_map: MapAtTheta, statistics: Statistics) -> RowSums:
-        trace = (self.kernel_trace(at_map, statistics.n_samples) if self.variational else 0.0)
+    def _row_sums(self, at_map: MapAtTheta, statistics: Statistics,
+                  noise_variance: float) -> RowSums:
+        trace = (self.kernel_trace(at_map, statistics.n_samples, noise_variance)
+                 if self.variational else 0.0)
         return RowSums(statistics, trace, self.basis_statistics)
 
     def value(self, theta) -> float:
@@ -267,7 +279,16 @@ class MarginalLikelihood:
         pass over the data), otherwise from one streaming pass."""
         at_map, statistics, value, system, _ = self.conditioned(theta, self.progress)
         return Posterior(self.feature_map, at_map.kernel, system, value, statistics.n_samples,
-                         row_sums=self._row_sums(at_map, statistics))
+                         row_sums=self._row_sums(at_map, statistics, system.noise_variance))
+
+
+def _weighted_kernel_diagonal(kernel: Kernel, noise_variance: float, chunk) -> float:
+    """sum over a chunk's rows of w^_i k(x_i, x_i), w^_i = s2 / (s2 + v_i) (1 without known
+    variances); top level, so that a distributed source's workers can run it."""
+    diagonal = kernel.diag(chunk.X)
+    if chunk.sample_noise_variance is not None:
+        diagonal = diagonal * (noise_variance / (noise_variance + chunk.sample_noise_variance))
+    return float(diagonal.sum())
 
 
 def posterior_of_sums(feature_map: FeatureMap, kernel: Kernel, noise_variance: float,
@@ -277,7 +298,8 @@ def posterior_of_sums(feature_map: FeatureMap, kernel: Kernel, noise_variance: f
     statistics at (kernel, s2) (those kept, or the basis statistics rescaled), conditioned as
     :meth:`MarginalLikelihood.posterior` conditions them, so the posterior of the sums of two
     sets of rows is that of a fit on all of them up to the order of the floating-point sums.
-    ``variational``: the value is the VFE bound, log p(y) - (sum_i k(x_i, x_i) - tr G) / (2 s2).
+    ``variational``: the value is the VFE bound, log p(y) - (sum_i w^_i k(x_i, x_i) - tr G) /
+    (2 s2) (w^_i = 1 for homoscedastic noise).
     """
     statistics = (sums.statistics if sums.basis is None
                   else sums.basis.at(feature_map, kernel))
@@ -288,17 +310,18 @@ def posterior_of_sums(feature_map: FeatureMap, kernel: Kernel, noise_variance: f
                      row_sums=RowSums(statistics, sums.kernel_trace, sums.basis))
 
 
-def _check_variational(feature_map: FeatureMap, homoscedastic: bool) -> None:
-    """The VFE bound needs K - Psi Psi^T >= 0 (a Nystrom-type map) and d_i = s2."""
+def _check_variational(feature_map: FeatureMap, noise: NoiseModel) -> None:
+    """The VFE bound needs K - Psi Psi^T >= 0 (a Nystrom-type map) and d_i = s2 + v_i (known
+    variances v_i allowed; not the FITC diagonal, which is another objective)."""
     if not feature_map.bounded_by_kernel:
         raise ValueError(
             f"the VFE objective needs a map whose approximation Psi Psi^T never exceeds the "
             f"kernel (a Nystrom-type projection, bounded_by_kernel); {feature_map.name!r} is "
             "not one: tr(K - Q) can be negative and the bound fails. Use objective='dtc' or "
             "'fitc', or approximation='nystrom'")
-    if not homoscedastic:
-        raise NotImplementedError("the VFE objective is implemented for homoscedastic noise "
-                                  "only (no sample_noise_variance)")
+    if noise.fitc:
+        raise ValueError("the VFE bound and the FITC diagonal are two objectives; choose one "
+                         "(objective='vfe' or 'fitc')")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ SOLVERS = ("cholesky", "qr")
 #: K = Psi S Psi^T + s2 I (subset of regressors / DTC); "fitc" that of the FITC-style
 #: K = Q + diag(max(k(x, x) - psi^T S psi, 0)) + s2 I (any map; the noise model
 #: :data:`scalegp.engine.noise.FITC`); "vfe" Titsias' bound, the DTC likelihood minus
-#: tr(K - Q) / (2 s2) (maps with ``bounded_by_kernel`` only, homoscedastic noise).
+#: tr(K - Q) / (2 s2) (maps with ``bounded_by_kernel`` only; with known noise variances
+#: sum_i (k_ii - q_ii) / (2 (s2 + v_i)), docs/nystrom.md, Eq. V.4).
 OBJECTIVES = ("dtc", "fitc", "vfe")
 
 

@@ -94,7 +94,7 @@ class Statistics:
                                      dtype=dtype, progress=progress, n_jobs=n_jobs)
 
 
-def _row_weights(at_map, chunk, Psi, noise, noise_variance):
+def row_weights(at_map, chunk, Psi, noise, noise_variance):
     """w^ of a chunk, or None when every row has weight 1 (homoscedastic)."""
     if not noise.fitc and chunk.sample_noise_variance is None:
         return None
@@ -161,7 +161,7 @@ def accumulate_statistics(at_map: MapAtTheta, source, *, noise: NoiseModel = HOM
 
     def add(total: _StatisticsSum, chunk) -> None:
         Psi = np.asarray(at_map.features(chunk.X.astype(dtype, copy=False)), dtype=dtype)
-        weights = _row_weights(at_map, chunk, Psi, noise, noise_variance)
+        weights = row_weights(at_map, chunk, Psi, noise, noise_variance)
         y_chunk = chunk.y
         if keep_features is not None:
             keep_features.add(chunk, Psi if weights is None else Psi.copy())
@@ -285,15 +285,16 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
     entry 0 here). ``features``: the chunk's Psi at theta if already computed (the first pass kept
     it).
 
-    ``trace_weight`` t adds the kernel-parameter share of the VFE term -t/2 tr(K - Psi Psi^T)
-    (t = 1/s2, homoscedastic, S = I; docs/nystrom.md, Eq. V.3):
-    -t/2 sum_i d k(x_i, x_i) / d theta_j + t sum_i psi_i^T dpsi_ij, i.e. Q -> Q - t Psi in the
-    row inner products, at no extra cost.
+    ``trace_weight`` t = 1/s2 adds the share of the VFE term -1/2 sum_i (k_ii - q_ii) / d_i
+    (S = I, q_ii = psi_i^T psi_i, 1 / d_i = t w^_i; docs/nystrom.md, Eqs. V.3 and V.4):
+    -1/2 sum_i t w^_i d k(x_i, x_i) / d theta_j + sum_i t w^_i psi_i^T dpsi_ij, i.e.
+    Q -> Q - t Psi in the row inner products, at no extra cost; with known noise variances
+    also the diagonal's share 1/2 (k_ii - q_ii) / d_i^2 per row.
     """
     s2 = system.noise_variance + system.jitter
     beta = system.beta
     Psi, dPsi = at_map.features_and_grad_operator(chunk.X, features)
-    weights = _row_weights(at_map, chunk, Psi, noise, system.noise_variance)
+    weights = row_weights(at_map, chunk, Psi, noise, system.noise_variance)
     Q = Psi @ system.inverse                                   # Psi M^{-1}
     fitted = Psi @ beta
     dPsi_beta = dPsi.matvec(beta)                              # (P, rows)
@@ -305,14 +306,55 @@ def chunk_gradient(at_map: MapAtTheta, chunk, system: FactorizedSystem, *,
             trace_part = 0.0
         kernel = (dPsi_beta @ chunk.y - dPsi_beta @ fitted) / s2 - dPsi.row_inner(Q).sum(axis=1)
         return np.append(kernel + trace_part, 0.0)
+    per_row = diagonal_shares(at_map, chunk, Psi, system, weights, trace_weight, Q)
+    kernel = dPsi_beta @ (weights * (chunk.y - fitted)) / s2
     if trace_weight:
-        raise NotImplementedError("the VFE trace term is implemented for homoscedastic noise")
-    residual = chunk.y - fitted
-    kernel = dPsi_beta @ (weights * residual) / s2 - dPsi.row_inner(Q) @ weights
-    quadratic = np.einsum("ij,ij->i", Q, Psi)
-    per_row = 0.5 * ((weights * residual / s2) ** 2 - weights / s2 + weights**2 * quadratic / s2)
+        row_trace_weights = trace_weight * weights                 # 1 / d_i
+        kernel -= 0.5 * at_map.kernel.diag_gradient(chunk.X) @ row_trace_weights
+        Q = Q - trace_weight * Psi
+    kernel -= dPsi.row_inner(Q) @ weights
     variance_grad = noise.row_variances_grad(at_map, chunk, Psi, dPsi, system.noise_variance)
     return np.append(kernel, 0.0) + variance_grad @ per_row
+
+
+def diagonal_shares(at_map: MapAtTheta, chunk, Psi, system: FactorizedSystem, weights,
+                    trace_weight: float = 0.0, Q=None) -> np.ndarray:
+    """d log p / d d_i for each row of a chunk with row weights w^ (d_i = s2 / w^_i), the
+    general form of 1/2 [alpha_i^2 - (K^{-1})_ii] (R&W eq. 5.9; :func:`chunk_gradient`)::
+
+        1/2 [w^_i^2 r_i^2 / s2^2 - w^_i / s2 + w^_i^2 psi_i^T M^{-1} psi_i / s2],
+
+    plus, for the VFE bound (``trace_weight`` t = 1/s2, a map with S = I), the share of
+    -1/2 (k_ii - q_ii) / d_i, which is 1/2 (k_ii - q_ii) (t w^_i)^2 (docs/nystrom.md, Eq.
+    V.4). ``Q``: Psi M^{-1} if already formed."""
+    s2 = system.noise_variance + system.jitter
+    Q = Psi @ system.inverse if Q is None else Q
+    residual = chunk.y - Psi @ system.beta
+    quadratic = np.einsum("ij,ij->i", Q, Psi)
+    per_row = 0.5 * ((weights * residual / s2) ** 2 - weights / s2 + weights**2 * quadratic / s2)
+    if trace_weight:
+        missing = at_map.kernel.diag(chunk.X) - np.einsum("ij,ij->i", Psi, Psi)
+        per_row += 0.5 * missing * (trace_weight * weights) ** 2
+    return per_row
+
+
+def accumulate_noise_gradient(at_map: MapAtTheta, items, system: FactorizedSystem, *,
+                              noise: NoiseModel, trace_weight: float = 0.0) -> float:
+    """d log p / d log s2 of a heteroscedastic diagonal d_i = s2 + v_i (no FITC term), from
+    (chunk, Psi) ``items``: s2 sum_i :func:`diagonal_shares` (d d_i / d log s2 = s2). The
+    noise part the Nystrom map's own pass leaves out (:func:`scalegp.inference.knot_learning`
+    with known noise variances); O(n m^2)."""
+    if noise.fitc:
+        raise ValueError("accumulate_noise_gradient takes a diagonal without the FITC term")
+    total = 0.0
+    for chunk, Psi in items:
+        Psi = np.asarray(Psi, dtype=np.float64)
+        weights = row_weights(at_map, chunk, Psi, noise, system.noise_variance)
+        if weights is None:
+            weights = np.ones(chunk.X.shape[0])
+        total += float(diagonal_shares(at_map, chunk, Psi, system, weights,
+                                       trace_weight).sum())
+    return system.noise_variance * total
 
 
 def accumulate_gradient(at_map: MapAtTheta, source, system: FactorizedSystem, *,

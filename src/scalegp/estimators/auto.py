@@ -125,9 +125,8 @@ MIN_VERIFIED_NEIGHBORS = 5
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
 #: The selection's note where the rows carry known noise variances (:func:`candidates`).
-KNOWN_NOISE_NOTE = ("known noise variances: Nystrom with the DTC likelihood at random knots "
-                    "(the VFE bound and its knot learning take one noise variance for all "
-                    "rows), no neighbourhood-local models (one noise variance too)")
+KNOWN_NOISE_NOTE = ("known noise variances: no neighbourhood-local models (they take one "
+                    "noise variance for all rows)")
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
@@ -141,9 +140,9 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     n, d = X.shape
     if tolerance is not None or n >= auto_validation.MAX_VALIDATED_ROWS:
         return None
-    homoscedastic = sample_noise_variance is None
     found = auto_validation.validated_candidates(
-        n, d, families, homoscedastic=homoscedastic, estimator_params=estimator_params,
+        n, d, families, estimator_params=estimator_params,
+        known_noise=sample_noise_variance is not None,
         slowdowns=auto_validation.measured_slowdowns(X, y, families[0]))
     within = [c for c in found if c.cost.memory_bytes <= memory_budget]
     for c in found:
@@ -228,9 +227,9 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
     Vecchia's priced at ``vecchia_slowdown`` (:func:`auto_costs.calibrate_vecchia`; None:
     ``slowdown``). The exact GP only up to its row limit
     (:data:`scalegp.engine.exact.MAX_EXACT_SAMPLES`: it cannot be fitted beyond). With
-    ``known_noise`` (the rows carry known noise variances): Nystrom with the DTC likelihood
-    at random knots, not learned (the VFE bound and its knot learning take one noise
-    variance for all rows), and no neighbourhood-local models (one noise variance too)."""
+    ``known_noise`` (the rows carry known noise variances): no neighbourhood-local models
+    (they take one noise variance for all rows); the exact GP, Vecchia and Nystrom-VFE add
+    the rows' variances to the learned one (docs/nystrom.md, Eq. V.4)."""
     n, d = X.shape
     E = max(pilot.evaluations, 10)
     # starting values for the full fit, clipped into the default boxes (the pilot's box may
@@ -249,17 +248,17 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
     out = [] if n > MAX_EXACT_SAMPLES else [
         priced("exact", auto_costs.exact_cost(n, d, E), 1.0,
                _config("ExactGPRegressor", start=start))]
-    objective, learned = ("dtc", 0) if known_noise else ("vfe", NYSTROM_LEARN_ITERATIONS)
     for m in NYSTROM_SIZES:
         if m >= n:
             break
         out.append(priced(
-            f"nystrom-{objective} m={m}",
-            auto_costs.nystrom_cost(n, d, m, E, learned),
+            f"nystrom-vfe m={m}",
+            auto_costs.nystrom_cost(n, d, m, E, NYSTROM_LEARN_ITERATIONS,
+                                    known_noise=known_noise),
             _nystrom_ratio(X, pilot, m, rng),
             _config("LowRankGPRegressor",
-                    approximation=Nystrom(n_components=m, knots="random", objective=objective,
-                                          learn_knots=learned),
+                    approximation=Nystrom(n_components=m, knots="random", objective="vfe",
+                                          learn_knots=NYSTROM_LEARN_ITERATIONS),
                     start=start)))
     if d <= VECCHIA_DIMENSION:
         scheduled = n >= VECCHIA_SCHEDULE_ROWS

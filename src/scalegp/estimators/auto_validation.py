@@ -220,15 +220,15 @@ def _family_kernel(family, n_dims: int):
     return family
 
 
-def validated_candidates(n: int, n_dims: int, families, *, homoscedastic: bool,
-                         estimator_params: dict, slowdowns: dict | None = None) -> list:
+def validated_candidates(n: int, n_dims: int, families, *, estimator_params: dict,
+                         slowdowns: dict | None = None, known_noise: bool = False) -> list:
     """The exact GP and Vecchia for each kernel family (and Nystrom from ``LOW_RANK_ROWS``
     rows), each priced at its kind's measured slowdown (``slowdowns``,
     :func:`measured_slowdowns`; 1 where none is given), the cheapest of each kind first,
-    then the next of each (module docstring, step 1). ``homoscedastic``: the rows carry no
-    known noise variances; else no Nystrom candidate, since its VFE bound takes one noise
-    variance for all rows (the exact GP and Vecchia add them to the learned one).
-    ``estimator_params``: noise_variance, normalize_X, normalize_y, random_state."""
+    then the next of each (module docstring, step 1). Each adds the rows' known noise
+    variances, where they have them, to the learned one (Nystrom-VFE: docs/nystrom.md, Eq.
+    V.4; ``known_noise``: priced on the engine's general gradient pass, which they take
+    there). ``estimator_params``: noise_variance, normalize_X, normalize_y, random_state."""
     common = dict(estimator_params)
     found = []
     for family in families:
@@ -239,8 +239,8 @@ def validated_candidates(n: int, n_dims: int, families, *, homoscedastic: bool,
         found.append(Scored(f"exact {label}", "exact",
                             ExactGPRegressor(kernel=kernel, **common),
                             auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS)))
-    if homoscedastic and n >= LOW_RANK_ROWS:
-        found.append(_low_rank_candidate(n, n_dims, families[0], common))
+    if n >= LOW_RANK_ROWS:
+        found.append(_low_rank_candidate(n, n_dims, families[0], common, known_noise))
     rate, slowdowns = auto_costs.machine_rate(), slowdowns or {}
     for candidate in found:
         candidate.calibrated = candidate.kind in slowdowns
@@ -289,7 +289,8 @@ def _one_scale_kernel(family, n_dims: int):
     return family
 
 
-def _low_rank_candidate(n: int, n_dims: int, family, common: dict) -> Scored:
+def _low_rank_candidate(n: int, n_dims: int, family, common: dict,
+                        known_noise: bool = False) -> Scored:
     """Nystrom-VFE at ``LOW_RANK_KNOTS`` random knots with one length scale
     (``LOW_RANK_ROWS``); a Kernel given is used as given."""
     label = family if isinstance(family, str) else type(family).__name__
@@ -300,7 +301,8 @@ def _low_rank_candidate(n: int, n_dims: int, family, common: dict) -> Scored:
         **common)
     return Scored(f"nystrom-vfe m={m} one length scale {label}", "low-rank", estimator,
                   auto_costs.nystrom_cost(n, n_dims, m, ASSUMED_EVALUATIONS,
-                                          n_params=kernel.n_params + 1))
+                                          n_params=kernel.n_params + 1,
+                                          known_noise=known_noise))
 
 
 def _vecchia_candidate(n: int, n_dims: int, label: str, kernel, common: dict) -> Scored:

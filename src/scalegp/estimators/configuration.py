@@ -107,7 +107,8 @@ class Nystrom(_Configuration):
         "pivoted_cholesky" (chosen at the starting hyperparameters), "random", "grid",
         "kmeans" or the knots themselves (docs/nystrom.md, section 2).
     objective : {"dtc", "fitc", "vfe"}, default="dtc"
-        "vfe": Titsias' bound (SGPR), homoscedastic noise only.
+        "vfe": Titsias' bound (SGPR); with known noise variances its trace term is
+        sum_i (k_ii - q_ii) / (2 (s2 + v_i)) (docs/nystrom.md, Eq. V.4).
     learn_knots : int, default=0
         With ``objective="vfe"``: L-BFGS-B iterations over the knots and the hyperparameters
         together after the hyperparameters are learned at the rule's knots

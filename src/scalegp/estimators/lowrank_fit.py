@@ -124,7 +124,8 @@ class LowRankFit:
             return None
         feature_map, hyperparameters, joint, _ = knot_learning.learn_knots(
             state, hyperparameters, data.X, data.y, max_iter=int(self._spec.learn_knots),
-            dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs)
+            dtype=self._dtype, progress=data.progress, n_jobs=self._n_jobs,
+            sample_noise_variance=data.sample_noise_variance)
         result = replace(
             joint, theta=joint.theta[:hyperparameters.n_params],
             n_evaluations=result.n_evaluations + joint.n_evaluations,

@@ -76,10 +76,10 @@ class FeatureMap(abc.ABC):
     #: True for quadrature rules whose weights can be negative (an indefinite Psi S Psi^T):
     #: the estimators' ``signed_rule`` applies to these maps only.
     may_have_negative_weights: ClassVar[bool] = False
-    #: True where the map at theta (:meth:`at`) has ``homoscedastic_gradient(items, statistics,
+    #: True where the map at theta (:meth:`at`) has ``own_gradient(items, statistics,
     #: system, *, trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one
     #: pass of its own (Nystrom:
-    #: :meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`). Declared on
+    #: :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`). Declared on
     #: the map, so that
     #: :class:`scalegp.engine.likelihood.MarginalLikelihood` chooses its gradient path once, when
     #: it is built (:mod:`scalegp.engine.gradients`), without evaluating the map at theta.

@@ -68,7 +68,7 @@ class NystromFeatures(FeatureMap, name="nystrom"):
     reference = "Williams & Seeger 2001; Banerjee, Dunson & Tokdar 2013"
     #: K - Psi Psi^T is positive semidefinite on any inputs (a projection in the RKHS).
     bounded_by_kernel = True
-    has_homoscedastic_gradient = True        # NystromAtTheta.homoscedastic_gradient
+    has_homoscedastic_gradient = True        # NystromAtTheta.own_gradient
     #: build receives None for the estimator's n_components=None: DEFAULT_N_COMPONENTS knots
     #: for a rule, the array's length for given knots.
     default_n_components = None
@@ -219,11 +219,11 @@ class NystromAtTheta(MapAtTheta):
             out[j] = np.tril(A, -1) + 0.5 * np.diag(np.diag(A))
         return out
 
-    def homoscedastic_gradient(self, items, statistics, system, *, trace_weight: float = 0.0,
-                               n_jobs: int = 1, knots: bool = False):
-        """(dF/dtheta's kernel part, dF/dZ or None) for homoscedastic noise from one pass over
-        the (chunk, Psi) ``items`` on ``n_jobs`` threads, F = log p (DTC) or the VFE bound
-        (``trace_weight`` t = 1/s2; docs/nystrom.md, Eqs. N.3, N.4 and V.3):
+    def own_gradient(self, items, statistics, system, *, trace_weight: float = 0.0,
+                     n_jobs: int = 1, knots: bool = False, row_weights=None):
+        """(dF/dtheta's kernel part, dF/dZ or None) from one pass over the (chunk, Psi)
+        ``items`` on ``n_jobs`` threads, F = log p (DTC) or the VFE bound (``trace_weight``
+        t = 1/s2; docs/nystrom.md, Eqs. N.3, N.4, V.3 and V.4):
 
             <W, dPsi_j> = sum(B o dK_XZ,j) - <Phi_j, C>,    B = W L^{-1} = dF/dK_XZ,
             C = sum over the chunks of W^T Psi,
@@ -234,10 +234,18 @@ class NystromAtTheta(MapAtTheta):
         C from the statistics. The engine's general chunk gradient
         (:func:`scalegp.engine.statistics.chunk_gradient`) gives the same numbers at about twice
         the flops.
+
+        ``row_weights``: for known noise variances, a function (chunk, Psi) -> w^ (w^_i =
+        s2 / (s2 + v_i); None for a chunk without them): row i of W, and so of B, is scaled
+        by w^_i, and the statistics are the weighted ones (G = Psi^T W^ Psi, b = Psi^T W^ y),
+        so C keeps its form. The noise part is not here (it is the closed form
+        :func:`scalegp.engine.gradients.noise_gradient` for homoscedastic noise, a pass of
+        :func:`scalegp.engine.statistics.accumulate_noise_gradient` otherwise).
         """
         sensitivity = _KnotSpaceSensitivity(self, statistics, system, trace_weight)
+        add = functools.partial(self._add_shares, sensitivity, trace_weight, knots, row_weights)
         totals = parallel.reduce_chunks(
-            items, functools.partial(self._add_shares, sensitivity, trace_weight, knots),
+            items, add,
             [_GradientShares(self.kernel.n_params, self.feature_map.knots.shape)
              for _ in range(n_jobs)], rows=lambda item: item[0].X.shape[0])
         kernel = (sum((t.kernel for t in totals[1:]), totals[0].kernel)
@@ -247,13 +255,19 @@ class NystromAtTheta(MapAtTheta):
         cross = sum((t.cross for t in totals[1:]), totals[0].cross)
         return kernel, self.knot_gradient(cross, sensitivity.summed_product)
 
-    def _add_shares(self, sensitivity, trace_weight, knots, total, item) -> None:
+    def _add_shares(self, sensitivity, trace_weight, knots, row_weights, total, item) -> None:
         chunk, Psi = item
+        B = sensitivity(Psi, chunk.y)
+        weights = None if row_weights is None else row_weights(chunk, Psi)
+        if weights is not None:
+            B *= weights[:, None]
         inner, cross = self.kernel.gradient_inner_and_input_contraction(
-            chunk.X, self.feature_map.knots, sensitivity(Psi, chunk.y), input_contraction=knots)
+            chunk.X, self.feature_map.knots, B, input_contraction=knots)
         total.kernel += inner
         if trace_weight:
-            total.kernel -= 0.5 * trace_weight * self.kernel.diag_gradient(chunk.X).sum(axis=1)
+            diagonal_gradient = self.kernel.diag_gradient(chunk.X)
+            total.kernel -= 0.5 * trace_weight * (diagonal_gradient.sum(axis=1) if weights is None
+                                                  else diagonal_gradient @ weights)
         if knots:
             total.cross += cross
 

@@ -11,7 +11,7 @@ summed in the knots' loop), the Z part is Eq. N.4 of docs/nystrom.md,
     W = dF/dPsi = r beta^T / s2 - Psi M^{-1} + Psi / s2,   D = -L^{-T} sym(Phi(W^T Psi)) L^{-1},
 
 with r = y - Psi beta, M = s2 I + Psi^T Psi, K_ZZ = L L^T and Phi of Eq. N.2: the Nystrom
-map's own gradient pass (:meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`)
+map's own gradient pass (:meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`)
 with the knots' cross term, one more O(n m d) contraction per chunk from the same
 B = W L^{-1}, and O(m^3 + m^2 d) once; W^T Psi summed over the rows comes from the
 statistics. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameters (the estimator's
@@ -21,12 +21,14 @@ statistics. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameter
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from ..engine.gradients import noise_gradient
 from ..engine.likelihood import MarginalLikelihood, Posterior
-from ..engine.statistics import KeptFeatures, features_by_chunk
+from ..engine.statistics import (KeptFeatures, accumulate_noise_gradient, features_by_chunk,
+                                 row_weights)
 from ..features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood
 
@@ -36,7 +38,8 @@ class LearnedKnotsObjective:
 
     ``feature_map`` is a :class:`~scalegp.features.nystrom.NystromFeatures` (its knots are the
     start); the other arguments are those of :class:`scalegp.engine.MarginalLikelihood`
-    (homoscedastic noise only).
+    (known noise variances ``sample_noise_variance`` included: Eq. V.4, the rows of W
+    weighted, the noise part from a second pass over the features).
     """
 
     def __init__(self, feature_map: NystromFeatures, hyperparameters, X, y, **options):
@@ -77,14 +80,25 @@ class LearnedKnotsObjective:
         at_map, statistics, value, system, conditioned = engine.conditioned(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
-        kernel_gradient, knots_gradient = at_map.homoscedastic_gradient(
-            features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
-                                 dtype=engine.dtype),
-            statistics, system, trace_weight=1.0 / noise_variance, n_jobs=engine.n_jobs,
-            knots=True)
-        noise_part = (noise_gradient(conditioned, system)
-                      + engine.missing_trace(at_map, statistics) / (2.0 * noise_variance))
+        weights = None if engine.homoscedastic else functools.partial(
+            row_weights, at_map, noise=engine.noise, noise_variance=noise_variance)
+        kernel_gradient, knots_gradient = at_map.own_gradient(
+            self._items(at_map, kept), statistics, system, trace_weight=1.0 / noise_variance,
+            n_jobs=engine.n_jobs, knots=True, row_weights=weights)
+        if engine.homoscedastic:
+            noise_part = (noise_gradient(conditioned, system)
+                          + engine.missing_trace(at_map, statistics, noise_variance)
+                          / (2.0 * noise_variance))
+        else:           # a second pass, over the kept features where they all fitted
+            noise_part = accumulate_noise_gradient(at_map, self._items(at_map, kept), system,
+                                                   noise=engine.noise,
+                                                   trace_weight=1.0 / noise_variance)
         return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
+
+    def _items(self, at_map, kept):
+        engine = self.engine
+        return features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
+                                 dtype=engine.dtype)
 
     def posterior(self, p) -> Posterior:
         """The posterior at p's hyperparameters and knots."""

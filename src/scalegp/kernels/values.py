@@ -315,7 +315,7 @@ class KernelValues:
         """(g, c) with g_j = <E, dk(X, Z)/d theta_j> for each log-parameter, shape (n_params,),
         and c = :meth:`input_gradient_contraction` (X, Z, E) (None with
         ``input_contraction=False``): what a Nystrom gradient pass needs of a chunk
-        (:meth:`scalegp.features.nystrom.NystromAtTheta.homoscedastic_gradient`).
+        (:meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`).
 
         For a smooth radial kernel both come from one r^2 and one evaluation of kappa and
         g = kappa'(r) / r (:meth:`_profile_and_input_factor`): with d kappa / d log l_j =
