@@ -60,7 +60,9 @@ BUDGET = feature_cache_budget(np.float64)
     ("nystrom", {}, MapGradientPath, dict(variational=False)),
     ("nystrom", {"variational": True}, MapGradientPath, dict(variational=True)),
     ("nystrom", {"noise": FITC}, GeneralPath, dict(homoscedastic=False)),
-    ("nystrom", {"known": True}, GeneralPath, dict(homoscedastic=False)),
+    ("nystrom", {"known": True}, MapGradientPath, dict(homoscedastic=False)),
+    ("nystrom", {"known": True, "variational": True}, MapGradientPath,
+     dict(homoscedastic=False, variational=True)),
     ("sfs", {"signed_rule": "repair"}, PositivePartPath, dict(fixed_basis=False)),
     ("sfs", {"signed_rule": "keep", "s2": 2.0}, GeneralPath, dict(homoscedastic=True)),
     ("signed-glf", {"signed_rule": "repair"}, PositivePartPath, dict(fixed_basis=True)),
@@ -115,15 +117,19 @@ def test_an_out_of_core_source_keeps_no_features(tmp_path):
         assert type(chosen) is path and chosen.feature_budget == 0
 
 
+@pytest.mark.parametrize("known", [False, True], ids=["s2", "s2+v"])
 @pytest.mark.parametrize("variational", [False, True])
-def test_the_map_gradient_and_the_general_path_agree(variational):
-    """Nystrom's own pass (2 n m^2 flops) and the general shares ((3 + 2P) n m^2) are two
-    formulas for one gradient: equal to rounding, DTC and VFE."""
-    X, y, _ = data()
-    likelihood = objective(build("nystrom", X), X, y, variational=variational)
+def test_the_map_gradient_and_the_general_path_agree(variational, known):
+    """Nystrom's own pass (2 n m^2 flops; with known variances weighted rows and the noise
+    part's pass, 2 n m^2 more) and the general shares ((3 + 2P) n m^2) are two formulas for
+    one gradient: equal to rounding, DTC and VFE."""
+    X, y, v = data()
+    extra = {"sample_noise_variance": v} if known else {}
+    likelihood = objective(build("nystrom", X), X, y, variational=variational, **extra)
     theta = likelihood.hyperparameters.theta + 0.1
     value, own = likelihood(theta)
-    likelihood.gradient_path = GeneralPath(BUDGET, variational, homoscedastic=True)
+    assert type(likelihood.gradient_path) is MapGradientPath
+    likelihood.gradient_path = GeneralPath(BUDGET, variational, homoscedastic=not known)
     value_general, general = likelihood(theta)
     assert value_general == value
     np.testing.assert_allclose(own, general, rtol=1e-9, atol=1e-10 * np.abs(general).max())

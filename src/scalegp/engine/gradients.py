@@ -15,11 +15,11 @@ path                        when (decided once, when the objective is    cost pe
                                                                          basis), or a pass:
                                                                          n m^2 + n m P
 :class:`FixedBasisPath`     fixed-basis map, homoscedastic, not VFE      O(m^3 + m P)
-:class:`MapGradientPath`    homoscedastic and the map has its own        2 n m^2 + n kernel
-                            gradient pass (Nystrom), not distributed,    gradients
-                            DTC or VFE
-:class:`GeneralPath`        everything else (heteroscedastic, FITC, any  (3 + 2P) n m^2
-                            map, a distributed source), DTC or VFE
+:class:`MapGradientPath`    the map has its own gradient pass            2 n m^2 + n kernel
+                            (Nystrom), not distributed, no FITC term;    gradients (known
+                            DTC or VFE                                   variances: + 2 n m^2)
+:class:`GeneralPath`        everything else (FITC, any map, a            (3 + 2P) n m^2
+                            distributed source), DTC or VFE
 ==========================  ===========================================  ==================
 
 What is per build and what is per call. The path is per build: every input to the choice
@@ -40,6 +40,7 @@ path a configuration gets can be read off ``MarginalLikelihood.gradient_path``
 from __future__ import annotations
 
 import abc
+import functools
 from typing import ClassVar
 
 import numpy as np
@@ -49,7 +50,8 @@ from ..data.base import DistributedSource
 from ..features.base import FeatureMap, MapAtTheta
 from .positive_part import positive_part_gradient
 from .statistics import (BasisStatistics, KeptFeatures, Statistics, accumulate_gradient,
-                         feature_cache_budget, features_by_chunk)
+                         accumulate_noise_gradient, feature_cache_budget, features_by_chunk,
+                         row_weights)
 from .systems import FactorizedSystem
 
 
@@ -66,6 +68,17 @@ def noise_gradient(statistics: Statistics, system: FactorizedSystem) -> float:
     trace_inverse = (statistics.n_samples - system.n_components
                      + s2 * np.sum(system.inverse_diagonal * system.signs_or_ones())) / s2
     return float(system.noise_variance * 0.5 * (alpha_norm2 - trace_inverse))
+
+
+def homoscedastic_noise_gradient(objective, at_map, statistics, system, conditioned,
+                                 noise_variance: float, variational: bool) -> float:
+    """d F / d log s2 for d_i = s2: :func:`noise_gradient` from the (conditioned) statistics,
+    plus for the VFE bound d/d log s2 of -tr(K - Q) / (2 s2) = tr(K - Q) / (2 s2)
+    (docs/nystrom.md, Eq. V.3)."""
+    value = noise_gradient(conditioned, system)
+    if variational:
+        value += objective.missing_trace(at_map, statistics, noise_variance) / (2.0 * noise_variance)
+    return value
 
 
 def fixed_basis_gradient(statistics: Statistics, system: FactorizedSystem,
@@ -177,8 +190,8 @@ class _StreamedPath(GradientPath):
     """A path with a second pass over the features; for the VFE bound (``variational``) the
     pass carries the trace weight t = 1/s2 of d tr(K - Psi Psi^T) / d theta, and with
     homoscedastic noise the noise part adds d/d log s2 of -tr(K - Q) / (2 s2) =
-    tr(K - Q) / (2 s2) (docs/nystrom.md, Eq. V.3; with known noise variances the pass has
-    it, Eq. V.4)."""
+    tr(K - Q) / (2 s2) (:func:`homoscedastic_noise_gradient`, docs/nystrom.md, Eq. V.3;
+    with known noise variances a pass sums it row by row, Eq. V.4)."""
 
     second_pass = True
 
@@ -188,12 +201,6 @@ class _StreamedPath(GradientPath):
 
     def trace_weight(self, noise_variance: float) -> float:
         return 1.0 / noise_variance if self.variational else 0.0
-
-    def add_trace_term(self, gradient, objective, at_map, statistics, noise_variance):
-        if self.variational:       # d/d log s2 of -tr(K - Q) / (2 s2), Eq. V.3
-            gradient[-1] += (objective.missing_trace(at_map, statistics, noise_variance)
-                             / (2.0 * noise_variance))
-        return gradient
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(feature_budget={self.feature_budget}, "
@@ -209,9 +216,9 @@ class GeneralPath(_StreamedPath):
 
     (3 + 2P) n m^2 flops, over the kept features where the statistics pass kept them all, on
     the workers of a distributed source otherwise. With homoscedastic noise the noise part
-    is replaced by the closed form :func:`noise_gradient` from the statistics (and the VFE
-    trace's, :meth:`_StreamedPath.add_trace_term`); with known noise variances the pass sums
-    both per row (:func:`~scalegp.engine.statistics.diagonal_shares`)."""
+    is replaced by the closed form :func:`homoscedastic_noise_gradient` from the
+    statistics; with known noise variances the pass sums it per row
+    (:func:`~scalegp.engine.statistics.diagonal_shares`)."""
 
     name = "general"
 
@@ -226,35 +233,69 @@ class GeneralPath(_StreamedPath):
                                        kept_features=kept,
                                        trace_weight=self.trace_weight(noise_variance),
                                        n_jobs=objective.n_jobs)
-        if not self.homoscedastic:
-            return gradient
-        gradient[-1] = noise_gradient(conditioned, system)
-        return self.add_trace_term(gradient, objective, at_map, statistics, noise_variance)
+        if self.homoscedastic:
+            gradient[-1] = homoscedastic_noise_gradient(objective, at_map, statistics, system,
+                                                        conditioned, noise_variance,
+                                                        self.variational)
+        return gradient
 
 
 class MapGradientPath(_StreamedPath):
-    """The map's own homoscedastic gradient pass (``FeatureMap.has_homoscedastic_gradient``;
-    Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`): the kernel
-    part <W, dPsi_j> = sum(B o dK_XZ,j) - <Phi_j, C> with B = W L^{-1} one product per chunk,
+    """The map's own gradient pass (``FeatureMap.has_own_gradient``; Nystrom:
+    :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`): the kernel part
+    <W, dPsi_j> = sum(B o dK_XZ,j) - <Phi_j, C> with B = W L^{-1} one product per chunk,
     2 n m^2 flops and one kernel evaluation per chunk (docs/engine.md, "Gradient"), over the
-    kept features or a pass computing them; the noise part is :func:`noise_gradient`.
+    kept features or a pass computing them. The noise part is :func:`noise_gradient` for
+    homoscedastic noise; with known noise variances (``homoscedastic`` False: the rows of W
+    weighted by w^_i) it is one more pass over the features,
+    :func:`~scalegp.engine.statistics.accumulate_noise_gradient` (2 n m^2 flops): 4 n m^2 in
+    all where the general pass takes (3 + 2P) n m^2.
     """
 
     name = "map-gradient"
 
+    def __init__(self, feature_budget: int, variational: bool, homoscedastic: bool = True):
+        super().__init__(feature_budget, variational)
+        self.homoscedastic = bool(homoscedastic)
+
     def gradient(self, objective, at_map, statistics, system, conditioned, noise_variance,
                  kept):
-        kernel_gradient, _ = at_map.own_gradient(
-            features_by_chunk(at_map, objective.source, kept, chunk_size=objective.chunk_size,
-                              dtype=objective.dtype),
-            statistics, system, trace_weight=self.trace_weight(noise_variance),
-            n_jobs=objective.n_jobs)
-        gradient = np.append(kernel_gradient, noise_gradient(conditioned, system))
-        return self.add_trace_term(gradient, objective, at_map, statistics, noise_variance)
+        return own_pass_gradient(objective, at_map, statistics, system, conditioned,
+                                 noise_variance, kept, variational=self.variational,
+                                 homoscedastic=self.homoscedastic)[0]
+
+    def __repr__(self) -> str:
+        return (f"MapGradientPath(feature_budget={self.feature_budget}, "
+                f"variational={self.variational}, homoscedastic={self.homoscedastic})")
+
+
+def own_pass_gradient(objective, at_map, statistics, system, conditioned, noise_variance,
+                      kept, *, variational: bool, homoscedastic: bool, knots: bool = False):
+    """(d F / d theta, d F / d Z or None) from the map's own pass (:class:`MapGradientPath`;
+    ``knots``: also the knots' part, :mod:`scalegp.inference.knot_learning`), F the
+    objective's likelihood or VFE bound (``variational``)."""
+    trace_weight = 1.0 / noise_variance if variational else 0.0
+    weights = None if homoscedastic else functools.partial(
+        row_weights, at_map, noise=objective.noise, noise_variance=noise_variance)
+
+    def items():
+        return features_by_chunk(at_map, objective.source, kept,
+                                 chunk_size=objective.chunk_size, dtype=objective.dtype)
+
+    kernel_gradient, knots_gradient = at_map.own_gradient(
+        items(), statistics, system, trace_weight=trace_weight, n_jobs=objective.n_jobs,
+        knots=knots, row_weights=weights)
+    if homoscedastic:
+        noise_part = homoscedastic_noise_gradient(objective, at_map, statistics, system,
+                                                  conditioned, noise_variance, variational)
+    else:                         # a second pass, over the kept features where all fitted
+        noise_part = accumulate_noise_gradient(at_map, items(), system, noise=objective.noise,
+                                               trace_weight=trace_weight)
+    return np.append(kernel_gradient, noise_part), knots_gradient
 
 
 def choose_gradient_path(feature_map: FeatureMap, source, *, signed_rule: str,
-                         homoscedastic: bool, variational: bool,
+                         homoscedastic: bool, variational: bool, fitc: bool,
                          basis_statistics: BasisStatistics | None, dtype) -> GradientPath:
     """The gradient path of an objective, from what is fixed when it is built (module
     docstring's table, first match wins):
@@ -263,8 +304,9 @@ def choose_gradient_path(feature_map: FeatureMap, source, *, signed_rule: str,
        :class:`PositivePartPath` (``fixed_basis`` where the basis statistics were accumulated);
     2. basis statistics (a :class:`FixedBasisFeatureMap`, homoscedastic, not VFE):
        :class:`FixedBasisPath`;
-    3. homoscedastic noise, ``feature_map.has_homoscedastic_gradient`` and a source that is
-       not a :class:`~scalegp.data.base.DistributedSource`: :class:`MapGradientPath`;
+    3. ``feature_map.has_own_gradient``, noise without the FITC term (homoscedastic or
+       known variances) and a source that is not a
+       :class:`~scalegp.data.base.DistributedSource`: :class:`MapGradientPath`;
     4. otherwise :class:`GeneralPath`.
 
     A streamed path's ``feature_budget`` is :func:`~scalegp.engine.statistics.feature_cache_budget`
@@ -277,6 +319,6 @@ def choose_gradient_path(feature_map: FeatureMap, source, *, signed_rule: str,
         return FixedBasisPath()
     distributed = isinstance(source, DistributedSource)
     budget = 0 if source.out_of_core or distributed else feature_cache_budget(dtype)
-    if homoscedastic and feature_map.has_homoscedastic_gradient and not distributed:
-        return MapGradientPath(budget, variational)
+    if feature_map.has_own_gradient and not distributed and not fitc:
+        return MapGradientPath(budget, variational, homoscedastic)
     return GeneralPath(budget, variational, homoscedastic)

@@ -168,7 +168,7 @@ class MarginalLikelihood:
         self.gradient_path: GradientPath = choose_gradient_path(
             feature_map, self.source, signed_rule=signed_rule,
             homoscedastic=self.homoscedastic, variational=self.variational,
-            basis_statistics=self.basis_statistics, dtype=self.dtype)
+            fitc=noise.fitc, basis_statistics=self.basis_statistics, dtype=self.dtype)
 
     def _init_from_basis(self, basis_statistics, X, noise, variational, sample_noise_variance):
         """The objective of rows known by their basis statistics only (class docstring)."""
@@ -187,7 +187,8 @@ class MarginalLikelihood:
         self.basis_statistics = basis_statistics
         self.gradient_path = choose_gradient_path(
             self.feature_map, None, signed_rule=self.signed_rule, homoscedastic=True,
-            variational=False, basis_statistics=basis_statistics, dtype=self.dtype)
+            variational=False, fitc=False, basis_statistics=basis_statistics,
+            dtype=self.dtype)
 
     @property
     def feature_budget(self) -> int:

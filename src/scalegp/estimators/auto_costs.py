@@ -257,19 +257,13 @@ def nystrom_cost(n: int, n_dims: int, m: int, evaluations: int,
                  known_noise: bool = False) -> CostModel:
     """(E + L + 1) (3 n m^2 + (2 p + 1/3) m^3 + 4 n m d) flops and (E + L + 1)
     NYSTROM_PAIR_ENTRIES n m entries (L knot-learning steps; p = ``n_params``, default
-    d + 2: one length scale per input). With ``known_noise`` (rows with known variances:
-    the engine's general gradient pass, docs/engine.md) each of the E + 1 evaluations costs
-    (4 + 2 p) n m^2 and each knot step 5 n m^2 (the noise part's second pass) in place of
-    3 n m^2: on 20,000 rows in 5 inputs, 256 knots, the fit took 282 s with the variances
-    and 108 s without (benchmarks/results/known-noise.md)."""
+    d + 2: one length scale per input). With ``known_noise`` (rows with known variances)
+    each step takes 5 n m^2 in place of 3 n m^2: the map's own gradient pass leaves the noise
+    part to one more pass over the features, Psi M^{-1} (docs/engine.md, "Gradient paths")."""
     p = _parameters(n_dims) if n_params is None else n_params
     steps = evaluations + learn_iterations + 1
-    per_step = steps * ((2.0 * p + 1.0 / 3.0) * float(m) ** 3 + 4.0 * n * m * n_dims)
-    if known_noise:
-        dense = ((evaluations + 1) * (4.0 + 2.0 * p) + learn_iterations * 5.0) * n * m * m
-    else:
-        dense = steps * 3.0 * n * m * m
-    flops = per_step + dense
+    dense = (5.0 if known_noise else 3.0) * n * m * m
+    flops = steps * (dense + (2.0 * p + 1.0 / 3.0) * float(m) ** 3 + 4.0 * n * m * n_dims)
     return CostModel(flops, required_bytes(m, n_matrices=ENGINE_MATRICES["cholesky"]),
                      steps, entries=steps * NYSTROM_PAIR_ENTRIES * float(n) * m)
 

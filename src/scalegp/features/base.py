@@ -77,13 +77,13 @@ class FeatureMap(abc.ABC):
     #: the estimators' ``signed_rule`` applies to these maps only.
     may_have_negative_weights: ClassVar[bool] = False
     #: True where the map at theta (:meth:`at`) has ``own_gradient(items, statistics,
-    #: system, *, trace_weight, n_jobs)``: the kernel part of the homoscedastic gradient from one
-    #: pass of its own (Nystrom:
-    #: :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`). Declared on
+    #: system, *, trace_weight, n_jobs, knots, row_weights)``: the kernel part of the gradient
+    #: (rows weighted where they carry known noise variances) from one pass of its own
+    #: (Nystrom: :meth:`scalegp.features.nystrom.NystromAtTheta.own_gradient`). Declared on
     #: the map, so that
     #: :class:`scalegp.engine.likelihood.MarginalLikelihood` chooses its gradient path once, when
     #: it is built (:mod:`scalegp.engine.gradients`), without evaluating the map at theta.
-    has_homoscedastic_gradient: ClassVar[bool] = False
+    has_own_gradient: ClassVar[bool] = False
 
     def __init_subclass__(cls, name: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -68,7 +68,7 @@ class NystromFeatures(FeatureMap, name="nystrom"):
     reference = "Williams & Seeger 2001; Banerjee, Dunson & Tokdar 2013"
     #: K - Psi Psi^T is positive semidefinite on any inputs (a projection in the RKHS).
     bounded_by_kernel = True
-    has_homoscedastic_gradient = True        # NystromAtTheta.own_gradient
+    has_own_gradient = True        # NystromAtTheta.own_gradient
     #: build receives None for the estimator's n_components=None: DEFAULT_N_COMPONENTS knots
     #: for a rule, the array's length for given knots.
     default_n_components = None

@@ -5,7 +5,7 @@ SGPR (GPflow, GPyTorch) maximizes it over both. :class:`LearnedKnotsObjective` i
 as a function of p = [theta..., vec(Z)] (theta = [kernel log-parameters..., log s2], Z row by
 row), with its gradient: the theta part is the engine's (:class:`scalegp.engine.MarginalLikelihood`
 with ``variational=True``: value, noise gradient and the kernel gradient <W, dPsi_j>, here
-summed in the knots' loop), the Z part is Eq. N.4 of docs/nystrom.md,
+summed in the knots' loop, :func:`scalegp.engine.gradients.own_pass_gradient`), the Z part is Eq. N.4 of docs/nystrom.md,
 
     dF/dz_a = sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a + 2 sum_b D_ab dk(z_b, z_a)/dz_a,
     W = dF/dPsi = r beta^T / s2 - Psi M^{-1} + Psi / s2,   D = -L^{-T} sym(Phi(W^T Psi)) L^{-1},
@@ -21,14 +21,12 @@ statistics. :func:`learn_knots` runs L-BFGS-B on p from a map and hyperparameter
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
-from ..engine.gradients import noise_gradient
+from ..engine.gradients import own_pass_gradient
 from ..engine.likelihood import MarginalLikelihood, Posterior
-from ..engine.statistics import (KeptFeatures, accumulate_noise_gradient, features_by_chunk,
-                                 row_weights)
+from ..engine.statistics import KeptFeatures
 from ..features.nystrom import LEARNED, NystromFeatures
 from .optimize import maximize_likelihood
 
@@ -80,25 +78,10 @@ class LearnedKnotsObjective:
         at_map, statistics, value, system, conditioned = engine.conditioned(theta,
                                                                            keep_features=kept)
         noise_variance = engine.hyperparameters.values(theta)[1]
-        weights = None if engine.homoscedastic else functools.partial(
-            row_weights, at_map, noise=engine.noise, noise_variance=noise_variance)
-        kernel_gradient, knots_gradient = at_map.own_gradient(
-            self._items(at_map, kept), statistics, system, trace_weight=1.0 / noise_variance,
-            n_jobs=engine.n_jobs, knots=True, row_weights=weights)
-        if engine.homoscedastic:
-            noise_part = (noise_gradient(conditioned, system)
-                          + engine.missing_trace(at_map, statistics, noise_variance)
-                          / (2.0 * noise_variance))
-        else:           # a second pass, over the kept features where they all fitted
-            noise_part = accumulate_noise_gradient(at_map, self._items(at_map, kept), system,
-                                                   noise=engine.noise,
-                                                   trace_weight=1.0 / noise_variance)
-        return value, np.concatenate([kernel_gradient, [noise_part], knots_gradient.ravel()])
-
-    def _items(self, at_map, kept):
-        engine = self.engine
-        return features_by_chunk(at_map, engine.source, kept, chunk_size=engine.chunk_size,
-                                 dtype=engine.dtype)
+        theta_gradient, knots_gradient = own_pass_gradient(
+            engine, at_map, statistics, system, conditioned, noise_variance, kept,
+            variational=True, homoscedastic=engine.homoscedastic, knots=True)
+        return value, np.concatenate([theta_gradient, knots_gradient.ravel()])
 
     def posterior(self, p) -> Posterior:
         """The posterior at p's hyperparameters and knots."""
