@@ -787,3 +787,27 @@ def test_a_vecchia_candidate_is_scored_at_the_prediction_neighbours_it_chose(mon
     auto_validation.cross_validate(candidate, X, y, folds)
     assert counts == [] and used == [fitted.prediction_neighbors_] * len(folds)
     assert np.isfinite(candidate.cv_nlpd)
+
+
+def test_verification_knots_truncate_the_pilot_where_m_knots_truncate_all_rows():
+    """auto.verification_knots: m' = #{k : lambda_k(K_p) >= (n / n_p) lambda_m(K_p)}. On
+    1-D inputs the Matern-1/2 kernel's operator eigenvalues decay as k^-2 and Matern-3/2's
+    as k^-4, so m' = m (n_p / n)^(1/2) and m (n_p / n)^(1/4) (the density m n_p / n, the rule
+    before, would give 6); beyond K_p's numerical rank (a smooth Gaussian kernel) m' is that
+    rank, not every row; and never below the density (a spectrum's sum is finite)."""
+    X = np.random.default_rng(0).uniform(0, 1, (800, 1))
+    n = 16 * 800
+    rough = auto.verification_knots(X, sg.kernels.get("matern12", length_scale=0.05), 100, n)
+    assert 0.9 * 25 <= rough <= 1.1 * 25
+    smoother = auto.verification_knots(X, sg.kernels.get("matern32", length_scale=0.1), 200, n)
+    assert 0.9 * 100 <= smoother <= 1.1 * 100
+    smooth = sg.kernels.get("gaussian", length_scale=0.3)
+    rank = auto.verification_knots(X, smooth, 100, n)
+    assert 5 < rank < 50 and auto.verification_knots(X, smooth, 150, n) == rank
+    assert auto.verification_knots(X, smooth, 800, n) == 400          # m >= n_p: n_p // 2
+    assert auto.verification_knots(X[:3], smooth, 2, n) == 1
+    # 1,600 rows in 8 inputs at unit length scales do not resolve the spectrum (lambda_1 <
+    # 25 lambda_256): held to the density 256 * 1,600 / 40,000 = 10 knots, not 1
+    wide = np.random.default_rng(1).normal(size=(1600, 8))
+    flat = sg.kernels.get("matern32", length_scale=np.ones(8))
+    assert auto.verification_knots(wide, flat, 256, 40_000) == 10
