@@ -77,7 +77,8 @@ def homoscedastic_noise_gradient(objective, at_map, statistics, system, conditio
     (docs/nystrom.md, Eq. V.3)."""
     value = noise_gradient(conditioned, system)
     if variational:
-        value += objective.missing_trace(at_map, statistics, noise_variance) / (2.0 * noise_variance)
+        value += (objective.missing_trace(at_map, statistics, noise_variance)
+                  / (2.0 * noise_variance))
     return value
 
 

@@ -239,7 +239,8 @@ class MarginalLikelihood:
         kernel = at_map.kernel
         if kernel.shift_invariant and self.homoscedastic:
             return n_samples * kernel.variance
-        share = functools.partial(_weighted_kernel_diagonal, kernel, noise_variance)
+        share = functools.partial(_weighted_kernel_diagonal, kernel, self.noise,
+                                  noise_variance)
         if isinstance(self.source, DistributedSource):     # summed where the rows live
             return float(self.source.map_reduce(share))
         chunk_size = self.chunk_size or default_chunk_size(at_map.n_components)
@@ -283,12 +284,15 @@ class MarginalLikelihood:
                          row_sums=self._row_sums(at_map, statistics, system.noise_variance))
 
 
-def _weighted_kernel_diagonal(kernel: Kernel, noise_variance: float, chunk) -> float:
+def _weighted_kernel_diagonal(kernel: Kernel, noise: NoiseModel, noise_variance: float,
+                              chunk) -> float:
     """sum over a chunk's rows of w^_i k(x_i, x_i), w^_i = s2 / (s2 + v_i) (1 without known
-    variances); top level, so that a distributed source's workers can run it."""
+    variances; ``noise`` without the FITC term, which the VFE bound refuses, so that the
+    weights need no features); top level, so that a distributed source's workers can run
+    it."""
     diagonal = kernel.diag(chunk.X)
     if chunk.sample_noise_variance is not None:
-        diagonal = diagonal * (noise_variance / (noise_variance + chunk.sample_noise_variance))
+        diagonal = diagonal * noise.relative_weights(None, chunk, None, noise_variance)
     return float(diagonal.sum())
 
 

@@ -201,10 +201,10 @@ def verification_knots(X_pilot, kernel, m: int, n: int) -> int:
     a = 1, nearly m for a fast decay (the Gaussian kernel on a smooth field). Since the
     mu_k sum to k(x, x), a > 1 and m' is at least the density; a flatter pilot spectrum
     (n_p rows that do not resolve the kernel in many inputs) is held to it. At most
-    n_p // 2 (also where m >= n_p). With the density
-    256 knots on 20,000 rows were verified at 19 among the pilot's 1,500 rows and measured
-    1.46 times the pilot's RMSE, where the fit on all rows reached 0.0095 against the noise-
-    free field and the Vecchia model chosen instead 0.022 (known-noise.md, session 13)."""
+    n_p // 2 (also where m >= n_p). With the density, 256 knots on 20,000 rows were
+    verified at 19 among the pilot's 1,500 rows and measured 1.46 times the pilot's RMSE,
+    where the fit on all rows reached 0.0095 against the noise-free field and the Vecchia
+    model chosen instead 0.022 (known-noise.md, session 13)."""
     n_pilot = X_pilot.shape[0]
     if m >= n_pilot:
         return max(1, n_pilot // 2)
@@ -338,8 +338,9 @@ def verify(X, y, pilot: Pilot, candidate: Candidate, sample_noise_variance=None)
     pilot's training rows at the pilot's hyperparameters (Vecchia's conditioning sets and a
     local model's neighbourhoods the same share of those rows as of all n rows, Vecchia
     predicting with m; Nystrom's knots truncating the pilot's kernel matrix where they
-    truncate all n rows', :func:`verification_knots`). Where that share of a neighbour count is below
-    ``MIN_VERIFIED_NEIGHBORS``, the candidate is left unverified (its note says so).
+    truncate all n rows', :func:`verification_knots`). Where that share of a neighbour
+    count is below ``MIN_VERIFIED_NEIGHBORS``, the candidate is left unverified (its note
+    says so).
 
     The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`.
     ``sample_noise_variance``: the rows' known noise variances (standardized), or None."""

@@ -227,8 +227,9 @@ def validated_candidates(n: int, n_dims: int, families, *, estimator_params: dic
     :func:`measured_slowdowns`; 1 where none is given), the cheapest of each kind first,
     then the next of each (module docstring, step 1). Each adds the rows' known noise
     variances, where they have them, to the learned one (Nystrom-VFE: docs/nystrom.md, Eq.
-    V.4; ``known_noise``: priced on the engine's general gradient pass, which they take
-    there). ``estimator_params``: noise_variance, normalize_X, normalize_y, random_state."""
+    V.4; ``known_noise``: priced with the noise part's extra pass over the features,
+    :func:`scalegp.estimators.auto_costs.nystrom_cost`). ``estimator_params``:
+    noise_variance, normalize_X, normalize_y, random_state."""
     common = dict(estimator_params)
     found = []
     for family in families:

@@ -85,7 +85,8 @@ class LowRankGPRegressor(LowRankFit, LowRankUpdate, _GPRegressor):
           Q + diag(max(k(x, x) - q(x, x), 0)) + s2 I, the FITC-style (modified predictive
           process) diagonal, for every map; "vfe" (Nystrom only) the variational bound of
           Titsias, the DTC likelihood minus tr(K - Q) / (2 s2) (with known noise variances
-          sum_i (k_ii - q_ii) / (2 (s2 + v_i))), conditioned as DTC. Global models only (local models refuse "fitc" and "vfe").
+          sum_i (k_ii - q_ii) / (2 (s2 + v_i))), conditioned as DTC. Global models only
+          (local models refuse "fitc" and "vfe").
         - ``learn_knots`` (Nystrom, ``objective="vfe"``): after the hyperparameters are
           learned at the knots of the rule, maximize the VFE bound over the hyperparameters
           and the knots together (SGPR's inducing inputs;

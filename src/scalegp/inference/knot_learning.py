@@ -5,7 +5,8 @@ SGPR (GPflow, GPyTorch) maximizes it over both. :class:`LearnedKnotsObjective` i
 as a function of p = [theta..., vec(Z)] (theta = [kernel log-parameters..., log s2], Z row by
 row), with its gradient: the theta part is the engine's (:class:`scalegp.engine.MarginalLikelihood`
 with ``variational=True``: value, noise gradient and the kernel gradient <W, dPsi_j>, here
-summed in the knots' loop, :func:`scalegp.engine.gradients.own_pass_gradient`), the Z part is Eq. N.4 of docs/nystrom.md,
+summed in the knots' loop, :func:`scalegp.engine.gradients.own_pass_gradient`), the Z part
+is Eq. N.4 of docs/nystrom.md,
 
     dF/dz_a = sum_i (W L^{-1})_ia dk(x_i, z_a)/dz_a + 2 sum_b D_ab dk(z_b, z_a)/dz_a,
     W = dF/dPsi = r beta^T / s2 - Psi M^{-1} + Psi / s2,   D = -L^{-T} sym(Phi(W^T Psi)) L^{-1},
