@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_uci_sgpr import DATA_DIR, load_split, scores  # noqa: E402
 
 import scalegp as sg  # noqa: E402
-from scalegp.local import neighborhoods as nb  # noqa: E402
+from scalegp.local import cover as cv  # noqa: E402
 
 
 def peak_mb() -> float:
@@ -70,9 +70,9 @@ def main(argv=None) -> None:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cover = nb.cover(X, args.n_neighbors, scale=start_scale, **options)
+            cover = cv.cover(X, args.n_neighbors, scale=start_scale, **options)
         out.update(cover_seconds=time.perf_counter() - start, n_centres=cover.n_centres,
-                   max_centres=options.get("max_centres", nb.MAX_CENTRES), peak_mb=peak_mb())
+                   max_centres=options.get("max_centres", cv.MAX_CENTRES), peak_mb=peak_mb())
         print(json.dumps(out))
         return
     kernel = sg.kernels.get("matern32", length_scale=start_scale)

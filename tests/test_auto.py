@@ -364,9 +364,10 @@ def test_tolerance_with_no_verifiable_candidate_claims_nothing(rough_2d, rough_p
 def test_known_noise_variances_choose_among_the_models_that_take_them(rough_2d,
                                                                     rough_pilot):
     """With known per-row noise variances the candidates are the models that add them to
-    the learned noise variance: the exact GP (up to its row limit), Vecchia, and Nystrom-VFE
+    the learned noise variance: the exact GP (up to its row limit), Vecchia, Nystrom-VFE
     with learned knots (docs/nystrom.md, Eq. V.4; it was DTC at random knots before the bound
-    took known variances); no neighbourhood-local model. Before, Vecchia and the local models
+    took known variances) and, on a rough field, the neighbourhood-local exact GPs (left out
+    before their local GPs took the variances). Before, Vecchia and the local models
     were chosen and their fit raised (fuzzing GPRegressor's options, 150 rows,
     tolerance=1.02), then Vecchia and Nystrom were left out, and on 20,000 rows in 5 inputs
     the exact GP was the only candidate left: "chosen" over the memory budget, its fit raised
@@ -379,19 +380,14 @@ def test_known_noise_variances_choose_among_the_models_that_take_them(rough_2d,
             X, y, sample_noise_variance=noise)
         names = [c.name for c in model.selection_.candidates]
         assert any(name.startswith("vecchia") for name in names)
-        assert not any(name.startswith("neighbors") for name in names)
-        assert auto.KNOWN_NOISE_NOTE in model.selection_.notes
         assert np.all(np.isfinite(model.predict(X[:5])))
     more = np.random.default_rng(1).uniform(0, 10, (700, 2))
     plain = {c.name for c in auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0))}
     known = {c.name for c in auto.candidates(more, pilot, RATE, 1.0, np.random.default_rng(0),
                                              known_noise=True)}
     assert any(name.startswith("neighbors") for name in plain)     # a rough field
-    assert {name for name in plain if name.startswith(("exact", "vecchia"))} == \
-        {name for name in known if name.startswith(("exact", "vecchia"))}
-    assert {name for name in plain if name.startswith("nystrom-vfe")} == \
-        {name for name in known if name.startswith("nystrom")} != set()
-    assert not any(name.startswith("neighbors") for name in known)
+    assert plain == known
+    assert {name for name in known if name.startswith("nystrom-vfe")} != set()
     # above the exact GP's row limit it is no candidate (it cannot be fitted there)
     many = np.random.default_rng(2).uniform(0, 10, (MAX_EXACT_SAMPLES + 1, 2))
     found = auto.candidates(many, pilot, RATE, 1.0, np.random.default_rng(0), known_noise=True)
@@ -795,19 +791,43 @@ def test_verification_knots_truncate_the_pilot_where_m_knots_truncate_all_rows()
     as k^-4, so m' = m (n_p / n)^(1/2) and m (n_p / n)^(1/4) (the density m n_p / n, the rule
     before, would give 6); beyond K_p's numerical rank (a smooth Gaussian kernel) m' is that
     rank, not every row; and never below the density (a spectrum's sum is finite)."""
+    def spectrum(X, kernel):
+        return np.sort(np.linalg.eigvalsh(kernel(X, X)))[::-1]
+
     X = np.random.default_rng(0).uniform(0, 1, (800, 1))
     n = 16 * 800
-    rough = auto.verification_knots(X, sg.kernels.get("matern12", length_scale=0.05), 100, n)
+    rough = auto.verification_knots(
+        spectrum(X, sg.kernels.get("matern12", length_scale=0.05)), 100, n)
     assert 0.9 * 25 <= rough <= 1.1 * 25
-    smoother = auto.verification_knots(X, sg.kernels.get("matern32", length_scale=0.1), 200, n)
+    smoother = auto.verification_knots(
+        spectrum(X, sg.kernels.get("matern32", length_scale=0.1)), 200, n)
     assert 0.9 * 100 <= smoother <= 1.1 * 100
-    smooth = sg.kernels.get("gaussian", length_scale=0.3)
-    rank = auto.verification_knots(X, smooth, 100, n)
-    assert 5 < rank < 50 and auto.verification_knots(X, smooth, 150, n) == rank
-    assert auto.verification_knots(X, smooth, 800, n) == 400          # m >= n_p: n_p // 2
-    assert auto.verification_knots(X[:3], smooth, 2, n) == 1
+    smooth = spectrum(X, sg.kernels.get("gaussian", length_scale=0.3))
+    rank = auto.verification_knots(smooth, 100, n)
+    assert 5 < rank < 50 and auto.verification_knots(smooth, 150, n) == rank
+    assert auto.verification_knots(smooth, 800, n) == 400          # m >= n_p: n_p // 2
+    assert auto.verification_knots(
+        spectrum(X[:3], sg.kernels.get("gaussian", length_scale=0.3)), 2, n) == 1
     # 1,600 rows in 8 inputs at unit length scales do not resolve the spectrum (lambda_1 <
     # 25 lambda_256): held to the density 256 * 1,600 / 40,000 = 10 knots, not 1
     wide = np.random.default_rng(1).normal(size=(1600, 8))
     flat = sg.kernels.get("matern32", length_scale=np.ones(8))
-    assert auto.verification_knots(wide, flat, 256, 40_000) == 10
+    assert auto.verification_knots(spectrum(wide, flat), 256, 40_000) == 10
+
+
+def test_the_pilot_computes_its_training_spectrum_once_and_replace_forgets_it(rough_pilot):
+    """Pilot.training_spectrum: the descending eigenvalues of the pilot kernel's matrix on
+    its training rows, computed once per pilot (each verified Nystrom candidate reads it);
+    a pilot made by dataclasses.replace with another kernel computes its own."""
+    import dataclasses
+    X, _, fitted = rough_pilot
+    pilot = dataclasses.replace(fitted)          # not the shared fixture's cache
+    first = pilot.training_spectrum(X)
+    rows = X[pilot.train]
+    np.testing.assert_allclose(first, np.sort(np.linalg.eigvalsh(pilot.kernel(rows, rows)))[::-1],
+                               rtol=1e-8, atol=1e-10 * first[0])
+    assert pilot.training_spectrum(X) is first
+    other = dataclasses.replace(pilot, kernel=pilot.kernel.with_params(
+        length_scale=2 * pilot.kernel.length_scale))
+    assert other.training_spectrum(X) is not first
+    assert other.training_spectrum(X)[0] > first[0]

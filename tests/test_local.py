@@ -485,7 +485,7 @@ def test_an_option_of_another_local_kind_cannot_be_given():
 
 def test_estimator_refuses_known_noise_variances_locally():
     X, y = data_2d(30)
-    with pytest.raises(NotImplementedError, match="homoscedastic noise only"):
+    with pytest.raises(NotImplementedError, match="takes one noise variance for all rows"):
         estimator(local="clusters").fit(X, y, sample_noise_variance=np.full(30, 0.1))
 
 

@@ -14,10 +14,10 @@ from scalegp import nearest
 from scalegp.engine import exact
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.local import clustering
-from scalegp.local import neighborhoods as nb
+from scalegp.local import cover as cv, neighborhoods as nb
 
 
-def brute_cover(X, n_neighbors, scale, overlap=nb.OVERLAP, max_centres=None):
+def brute_cover(X, n_neighbors, scale, overlap=cv.OVERLAP, max_centres=None):
     """The cover as computed before the tree: a distance vector per centre."""
     n_samples, n_dims = X.shape
     scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
@@ -46,7 +46,7 @@ def test_tree_cover_is_the_brute_force_cover_bitwise(n_dims, n_neighbors):
     rng = np.random.default_rng(n_dims)
     X = rng.uniform(-2, 2, size=(400, n_dims)) * np.linspace(0.5, 2.0, n_dims)
     scale = np.linspace(0.4, 1.3, n_dims)
-    cover = nb.cover(X, n_neighbors, scale=scale, max_centres=None)
+    cover = cv.cover(X, n_neighbors, scale=scale, max_centres=None)
     centres, members, radii = brute_cover(X, n_neighbors, scale)
     np.testing.assert_array_equal(cover.centres, centres)
     np.testing.assert_array_equal(cover.blend_radius, radii)
@@ -58,13 +58,13 @@ def test_tree_cover_is_the_brute_force_cover_bitwise(n_dims, n_neighbors):
 def test_the_cover_has_no_default_cap_and_a_cap_still_warns():
     """In 8-D a neighbourhood's blend radius holds few points, so the cover needs about one
     centre per point; the old cap of 20,000 centres stopped it on kin40k's 25,600."""
-    assert nb.MAX_CENTRES is None
+    assert cv.MAX_CENTRES is None
     X = np.random.default_rng(1).standard_normal((300, 8))
-    cover = nb.cover(X, 30, scale=1.0)
-    t = nb.blend_weights(cover, X) > 0
+    cover = cv.cover(X, 30, scale=1.0)
+    t = cv.blend_weights(cover, X) > 0
     assert t.any(axis=1).all() and cover.n_centres > 100
     with pytest.warns(UserWarning, match="max_centres = 50"):
-        assert nb.cover(X, 30, scale=1.0, max_centres=50).n_centres == 50
+        assert cv.cover(X, 30, scale=1.0, max_centres=50).n_centres == 50
 
 
 def brute_weights(cover, X):
@@ -81,10 +81,10 @@ def brute_weights(cover, X):
 def test_blend_pairs_are_the_dense_weights():
     rng = np.random.default_rng(4)
     X = rng.uniform(-3, 3, size=(500, 2))
-    cover = nb.cover(X, 30, scale=[0.5, 0.9])
+    cover = cv.cover(X, 30, scale=[0.5, 0.9])
     X_test = np.vstack([rng.uniform(-4, 4, size=(300, 2)), [[50.0, -50.0]], [[1e300, 0.0]],
                         X[:20]])
-    rows, centres, weights = nb.blend_pairs(cover, X_test)
+    rows, centres, weights = cv.blend_pairs(cover, X_test)
     assert np.all(np.diff(rows) >= 0) and np.all(weights > 0)
     dense = np.zeros((len(X_test), cover.n_centres))
     dense[rows, centres] = weights
@@ -100,7 +100,7 @@ def test_exact_local_gps_keep_no_factor_and_predict_as_with_it():
     X = rng.uniform(-3, 3, size=(300, 2))
     y = np.sin(2 * X[:, 0]) + 0.05 * rng.standard_normal(300)
     kernel = sg.Matern(nu=2.5, length_scale=[0.6, 0.8])
-    cover = nb.cover(X, 40, scale=kernel.length_scale)
+    cover = cv.cover(X, 40, scale=kernel.length_scale)
     hyper = Hyperparameters(kernel, 0.02, (1e-4, 1.0))
     posterior = nb.NeighborhoodLikelihood(hyper, cover, X, y).posterior(hyper.theta)
     assert not any(hasattr(p, "cholesky_factor") for p in posterior.local_posteriors)
@@ -183,7 +183,7 @@ def test_ties_at_the_kth_distance_go_to_the_lower_rows():
     nearest, then the lowest rows among those tied."""
     g = np.arange(9.0)
     X = np.column_stack([np.repeat(g, 9), np.tile(g, 9)])[::-1].copy()   # rows reversed
-    cover = nb.cover(X, 7, scale=1.0)
+    cover = cv.cover(X, 7, scale=1.0)
     Z = X / cover.scale
     for centre, members in zip(cover.centres, cover.members):
         distance = np.sqrt(np.sum((Z - centre) ** 2, axis=1))
@@ -197,8 +197,8 @@ def test_ties_at_the_kth_distance_go_to_the_lower_rows():
 def test_check_cover_finds_a_centre_too_close_by_the_tree_search():
     rng = np.random.default_rng(9)
     X = rng.uniform(-3, 3, size=(600, 2))
-    cover = nb.cover(X, 20, scale=0.5)
-    nb.check_cover(cover, X)                          # a fitted cover keeps the rules
+    cover = cv.cover(X, 20, scale=0.5)
+    cv.check_cover(cover, X)                          # a fitted cover keeps the rules
     late = cover.n_centres - 3
     centres = cover.centres.copy()
     centres[late] = centres[5] + 1e-3                 # next to an earlier centre
@@ -209,6 +209,6 @@ def test_check_cover_finds_a_centre_too_close_by_the_tree_search():
     radii = cover.blend_radius.copy()
     radii[late] = 0.5 * np.linalg.norm(Z[members[late]] - centres[late] / cover.scale,
                                        axis=1).max()
-    moved = nb.Neighborhoods(centres, tuple(members), radii, cover.scale)
+    moved = cv.Neighborhoods(centres, tuple(members), radii, cover.scale)
     with pytest.raises(ValueError, match=f"centre {late} lies within 0.75 blend radii"):
-        nb.check_cover(moved, X)
+        cv.check_cover(moved, X)

@@ -7,7 +7,7 @@ import pytest
 import scalegp as sg
 from tests.conftest import low_rank
 from scalegp.engine import exact
-from scalegp.local import neighborhoods as nb
+from scalegp.local import cover as cv, neighborhoods as nb
 from scalegp.engine.hyperparameters import Hyperparameters
 from scalegp.estimators.transformers import _build_feature_map
 
@@ -22,7 +22,7 @@ def rough_data(n=300, seed=0):
 def test_cover_members_are_the_nearest_points_and_cover_every_point():
     X, _ = rough_data()
     scale = np.array([0.5, 0.8])
-    cover = nb.cover(X, 40, scale=scale)
+    cover = cv.cover(X, 40, scale=scale)
     np.testing.assert_allclose(cover.centres[0], X.mean(axis=0))
     Z = X / scale
     for centre, members, radius in zip(cover.centres, cover.members, cover.blend_radius):
@@ -30,14 +30,14 @@ def test_cover_members_are_the_nearest_points_and_cover_every_point():
         np.testing.assert_array_equal(members, np.sort(np.argsort(distance)[:40]))
         assert radius == pytest.approx(0.5 * distance[members].max())
     t = cover.scaled_distances(X) / cover.blend_radius
-    assert np.all(t.min(axis=1) <= nb.OVERLAP + 1e-12)
+    assert np.all(t.min(axis=1) <= cv.OVERLAP + 1e-12)
     # a cover with one centre fewer leaves some point uncovered (the last centre was needed)
-    assert np.any(t[:, :-1].min(axis=1) > nb.OVERLAP)
+    assert np.any(t[:, :-1].min(axis=1) > cv.OVERLAP)
 
 
 def test_scaled_distances_match_brute_force():
     X, _ = rough_data(50)
-    cover = nb.cover(X, 10, scale=[0.3, 1.7])
+    cover = cv.cover(X, 10, scale=[0.3, 1.7])
     brute = np.linalg.norm((X[:, None, :] - cover.centres[None]) / cover.scale, axis=2)
     np.testing.assert_allclose(cover.scaled_distances(X), brute, atol=1e-12)
 
@@ -45,25 +45,25 @@ def test_scaled_distances_match_brute_force():
 def test_cover_refuses_bad_arguments():
     X, _ = rough_data(20)
     with pytest.raises(ValueError, match="overlap"):
-        nb.cover(X, 5, scale=1.0, overlap=1.0)
+        cv.cover(X, 5, scale=1.0, overlap=1.0)
     with pytest.raises(ValueError, match="n_neighbors"):
-        nb.cover(X, 0, scale=1.0)
+        cv.cover(X, 0, scale=1.0)
     with pytest.warns(UserWarning, match="max_centres"):
-        cover = nb.cover(X, 3, scale=0.1, max_centres=2)
+        cover = cv.cover(X, 3, scale=0.1, max_centres=2)
     assert cover.n_centres == 2
 
 
 def test_blend_weights_sum_to_one_are_continuous_and_fall_back_outside():
     X, _ = rough_data()
-    cover = nb.cover(X, 40, scale=0.5)
+    cover = cv.cover(X, 40, scale=0.5)
     line = np.column_stack([np.linspace(-3, 3, 20001), np.full(20001, 0.3)])
-    weights = nb.blend_weights(cover, line)
+    weights = cv.blend_weights(cover, line)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0)
     # continuity: the largest change between neighbouring points shrinks with the step
     coarse = np.abs(np.diff(weights[::10], axis=0)).max()
     fine = np.abs(np.diff(weights, axis=0)).max()
     assert fine < 0.2 * coarse
-    far = nb.blend_weights(cover, np.array([[50.0, 50.0]]))
+    far = cv.blend_weights(cover, np.array([[50.0, 50.0]]))
     assert np.count_nonzero(far) == 1
 
 
@@ -75,7 +75,7 @@ def exact_objective(X, y, cover, kernel, noise_variance, **options):
 def test_composite_likelihood_is_the_sum_of_local_exact_likelihoods_with_its_gradient():
     X, y = rough_data(200)
     kernel = sg.Matern(nu=2.5, length_scale=[0.6, 0.9], variance=1.3)
-    cover = nb.cover(X, 30, scale=kernel.length_scale)
+    cover = cv.cover(X, 30, scale=kernel.length_scale)
     objective, hyper = exact_objective(X, y, cover, kernel, 0.05)
     expected = sum(exact.log_marginal_likelihood(kernel, 0.05, X[m], y[m])
                    for m in cover.members)
@@ -94,7 +94,7 @@ def test_composite_likelihood_is_the_sum_of_local_exact_likelihoods_with_its_gra
 def test_learning_centres_use_a_subset_and_the_posterior_all_centres():
     X, y = rough_data(200)
     kernel = sg.Gaussian(length_scale=0.7)
-    cover = nb.cover(X, 30, scale=0.7)
+    cover = cv.cover(X, 30, scale=0.7)
     objective, hyper = exact_objective(X, y, cover, kernel, 0.05, learning_centres=3, rng=1)
     assert objective.learning_centres.size == 3
     expected = sum(exact.log_marginal_likelihood(kernel, 0.05, X[cover.members[c]],
@@ -108,7 +108,7 @@ def test_learning_centres_use_a_subset_and_the_posterior_all_centres():
 def test_with_every_point_in_every_neighbourhood_the_blend_is_the_exact_gp():
     X, y = rough_data(120)
     kernel = sg.Matern(nu=1.5, length_scale=[0.5, 0.7], variance=0.9)
-    cover = nb.cover(X, len(X), scale=kernel.length_scale)
+    cover = cv.cover(X, len(X), scale=kernel.length_scale)
     assert cover.n_centres > 1
     objective, hyper = exact_objective(X, y, cover, kernel, 0.03)
     posterior = objective.posterior(hyper.theta)
@@ -126,11 +126,11 @@ def test_mixture_variance_of_the_blend():
     """Two neighbourhoods that disagree: the variance is the mixture's, not the average."""
     X, y = rough_data(200)
     kernel = sg.Gaussian(length_scale=0.6)
-    cover = nb.cover(X, 40, scale=0.6)
+    cover = cv.cover(X, 40, scale=0.6)
     objective, hyper = exact_objective(X, y, cover, kernel, 0.05)
     posterior = objective.posterior(hyper.theta)
     X_test = np.random.default_rng(2).uniform(-3, 3, size=(100, 2))
-    weights = nb.blend_weights(cover, X_test)
+    weights = cv.blend_weights(cover, X_test)
     means, variances = zip(*(p.predict(X_test, return_var=True)
                              for p in posterior.local_posteriors))
     means, variances = np.array(means).T, np.array(variances).T
@@ -145,7 +145,7 @@ def test_mixture_variance_of_the_blend():
 def test_blended_mean_is_continuous_where_nearest_centre_routing_jumps():
     X, y = rough_data(300)
     kernel = sg.Matern(nu=2.5, length_scale=0.4)
-    cover = nb.cover(X, 40, scale=0.4)
+    cover = cv.cover(X, 40, scale=0.4)
     objective, hyper = exact_objective(X, y, cover, kernel, 0.01)
     posterior = objective.posterior(hyper.theta)
     line = np.column_stack([np.linspace(-2.5, 2.5, 4001), np.full(4001, -0.2)])
@@ -168,7 +168,7 @@ def test_shift_invariant_map_with_all_points_equals_the_global_low_rank_gp(appro
     X, y = rough_data(150)
     kernel = sg.Gaussian(length_scale=[0.8, 1.1], length_scale_bounds=(0.4, 3.0),
                          variance_bounds=(0.1, 10.0))
-    cover = nb.cover(X, len(X), scale=kernel.length_scale)
+    cover = cv.cover(X, len(X), scale=kernel.length_scale)
     feature_map = _build_feature_map(approximation, 2 * X, kernel, 64, {},
                                      np.random.default_rng(0),
                                      {"y": y, "noise_variance": 0.05,
@@ -194,7 +194,7 @@ def test_local_fixed_basis_keeps_its_statistics_between_steps():
     X, y = rough_data(150)
     kernel = sg.Gaussian(length_scale=0.9, length_scale_bounds=(0.5, 2.0),
                          variance_bounds=(0.1, 10.0))
-    cover = nb.cover(X, 50, scale=0.9)
+    cover = cv.cover(X, 50, scale=0.9)
     shifted = np.vstack([X[m] - c for m, c in zip(cover.members, cover.centres)])
     feature_map = _build_feature_map("glf", shifted, kernel, 64, {}, np.random.default_rng(0),
                                      {"noise_variance_lower": 1e-3})
@@ -349,29 +349,29 @@ def test_a_neighbourhood_of_copies_of_one_input_covers_that_input_only():
     centres of their own. With the radius 1 it had, and long length scales (the data span
     0.1 length scales here, as on keggdirected), it covered every point: two centres."""
     import numpy as np
-    from scalegp.local import neighborhoods as nb
+    from scalegp.local import cover as cv
     rng = np.random.default_rng(0)
     X = np.vstack([np.zeros((150, 2)), rng.uniform(0, 10, (300, 2))])
-    cover = nb.cover(X, 100, scale=100.0)
+    cover = cv.cover(X, 100, scale=100.0)
     collapsed = [c for c, rows in enumerate(cover.members) if np.all(X[rows] == 0)]
-    assert collapsed and all(cover.blend_radius[c] == nb.POINT_RADIUS for c in collapsed)
+    assert collapsed and all(cover.blend_radius[c] == cv.POINT_RADIUS for c in collapsed)
     assert cover.n_centres > 2
     # every training point is covered by a centre whose neighbourhood has extent
     Z, C = X / 100.0, cover.centres / 100.0
     distance = np.sqrt(((Z[:, None, :] - C[None, :, :]) ** 2).sum(-1)) / cover.blend_radius
-    assert np.all(distance.min(axis=1) <= nb.OVERLAP)
-    nb.check_cover(cover, X)                      # the model file's check accepts it
+    assert np.all(distance.min(axis=1) <= cv.OVERLAP)
+    cv.check_cover(cover, X)                      # the model file's check accepts it
 
 
 def test_a_model_files_cover_from_before_the_point_radius_still_loads(monkeypatch):
     """A cover written before 2026-12-05 holds the radius LEGACY_POINT_RADIUS where its
     members are copies of its centre; the file's check accepts it."""
     import numpy as np
-    from scalegp.local import neighborhoods as nb
+    from scalegp.local import cover as cv
     rng = np.random.default_rng(1)
     X = np.vstack([np.zeros((150, 2)), rng.uniform(0, 10, (300, 2))])
-    monkeypatch.setattr(nb, "POINT_RADIUS", nb.LEGACY_POINT_RADIUS)
-    legacy = nb.cover(X, 100, scale=1.0)
+    monkeypatch.setattr(cv, "POINT_RADIUS", cv.LEGACY_POINT_RADIUS)
+    legacy = cv.cover(X, 100, scale=1.0)
     monkeypatch.undo()
-    assert nb.LEGACY_POINT_RADIUS in legacy.blend_radius
-    nb.check_cover(legacy, X)
+    assert cv.LEGACY_POINT_RADIUS in legacy.blend_radius
+    cv.check_cover(legacy, X)

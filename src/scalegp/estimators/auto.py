@@ -124,9 +124,6 @@ MIN_VERIFIED_NEIGHBORS = 5
 #: Without a tolerance, this many of the best predicted candidates are verified on the
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
-#: The selection's note where the rows carry known noise variances (:func:`candidates`).
-KNOWN_NOISE_NOTE = ("known noise variances: no neighbourhood-local models (they take one "
-                    "noise variance for all rows)")
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
@@ -186,9 +183,10 @@ def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
     return math.sqrt(1.0 + residual / max(pilot.rmse ** 2, 1e-12))
 
 
-def verification_knots(X_pilot, kernel, m: int, n: int) -> int:
-    """The knots of a Nystrom candidate's verification on the pilot's n_p training rows
-    ``X_pilot``: the count that truncates the pilot's kernel matrix where m knots truncate
+def verification_knots(spectrum, m: int, n: int) -> int:
+    """The knots of a Nystrom candidate's verification on the pilot's n_p training rows,
+    from ``spectrum``, the eigenvalues of the pilot's kernel matrix K_p in descending order
+    (:meth:`Pilot.training_spectrum`): the count that truncates K_p where m knots truncate
     that of all n rows. The eigenvalues of K on n rows are about n mu_k (mu_k those of the
     kernel's integral operator; Williams & Seeger, NIPS 2001), and what the truncation
     misses, against the noise, is set by the first eigenvalue it leaves out; so
@@ -205,10 +203,10 @@ def verification_knots(X_pilot, kernel, m: int, n: int) -> int:
     verified at 19 among the pilot's 1,500 rows and measured 1.46 times the pilot's RMSE,
     where the fit on all rows reached 0.0095 against the noise-free field and the Vecchia
     model chosen instead 0.022 (known-noise.md, session 13)."""
-    n_pilot = X_pilot.shape[0]
+    eigenvalues = np.asarray(spectrum, dtype=float)
+    n_pilot = eigenvalues.size
     if m >= n_pilot:
         return max(1, n_pilot // 2)
-    eigenvalues = linalg.eigenvalues(kernel(X_pilot, X_pilot))[::-1]
     rounding = n_pilot * np.finfo(float).eps * eigenvalues[0]
     threshold = (n / n_pilot) * max(eigenvalues[m - 1], rounding)
     density = round(m * n_pilot / n)
@@ -256,9 +254,10 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
     Vecchia's priced at ``vecchia_slowdown`` (:func:`auto_costs.calibrate_vecchia`; None:
     ``slowdown``). The exact GP only up to its row limit
     (:data:`scalegp.engine.exact.MAX_EXACT_SAMPLES`: it cannot be fitted beyond). With
-    ``known_noise`` (the rows carry known noise variances): no neighbourhood-local models
-    (they take one noise variance for all rows); the exact GP, Vecchia and Nystrom-VFE add
-    the rows' variances to the learned one (docs/nystrom.md, Eq. V.4)."""
+    ``known_noise`` (the rows carry known noise variances) Nystrom-VFE is priced with the
+    noise part's extra pass; every candidate adds the rows' variances to the learned one
+    (the exact GP, Vecchia, Nystrom-VFE by docs/nystrom.md, Eq. V.4, and each
+    neighbourhood's exact GP)."""
     n, d = X.shape
     E = max(pilot.evaluations, 10)
     # starting values for the full fit, clipped into the default boxes (the pilot's box may
@@ -317,7 +316,7 @@ def candidates(X, pilot: Pilot, rate: float, slowdown: float, rng,
                                       approximation=Features("glf", n_components=s),
                                       start={**start, "length_scale_bounds": box}), why))
     span = float(np.mean(X.max(axis=0) - X.min(axis=0)))
-    if not known_noise and float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
+    if float(np.mean(pilot.length_scale)) < ROUGH_LENGTH_RATIO * span:
         for k in NEIGHBOR_SIZES:
             if k >= n:
                 break
@@ -369,8 +368,8 @@ def verify(X, y, pilot: Pilot, candidate: Candidate, sample_noise_variance=None)
             approximation = clone(options["approximation"])
             if isinstance(approximation, Nystrom):    # at the pilot's theta: no learning
                 approximation.set_params(
-                    n_components=verification_knots(Xt, kernel, approximation.n_components,
-                                                    X.shape[0]),
+                    n_components=verification_knots(pilot.training_spectrum(X),
+                                                    approximation.n_components, X.shape[0]),
                     objective="dtc", learn_knots=0)
             local = options.get("local")
             if local is not None:     # the same share of the rows, as Vecchia's above
@@ -517,8 +516,6 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     auto_progress.stage("pricing the candidates and measuring the best on held-back rows")
     found = candidates(Xs, pilot, rate, slowdown, rng, vecchia_slowdown,
                        known_noise=vs is not None)
-    if vs is not None:
-        notes.append(KNOWN_NOISE_NOTE)
     left = time_budget - (time.perf_counter() - started)
     fitting = [c for c in found if c.memory_bytes <= memory_budget and c.seconds <= left]
     for c in found:

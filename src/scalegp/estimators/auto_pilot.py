@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, linalg
 from . import auto_validation
 from .exact import ExactGPRegressor
 
@@ -62,6 +62,17 @@ class Pilot:
     #: Evaluations of all its starts (``seconds`` is their time: the cost model's
     #: calibration); ``evaluations`` is the best start's, what a candidate's learning costs.
     total_evaluations: int = 0
+    #: What :meth:`training_spectrum` computed (not copied by ``dataclasses.replace``, so a
+    #: pilot with another kernel computes its own).
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def training_spectrum(self, X) -> np.ndarray:
+        """The eigenvalues of the learned kernel's matrix on the pilot's training rows of
+        (standardized) X, in descending order; computed once per pilot."""
+        if "spectrum" not in self._cache:
+            rows = X[self.train]
+            self._cache["spectrum"] = linalg.eigenvalues(self.kernel(rows, rows))[::-1]
+        return self._cache["spectrum"]
 
     @property
     def length_scale(self) -> np.ndarray:

@@ -19,7 +19,7 @@ from ..engine.hyperparameters import Hyperparameters
 from ..features import gauss_legendre
 from ..inference import knot_learning
 from ..inference.optimize import continued_history
-from ..local import neighborhoods as neighborhood_models
+from ..local import cover as local_cover, neighborhoods as neighborhood_models
 from . import configuration
 from .transformers import _build_feature_map
 
@@ -190,7 +190,7 @@ class LowRankFit:
             raise ValueError(f"local='neighbors' measures distances in length scales; the "
                              f"kernel {kernel!r} has none")
         map_rng, centre_rng = rng.spawn(2)
-        cover = neighborhood_models.cover(X, self._spec.local_neighbors, scale=kernel.length_scale)
+        cover = local_cover.cover(X, self._spec.local_neighbors, scale=kernel.length_scale)
         feature_map = None
         if self._spec.approximation != "exact":
             shifted = np.vstack([X[rows] - centre
@@ -208,17 +208,22 @@ class LowRankFit:
         return self._local_state
 
     def _local_objective(self, state, hyperparameters, X, y, progress, sample_noise_variance):
-        if sample_noise_variance is not None:
-            raise NotImplementedError("local models take homoscedastic noise only; got "
-                                      "sample_noise_variance")
+        kind = local_models.LOCAL_KINDS[self._spec.local]
+        if sample_noise_variance is not None and not kind.TAKES_NOISE_VARIANCES:
+            takes = [name for name, other in local_models.LOCAL_KINDS.items()
+                     if other.TAKES_NOISE_VARIANCES]
+            raise NotImplementedError(
+                f"local={self._spec.local!r} takes one noise variance for all rows, not "
+                f"known per-row variances (sample_noise_variance); local kinds that take "
+                f"them: {', '.join(takes)}")
         context = local_models.LocalContext(
-            state.feature_map, ArraySource(X, y, dtype=self._dtype),
+            state.feature_map, ArraySource(X, y, sample_noise_variance, dtype=self._dtype),
             threshold=float(self._spec.local_threshold), lazy=bool(self._spec.local_lazy),
             reoptimize=bool(self._spec.local_reoptimize), build_map=state.build_map, rng=state.rng,
             map_seed=state.map_seed,
             dtype=self._dtype, progress=progress, neighborhoods=state.neighborhoods,
             learning_centres=self._spec.local_learning_centers)
-        return local_models.LOCAL_KINDS[self._spec.local].learning_objective(context, hyperparameters)
+        return kind.learning_objective(context, hyperparameters)
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ class LocalContext:
         ``reoptimize``; stored in the model file, so a loaded model rebuilds the same maps.
     chunk_size, dtype, progress
         As the engine's.
-    neighborhoods : scalegp.local.neighborhoods.Neighborhoods or None
+    neighborhoods : scalegp.local.cover.Neighborhoods or None
         The cover of a neighbourhood-local model (``local="neighbors"``).
     learning_centres : int or None
         The neighbourhoods a neighbourhood-local model learns on (None: all).
@@ -391,6 +391,9 @@ class LocalModel(abc.ABC):
     #: The posterior summary's kind in a local model's file (metadata
     #: ``system.factorization``): its systems are the kind's own arrays.
     FACTORIZATION: ClassVar[str] = "local"
+    #: Whether the kind takes the rows' known noise variances (``context.source``'s
+    #: ``sample_noise_variance``); a kind that does not is refused them.
+    TAKES_NOISE_VARIANCES: ClassVar[bool] = False
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -6,27 +6,18 @@ neighbourhood-local model instead keeps one GP per centre c, trained only on the
 points nearest c, so each GP sees a small extent at full resolution (docs/local-models.md,
 "Neighbourhood-local models"):
 
-* **Cover.** Centres are chosen by an adaptive farthest-point cover: the neighbourhood of a
-  centre c is its k nearest training points, R_c the distance of the k-th, and its blend radius
-  r_c = R_c / 2; the next centre is the training point worst covered, the largest
-  min_c |x - c| / r_c, until every training point has |x - c| / r_c <= ``overlap`` for some c.
-  Distances are measured in units of the starting length scales (x / l), and the cover stays
-  fixed while the hyperparameters are learned (the objective is then smooth in theta).
-  A k-d tree over the scaled training points (:class:`scalegp.nearest.ScaledTree`, shared
-  with the Vecchia approximation) gives each centre's k nearest points (O(k log N); ties at
-  the k-th distance, common on a grid, go to the lower rows), and
-  the coverage min_c |x - c| / r_c is updated only for the points of one ball query around
-  the new centre (radius: the current worst coverage times r_c, beyond which no point can
-  improve), with the distances by the same formula as a pass over all points: the cover is
-  that of the brute-force O(N N_C d) computation, bitwise (its partial sort chose among
-  points tied at the k-th distance arbitrarily: the members may differ there, the centres
-  and radii do not), plus an O(N) argmax per centre.
+* **Cover.** An adaptive farthest-point cover of the training points, in units of the
+  starting length scales, fixed while the hyperparameters are learned (the objective is then
+  smooth in theta): :mod:`scalegp.local.cover`.
 * **Local posteriors.** Each neighbourhood is an exact GP (``approximation="exact"``: it keeps
-  alpha = (K + s2 I)^{-1} y and its rows, and a variance refactorizes K + s2 I on demand,
-  one neighbourhood at a time: :class:`_LocalExactGP`) or a
+  alpha = (K + s2 I + V)^{-1} y and its rows, and a variance refactorizes K + s2 I + V on
+  demand, one neighbourhood at a time: :class:`_LocalExactGP`) or a
   low-rank GP of any feature map, with one map for all centres (one draw, one rule) built on
   the neighbourhoods shifted to their centres, x - c: a fixed-basis map (GLF) then covers a
-  small box, so few nodes resolve short length scales.
+  small box, so few nodes resolve short length scales. V = diag(v_i) holds the rows' known
+  noise variances where the fit has them (``sample_noise_variance``; 0 otherwise): each
+  local GP takes its own rows' v as the global GP takes all of them (docs/engine.md, "Noise
+  models").
 * **Shared hyperparameters** maximize the block composite likelihood
   sum_c log p(y_{N_c} | theta), the sum of the local log marginal likelihoods (or of a random
   subset of ``learning_centres`` of them: a cheaper, unbiased-up-to-scale estimate of the
@@ -43,13 +34,11 @@ points nearest c, so each GP sees a small extent at full resolution (docs/local-
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
-
 import numpy as np
 
 from .._memory import available_bytes, default_chunk_size
-from .._validation import as_generator, check_matrix, check_positive_int, check_vector
+from .._validation import (as_generator, check_matrix, check_noise_variances,
+                           check_positive_int, check_vector)
 from ..engine import exact
 from ..engine.hyperparameters import Hyperparameters
 from ..engine.noise import noise_only_log_marginal_likelihood
@@ -57,35 +46,12 @@ from ..engine.objectives import low_rank_objective
 from ..errors import InsufficientMemoryError
 from ..features.base import FeatureMap
 from ..stored import Array
-from ..nearest import MAX_COORDINATE, RADIUS_MARGIN, ScaledTree, pairs_within
 from ..rowwise import one_blas_thread
 from .centered import LocalContext, LocalModel
+from .cover import Neighborhoods, blend_pairs, check_cover, describe_cover
 
-__all__ = ["Neighborhoods", "cover", "check_cover", "NeighborhoodLikelihood",
-           "NeighborhoodPosterior", "blend_weights", "required_bytes", "check_memory"]
-
-#: Largest |x - c| / r_c of a covered training point: every training point keeps a blend
-#: weight of at least (1 - OVERLAP^2)^2 = 0.19 from some centre.
-OVERLAP = 0.75
-#: Most centres a cover may have by default: None, no cap. A cover has at most one centre
-#: per training point plus their mean (each new centre is an uncovered training point), and
-#: exact local GPs keep k numbers per centre, not a k x k factor (:class:`_LocalExactGP`),
-#: so the cover's size is bounded by the data; :func:`check_memory` refuses a cover whose
-#: low-rank systems (m x m each) would not fit. The cap was 20,000, set by the kept factors
-#: (2.3 GB for 3,260 exact neighbourhoods of 300 points); in 8-D, where a blend radius holds
-#: few points and the cover needs about one centre per point, it stopped kin40k's cover of
-#: 25,600 points (benchmarks/results/local-fast.md).
-MAX_CENTRES = None
-#: Relative tolerance of :func:`check_cover` (a float32 fit's distances round at 6e-8).
-COVER_TOLERANCE = 1e-5
-#: Blend radius (in length scales) of a neighbourhood whose k members are all copies of its
-#: centre: it covers that location only. The radius 1 it had before let such a neighbourhood
-#: cover every point within 0.75 length scales, on keggdirected (one input repeated 2,678
-#: times, ARD length scales up to 100) nearly all of them: 4 centres for 10,000 rows and a
-#: test RMSE of 1.93 at the exact GP's hyperparameters, where that GP reaches 0.094.
-POINT_RADIUS = 1e-9
-#: The radius model files written before 2026-12-05 hold for such a neighbourhood.
-LEGACY_POINT_RADIUS = 1.0
+__all__ = ["NeighborhoodLikelihood", "NeighborhoodPosterior", "required_bytes",
+           "check_memory"]
 
 
 def _one_blas_thread():
@@ -96,250 +62,9 @@ def _one_blas_thread():
     return one_blas_thread()
 
 
-@dataclass(frozen=True, eq=False)
-class Neighborhoods:
-    """The geometry of a neighbourhood-local model, fixed while hyperparameters are learned.
-
-    Attributes
-    ----------
-    centres : ndarray (n_centres, n_dims)
-        In input units.
-    members : tuple of int arrays
-        The training rows of each centre's neighbourhood (its ``n_neighbors`` nearest).
-    blend_radius : ndarray (n_centres,)
-        r_c, in units of ``scale``.
-    scale : ndarray (n_dims,)
-        Distances are |(x - c) / scale| (the starting length scales).
-    """
-
-    centres: np.ndarray
-    members: tuple
-    blend_radius: np.ndarray
-    scale: np.ndarray
-
-    @property
-    def n_centres(self) -> int:
-        return self.centres.shape[0]
-
-    def scaled_distances(self, X) -> np.ndarray:
-        """|(x - c) / scale| for every row of X and every centre, shape (n, n_centres)."""
-        Z = X / self.scale
-        C = self.centres / self.scale
-        squared = np.zeros((Z.shape[0], C.shape[0]))
-        with np.errstate(over="ignore"):    # a row too far to measure: inf, outside all
-            for j in range(Z.shape[1]):    # per dimension: no cancellation, O(n n_centres)
-                squared += (Z[:, j, None] - C[None, :, j]) ** 2
-        return np.sqrt(squared)
-
-
-def cover(X, n_neighbors: int, *, scale, overlap: float = OVERLAP,
-          max_centres: int | None = MAX_CENTRES) -> Neighborhoods:
-    """The adaptive farthest-point cover of X by neighbourhoods of ``n_neighbors`` points.
-
-    Parameters
-    ----------
-    X : ndarray (n_samples, n_dims)
-    n_neighbors : int
-        k, the training points of each neighbourhood (all of them if k >= n_samples).
-    scale : float or ndarray (n_dims,)
-        The length scales distances are measured in.
-    overlap : float in (0, 1), default=OVERLAP
-        Every training point ends within ``overlap`` blend radii of a centre.
-    max_centres : int or None, default=MAX_CENTRES (None)
-        The cover stops there with a warning (some points then have smaller weights); None:
-        no cap.
-
-    Returns
-    -------
-    Neighborhoods
-        The first centre is the training mean; each later one the training point with the
-        largest min_c |x - c| / r_c (module docstring).
-    """
-    X = check_matrix(X, "X")
-    n_samples, n_dims = X.shape
-    n_neighbors = min(check_positive_int(n_neighbors, "n_neighbors"), n_samples)
-    if not 0.0 < overlap < 1.0:
-        raise ValueError(f"overlap must lie in (0, 1), got {overlap!r}")
-    scale = np.broadcast_to(np.asarray(scale, dtype=float), (n_dims,)).copy()
-    tree = ScaledTree(X, scale)
-    Z = tree.points
-    coverage = np.full(n_samples, np.inf)        # min_c |z - c| / r_c so far
-    centres, members, radii = [], [], []
-    centre, worst_coverage = Z.mean(axis=0), np.inf
-    while True:
-        nearest = _nearest_members(tree, centre, n_neighbors)
-        radius = blend_radius(float(_distance_to(Z[nearest], centre).max()))
-        centres.append(centre * scale)
-        members.append(nearest)
-        radii.append(radius)
-        # only points closer than worst_coverage radii (every coverage is at most that) can
-        # be covered better by the new centre: one ball query, not a pass over all points
-        rows = (np.arange(n_samples) if not np.isfinite(worst_coverage)
-                else tree.within_scaled(centre, worst_coverage * radius))
-        coverage[rows] = np.minimum(coverage[rows], _distance_to(Z[rows], centre) / radius)
-        worst = int(np.argmax(coverage))
-        worst_coverage = float(coverage[worst])
-        if worst_coverage <= overlap:
-            break
-        if max_centres is not None and len(centres) == max_centres:
-            warnings.warn(
-                f"the neighbourhood cover stopped at max_centres = {max_centres}: a training "
-                f"point lies {coverage[worst]:.3g} blend radii from its nearest centre "
-                f"(target {overlap}); raise n_neighbors or max_centres", UserWarning,
-                stacklevel=2)
-            break
-        centre = Z[worst].copy()
-    return Neighborhoods(np.array(centres), tuple(members), np.array(radii), scale)
-
-
-def _nearest_members(tree: ScaledTree, centre, k: int) -> np.ndarray:
-    """The k training rows nearest the scaled centre by |z - c| (:func:`_distance_to`), ties
-    at the k-th distance going to the lower rows (on a grid many points tie), increasing.
-
-    The tree gives the k + 1 nearest; when the (k+1)-th is not farther than the k-th (a tie,
-    or one within rounding), every row within the k-th distance is measured and ordered by
-    (distance, row)."""
-    n = tree.n_points
-    near = tree.nearest_scaled(centre, min(n, k + 1))[0]
-    distance = _distance_to(tree.points[near], centre)
-    order = np.argsort(distance, kind="stable")
-    if n <= k:
-        return np.sort(near)
-    reach = distance[order[k - 1]]
-    if distance[order[k]] > reach * (1.0 + RADIUS_MARGIN):
-        return np.sort(near[order[:k]])
-    rows = tree.within_scaled(centre, reach)
-    distance = _distance_to(tree.points[rows], centre)
-    return np.sort(rows[np.lexsort((rows, distance))[:k]])
-
-
-def blend_radius(reach: float) -> float:
-    """A neighbourhood's blend radius: half the distance of its farthest member, or
-    ``POINT_RADIUS`` when all its k members sit at the centre (k copies of one input: the
-    neighbourhood is that one location, and covers nothing else)."""
-    return 0.5 * reach if reach > 0 else POINT_RADIUS
-
-
-def _distance_to(Z, centre) -> np.ndarray:
-    """|z - c| for every row of Z (the cover's formula: the tree only finds the rows)."""
-    return np.sqrt(np.sum((Z - centre) ** 2, axis=1))
-
-
-def check_cover(neighborhoods: Neighborhoods, X, *, overlap: float = OVERLAP,
-                tolerance: float = COVER_TOLERANCE) -> None:
-    """Raise ValueError unless ``neighborhoods`` keeps the rules of :func:`cover` that bound
-    its size (a model file's cover, checked before any neighbourhood is conditioned).
-
-    In scaled units z = x / scale: at most one centre per row plus the first, which is the
-    mean of the z's; the blend radius of each centre is half the distance of its farthest
-    member (:func:`blend_radius`; files written before 2026-12-05 have 1 where that is 0);
-    and each later centre lies farther than ``overlap`` blend radii from
-    every earlier one (the greedy rule: centres pack like those of a fit, so a file cannot
-    repeat one centre many times). A radius is at least half the distance of the k-th
-    nearest row, so this bounds the number of centres as the fit's rule does. Comparisons
-    allow a relative ``tolerance`` (the fit may have computed in float32). Cost
-    O(n_centres (k d + log n_centres) + N d): the pairs of centres close enough to break the
-    rule come from a tree search (:func:`scalegp.nearest.pairs_within`), against
-    O(n_centres k^3) for conditioning. Which
-    rows each neighbourhood holds is checked afterwards, by the likelihood of the model.
-    """
-    Z = X / neighborhoods.scale
-    C = neighborhoods.centres / neighborhoods.scale
-    radii = neighborhoods.blend_radius
-    n_rows, n_centres = Z.shape[0], C.shape[0]
-    if n_centres > n_rows + 1:
-        raise ValueError(f"it has {n_centres} centres for {n_rows} training rows (a cover has "
-                         "at most one per row, plus their mean)")
-    size = 1.0 + float(np.max(np.abs(Z)))
-    if np.max(np.abs(C[0] - Z.mean(axis=0))) > tolerance * size:
-        raise ValueError("its first centre is not the mean of the training rows")
-    for c, rows in enumerate(neighborhoods.members):
-        reach = float(np.max(_distances(Z[rows], C[c:c + 1])))
-        radius = blend_radius(reach)
-        if reach == 0 and radii[c] == LEGACY_POINT_RADIUS:     # written before 2026-12-05
-            continue
-        if abs(radii[c] - radius) > tolerance * radius:
-            raise ValueError(f"neighbourhood {c} has the blend radius {radii[c]!r}, not half "
-                             f"the distance of its farthest row ({radius!r})")
-    limit = overlap * radii * (1 - tolerance)
-    if np.max(np.abs(C)) <= MAX_COORDINATE:
-        # the pairs of centres within reach from a tree search (O(n_centres log n_centres)),
-        # measured by the differences as below; the first later centre too close is named
-        later, earlier = pairs_within(C, limit, C)
-        keep = earlier < later
-        later, earlier = later[keep], earlier[keep]
-        squared = np.zeros(later.size)
-        for j in range(C.shape[1]):
-            squared += (C[earlier, j] - C[later, j]) ** 2
-        close = np.sqrt(squared) <= limit[earlier]
-        if np.any(close):
-            raise ValueError(f"centre {int(later[close].min())} lies within {overlap} blend "
-                             "radii of an earlier centre, which the cover never chooses")
-        return
-    chunk = max(1, 2**20 // n_centres)          # coordinates too large for the tree
-    for start in range(1, n_centres, chunk):
-        stop = min(start + chunk, n_centres)
-        between = _distances(C[:stop], C[start:stop])          # (stop, stop - start)
-        for j, c in enumerate(range(start, stop)):
-            if np.any(between[:c, j] <= limit[:c]):
-                raise ValueError(f"centre {c} lies within {overlap} blend radii of an earlier "
-                                 "centre, which the cover never chooses")
-
-
-def _distances(Z, C) -> np.ndarray:
-    """|z - c| for every row of Z and C, shape (len(Z), len(C)), by differences."""
-    squared = np.zeros((Z.shape[0], C.shape[0]))
-    for j in range(Z.shape[1]):
-        squared += (Z[:, j, None] - C[None, :, j]) ** 2
-    return np.sqrt(squared)
-
-
-def blend_pairs(neighborhoods: Neighborhoods, X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, centres, w~) of the nonzero normalized weights w~_c(x) (module docstring),
-    sorted by row, then centre.
-
-    The centres whose support |x - c| < r_c holds a row come from a tree search
-    (:func:`scalegp.nearest.pairs_within`, O(n log n_centres) for a cover of bounded overlap),
-    and t = |x - c| / r_c is computed on those pairs by the formula of
-    :meth:`Neighborhoods.scaled_distances`; only a row outside every support (weight 1 on
-    its centre of smallest t) is measured against every centre."""
-    X = check_matrix(X, "X", n_dims=neighborhoods.centres.shape[1])
-    Z = X / neighborhoods.scale
-    C = neighborhoods.centres / neighborhoods.scale
-    radius = neighborhoods.blend_radius
-    with np.errstate(over="ignore", invalid="ignore"):   # a row too far: no pair, inf below
-        rows, centres = pairs_within(C, radius, Z)
-        squared = np.zeros(rows.size)
-        for j in range(Z.shape[1]):
-            squared += (Z[rows, j] - C[centres, j]) ** 2
-    t = np.sqrt(squared) / radius[centres]
-    inside = t < 1.0
-    rows, centres, t = rows[inside], centres[inside], t[inside]
-    weights = (1.0 - t ** 2) ** 2
-    outside = np.ones(X.shape[0], dtype=bool)
-    outside[rows] = False
-    if np.any(outside):
-        far = np.flatnonzero(outside)
-        nearest = np.argmin(neighborhoods.scaled_distances(X[far]) / radius, axis=1)
-        rows = np.concatenate([rows, far])
-        centres = np.concatenate([centres, nearest])
-        weights = np.concatenate([weights, np.ones(far.size)])
-        order = np.lexsort((centres, rows))
-        rows, centres, weights = rows[order], centres[order], weights[order]
-    total = np.bincount(rows, weights=weights, minlength=X.shape[0])
-    return rows, centres, weights / total[rows]
-
-
-def blend_weights(neighborhoods: Neighborhoods, X) -> np.ndarray:
-    """w~_c(x): the normalized weights (1 - t^2)^2, t = |x - c| / r_c, shape (n, n_centres)
-    (:func:`blend_pairs` as a dense matrix).
-
-    A row outside every support gets weight 1 on its centre of smallest t (module docstring).
-    """
-    rows, centres, weights = blend_pairs(neighborhoods, X)
-    dense = np.zeros((np.shape(X)[0], neighborhoods.n_centres))
-    dense[rows, centres] = weights
-    return dense
+def _rows_of(sample_noise_variance, rows):
+    """The known noise variances of ``rows`` (None where the fit has none)."""
+    return None if sample_noise_variance is None else sample_noise_variance[rows]
 
 
 class _Shifted:
@@ -360,20 +85,21 @@ class _Shifted:
 
 
 class _LocalExactGP:
-    """An exact local GP that keeps its coefficients alpha = (K + s2 I)^{-1} y and its
+    """An exact local GP that keeps its coefficients alpha = (K + s2 I + V)^{-1} y and its
     training rows, not its k x k Cholesky factor: the mean k(x, X_N) alpha needs alpha only,
-    and a variance refactorizes K + s2 I on demand, by the same computation as the fit
+    and a variance refactorizes K + s2 I + V on demand (V: the rows' known noise variances,
+    ``sample_noise_variance``, or 0), by the same computation as the fit
     (:meth:`scalegp.engine.exact.ExactPosterior.fit`), so predictions are those of the kept
     factor, bitwise. A fitted model then holds O(n_centres k) numbers instead of
     O(n_centres k^2) (2.3 GB for the relief map's 3,260 neighbourhoods of 300 points), and
     a prediction with variance holds one factor at a time."""
 
-    def __init__(self, posterior, rows, X, y):
+    def __init__(self, posterior, rows, X, y, sample_noise_variance=None):
         self.kernel, self.noise_variance = posterior.kernel, posterior.noise_variance
         self.alpha, self.rows = posterior.alpha, rows
         self.log_marginal_likelihood, self.jitter = (posterior.log_marginal_likelihood,
                                                      posterior.jitter)
-        self._X, self._y = X, y
+        self._X, self._y, self._v = X, y, sample_noise_variance
 
     def posterior(self, *, factor: bool = True):
         """The exact posterior of the neighbourhood (refactorized with ``factor``; else
@@ -381,7 +107,7 @@ class _LocalExactGP:
         X = check_matrix(self._X[self.rows], "X")
         if factor:
             return exact.ExactPosterior.fit(self.kernel, self.noise_variance, X,
-                                            self._y[self.rows])
+                                            self._y[self.rows], _rows_of(self._v, self.rows))
         return exact.ExactPosterior(self.kernel, self.noise_variance, X, None, self.alpha,
                                     self.log_marginal_likelihood, self.jitter)
 
@@ -406,15 +132,21 @@ class NeighborhoodLikelihood:
         conditions every neighbourhood.
     solver, dtype : the low-rank engine's options
     (:func:`scalegp.engine.objectives.low_rank_objective`)
+    sample_noise_variance : array of shape (n_samples,) or None
+        The rows' known noise variances v_i: each local GP's covariance is
+        K + s2 I + diag(v_{N_c}) (module docstring).
     """
 
     def __init__(self, hyperparameters, neighborhoods: Neighborhoods, X, y, *,
                  feature_map: FeatureMap | None = None, learning_centres: int | None = None,
-                 rng=None, solver: str = "cholesky", dtype=None):
+                 rng=None, solver: str = "cholesky", dtype=None, sample_noise_variance=None):
         self.hyperparameters = Hyperparameters.of(hyperparameters)
         self.neighborhoods = neighborhoods
         self.X = check_matrix(X, "X")
         self.y = check_vector(y, "y", n_samples=self.X.shape[0])
+        self.sample_noise_variance = (
+            None if sample_noise_variance is None
+            else check_noise_variances(sample_noise_variance, self.X.shape[0]))
         self.feature_map = feature_map
         self.solver = solver
         self.dtype = dtype
@@ -433,12 +165,14 @@ class NeighborhoodLikelihood:
         if c not in self._objectives:
             rows = self.neighborhoods.members[c]
             X, y = self.X[rows], self.y[rows]
+            v = _rows_of(self.sample_noise_variance, rows)
             if self.feature_map is None:
-                objective = exact.ExactMarginalLikelihood(self.hyperparameters, X, y)
+                objective = exact.ExactMarginalLikelihood(self.hyperparameters, X, y,
+                                                          sample_noise_variance=v)
             else:
                 objective = low_rank_objective(
                     self.feature_map, self.hyperparameters, X - self.neighborhoods.centres[c],
-                    y, solver=self.solver, dtype=self.dtype)
+                    y, solver=self.solver, dtype=self.dtype, sample_noise_variance=v)
             self._objectives[c] = objective
         return self._objectives[c]
 
@@ -468,7 +202,7 @@ class NeighborhoodLikelihood:
                     posterior = _Shifted(posterior, self.neighborhoods.centres[c])
                 else:                   # alpha kept, the k x k factor dropped
                     posterior = _LocalExactGP(posterior, self.neighborhoods.members[c],
-                                              self.X, self.y)
+                                              self.X, self.y, self.sample_noise_variance)
                 locals_.append(posterior)
                 if c not in self.learning_centres:   # not needed again: free its memory
                     self._objectives.pop(c, None)
@@ -476,7 +210,8 @@ class NeighborhoodLikelihood:
                     else p.posterior.log_marginal_likelihood for p in locals_)
         return NeighborhoodPosterior(self.neighborhoods, tuple(locals_), kernel,
                                      float(noise_variance), float(value),
-                                     feature_map=self.feature_map, X=self.X, y=self.y)
+                                     feature_map=self.feature_map, X=self.X, y=self.y,
+                                     sample_noise_variance=self.sample_noise_variance)
 
 
 class NeighborhoodPosterior(LocalModel, kind="neighbors"):
@@ -498,17 +233,22 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
     feature_map : FeatureMap or None
         The map of the local GPs (None: exact local GPs).
     X_train, y_train : the training rows (kept for model files), or None
+    sample_noise_variance_train : the training rows' known noise variances, or None
     """
+
+    TAKES_NOISE_VARIANCES = True
 
     def __init__(self, neighborhoods: Neighborhoods, local_posteriors: tuple, kernel,
                  noise_variance: float, log_marginal_likelihood: float, *,
-                 feature_map: FeatureMap | None = None, X=None, y=None):
+                 feature_map: FeatureMap | None = None, X=None, y=None,
+                 sample_noise_variance=None):
         n_samples = len(np.unique(np.concatenate(neighborhoods.members)))
         super().__init__(feature_map, kernel, noise_variance, log_marginal_likelihood,
                          n_samples)
         self.neighborhoods = neighborhoods
         self.local_posteriors = local_posteriors
         self.X_train, self.y_train = X, y
+        self.sample_noise_variance_train = sample_noise_variance
         self.noise_only_log_marginal_likelihood = (
             None if y is None else float(sum(noise_only_log_marginal_likelihood(y[rows])
                                              for rows in neighborhoods.members)))
@@ -520,7 +260,8 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
         return NeighborhoodLikelihood(
             hyperparameters, context.neighborhoods, context.source.X, context.source.y,
             feature_map=context.feature_map, learning_centres=context.learning_centres,
-            rng=context.rng, dtype=context.dtype)
+            rng=context.rng, dtype=context.dtype,
+            sample_noise_variance=context.source.sample_noise_variance)
 
     @classmethod
     def fit(cls, context: LocalContext, kernel, noise_variance: float):
@@ -560,20 +301,27 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
     STORED = {"centres": Array(("c", "d")), "blend_radius": Array(("c",), ("positive",)),
               "scale": Array(("d",), ("positive",)),
               "members": Array(("c", "neighbors"), ("nonnegative",)),
-              "X_train": Array(("rows", "d")), "y_train": Array(("rows",))}
+              "X_train": Array(("rows", "d")), "y_train": Array(("rows",)),
+              # a fit with known noise variances (standardized as y_train)
+              "sample_noise_variance": Array(("rows",), ("finite", "nonnegative"),
+                                             optional=True)}
 
     def to_state(self) -> dict:
         cover = self.neighborhoods
-        return {"centres": np.asarray(cover.centres, dtype=np.float64),
-                "blend_radius": np.asarray(cover.blend_radius, dtype=np.float64),
-                "scale": np.asarray(cover.scale, dtype=np.float64),
-                "members": np.stack(cover.members).astype(np.float64),
-                "X_train": np.asarray(self.X_train, dtype=np.float64),
-                "y_train": np.asarray(self.y_train, dtype=np.float64)}
+        state = {"centres": np.asarray(cover.centres, dtype=np.float64),
+                 "blend_radius": np.asarray(cover.blend_radius, dtype=np.float64),
+                 "scale": np.asarray(cover.scale, dtype=np.float64),
+                 "members": np.stack(cover.members).astype(np.float64),
+                 "X_train": np.asarray(self.X_train, dtype=np.float64),
+                 "y_train": np.asarray(self.y_train, dtype=np.float64)}
+        if self.sample_noise_variance_train is not None:
+            state["sample_noise_variance"] = np.asarray(self.sample_noise_variance_train,
+                                                        dtype=np.float64)
+        return state
 
     @classmethod
     def stored_arrays(cls, metadata: dict) -> set:
-        return set(cls.STORED)
+        return {name for name, array in cls.STORED.items() if not array.optional}
 
     @classmethod
     def from_state(cls, state, *, feature_map, kernel, noise_variance,
@@ -597,9 +345,10 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
         check_cover(cover, state["X_train"])
         check_memory(cover, feature_map)
         hyperparameters = Hyperparameters(kernel, noise_variance)
-        model = NeighborhoodLikelihood(hyperparameters, cover, state["X_train"],
-                                       state["y_train"], feature_map=feature_map,
-                                       dtype=dtype).posterior(hyperparameters)
+        model = NeighborhoodLikelihood(
+            hyperparameters, cover, state["X_train"], state["y_train"], feature_map=feature_map,
+            dtype=dtype, sample_noise_variance=state.get("sample_noise_variance"),
+        ).posterior(hyperparameters)
         if not np.isclose(model.log_marginal_likelihood, log_marginal_likelihood,
                           rtol=1e-9, atol=1e-9):
             raise ValueError(
@@ -650,15 +399,6 @@ class NeighborhoodPosterior(LocalModel, kind="neighbors"):
             if return_var:
                 second[used] += w * (result[1] + local_mean**2)
         return mean, second
-
-
-def describe_cover(neighborhoods: Neighborhoods) -> str:
-    """One line: centres, points per neighbourhood, blend radii."""
-    sizes = [len(m) for m in neighborhoods.members]
-    return (f"{neighborhoods.n_centres} centres, {sizes[0]} training points each, blend "
-            f"radius {np.min(neighborhoods.blend_radius):.3g} to "
-            f"{np.max(neighborhoods.blend_radius):.3g} length scales")
-
 
 
 def required_bytes(neighborhoods: Neighborhoods, feature_map: FeatureMap | None, *,
