@@ -34,6 +34,9 @@ def describe_model(path) -> str:
     neighbours = getattr(fitted, "prediction_neighbors_", None)
     if neighbours is not None:       # a Vecchia model: what n_neighbors_predict came to
         lines.append(f"prediction neighbours: {neighbours} training points per test point")
+    calibration = getattr(model, "variance_calibration_", None)
+    if calibration is not None:
+        lines.append(calibration.describe())
     selection = getattr(model, "selection_", None)
     if selection is not None:
         lines += ["", "how --approximation auto chose (predicted and measured on the pilot's "

@@ -154,6 +154,7 @@ FLAGS = (
     Flag("--time-budget", (GPRegressor,), "time_budget"),
     Flag("--memory-budget", (GPRegressor,), "memory_budget"),
     Flag("--tolerance", (GPRegressor,), "tolerance"),
+    Flag("--no-variance-calibration", (GPRegressor,), "calibrate_variance", negated=True),
     # the Gibbs sampler
     Flag("--n-iter", (GibbsGPRegressor,), "n_iter"),
     Flag("--burn-in", (GibbsGPRegressor,), "burn_in"),
@@ -480,6 +481,9 @@ def add_auto_flags(group) -> None:
              metavar="BYTES", default_text="half the available memory")
     add_flag(group, "tolerance", "accuracy relative to the exact GP: an RMSE ratio (1.05) or "
              "kl=VALUE, the mean KL divergence per held-back point", type=tolerance)
+    add_flag(group, "no_variance_calibration", "keep the chosen model's Gaussian predictive "
+             "distribution: no calibration of its variance by the inputs from its "
+             "cross-validated errors (docs/choosing.md, \"Calibrated predictive variances\")")
 
 
 def add_learning_flags(group) -> None:

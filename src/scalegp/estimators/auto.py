@@ -4,7 +4,10 @@
 cheap models on all rows (and no tolerance relative to the exact GP is asked), it does so
 and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
-Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). Otherwise, in four steps:
+Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), and
+calibrates the chosen model's predictive variance by the inputs from its cross-validated
+errors where a nested cross-validation says it gains (:func:`_calibrate`,
+:mod:`scalegp.estimators.variance_calibration`). Otherwise, in four steps:
 
 (a) **Pilot** (:mod:`scalegp.estimators.auto_pilot`). An exact GP (ARD kernel, inputs and
     targets standardized, the better of the starts ``PILOT_STARTS``) on a random subsample
@@ -17,12 +20,12 @@ Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows). O
     (measured once per process) at a fixed efficiency, plus the seconds per likelihood
     evaluation, times the evaluations, with the arithmetic slowed by the pilot's measured
     slowdown. Candidates: the exact GP (up to its row limit); Nystrom with the VFE bound and
-    learned knots (m in ``NYSTROM_SIZES``; with known noise variances DTC, random knots);
+    learned knots (m in ``NYSTROM_SIZES``);
     Gauss-Legendre features (d <= ``LOW_DIMENSION``, only where the rule of s columns resolves
     the pilot's length scales: :meth:`GaussLegendreFeatures.valid_log_bounds` holds log l and
     the captured prior variance is within ``GLF_MASS_TOLERANCE`` of 1); neighbourhood-local
     exact GPs (d <= ``LOW_DIMENSION``, the pilot's length scale short against the domain,
-    mean l / range < ``ROUGH_LENGTH_RATIO``, no known noise variances); Vecchia in the scaled inputs
+    mean l / range < ``ROUGH_LENGTH_RATIO``); Vecchia in the scaled inputs
     (d <= ``VECCHIA_DIMENSION``), from ``VECCHIA_SCHEDULE_ROWS`` rows learned on the
     schedule ``VECCHIA_SCHEDULE`` of sampled conditionals.
 (c) **Predicted accuracy**, as the RMSE ratio rho = RMSE(candidate) / RMSE(exact GP):
@@ -63,12 +66,12 @@ from sklearn.base import clone
 
 from .. import kernels, linalg
 from ..engine.exact import MAX_EXACT_SAMPLES
-from ..errors import InsufficientMemoryError
+from ..errors import InsufficientMemoryError, TimeBudgetExceeded
 from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
-from . import auto_costs, auto_progress, auto_validation
+from . import auto_costs, auto_progress, auto_validation, variance_calibration
 from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
                          at_full_density, best_pilot, kernel_families, pilot_kernel,
                          run_pilot)
@@ -124,13 +127,18 @@ MIN_VERIFIED_NEIGHBORS = 5
 #: Without a tolerance, this many of the best predicted candidates are verified on the
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
+#: The share of the variance calibration's price kept for its fold conditionings after
+#: its learning's deadline (:func:`_calibrate`; five conditionings of a learning that takes
+#: tens of evaluations).
+CALIBRATION_FINISH = 0.15
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
 
 
 def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, rng,
-                         estimator_params, sample_noise_variance, started):
+                         estimator_params, sample_noise_variance, started,
+                         calibrate_variance=True):
     """The validated choice (:mod:`scalegp.estimators.auto_validation`) where its cheapest
     candidate fits the budgets and no tolerance relative to the exact GP is asked; else
     None (the pilot decides)."""
@@ -147,9 +155,10 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
             c.note = "over the memory budget"
     if not within or within[0].predicted_seconds > time_budget:
         return None
-    auto_validation.learn_and_score(X, y, within, time_budget=time_budget, rng=rng,
-                                    sample_noise_variance=sample_noise_variance,
-                                    started=started)
+    auto_validation.learn_and_score(
+        X, y, within, time_budget=time_budget, rng=rng,
+        sample_noise_variance=sample_noise_variance, started=started,
+        calibrating=calibrate_variance and sample_noise_variance is None)
     if n < auto_validation.MIN_VALIDATED_ROWS:
         best = next(c for c in within if c.seconds is not None)
         reason = (f"n = {n} < {auto_validation.MIN_VALIDATED_ROWS} rows, too few to "
@@ -165,9 +174,45 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
                       fit_seconds=c.seconds, cv_rmse=c.cv_rmse, cv_nlpd=c.cv_nlpd)
             for c in found]
     chosen = rows[found.index(best)]
+    calibration, note = None, ""
+    if calibrate_variance:
+        calibration, note = _calibrate(X, best, found, sample_noise_variance,
+                                       time_budget - (time.perf_counter() - started))
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
-                     auto_costs.machine_rate(), 1.0, estimator=best.estimator,
-                     warnings=best.warnings)
+                     auto_costs.machine_rate(), 1.0, notes=[note] if note else [],
+                     estimator=best.estimator, warnings=best.warnings,
+                     calibration=calibration)
+
+
+def _calibrate(X, best, found: list, sample_noise_variance, left: float):
+    """The chosen candidate's variance calibration learned from its cross-validated
+    residuals (:mod:`scalegp.estimators.variance_calibration`), kept where its nested
+    cross-validation gains, and the selection's note on it: (calibration or None, note).
+
+    It is priced by :func:`scalegp.estimators.auto_validation.calibration_price` (the
+    restarts kept those seconds for it); over the seconds ``left`` it is not learned. Rows with
+    known noise variances are not calibrated (the variances it would learn are of the rows'
+    own noise; a new row's is the user's to add)."""
+    if best.cv_errors is None:
+        return None, ""
+    if sample_noise_variance is not None:
+        return None, "predictive variance not calibrated: the rows carry known noise variances"
+    price = auto_validation.calibration_price(found)
+    if price > left:
+        return None, (f"predictive variance not calibrated: its exact GP of the log ratios "
+                      f"was priced at {price:.3g} s with {max(left, 0):.3g} s left")
+    auto_progress.stage("calibrating the predictive variance by the inputs")
+    # its learning ends in time for the five fold conditionings (CALIBRATION_FINISH of the
+    # price) within the budget; stopped there, it is not used
+    end = time.perf_counter() + left - CALIBRATION_FINISH * price
+    try:
+        with optimize.deadline(end):
+            calibration = variance_calibration.learn(X, best.cv_errors, best.cv_variances,
+                                                     best.cv_folds)
+    except TimeBudgetExceeded:
+        return None, (f"predictive variance not calibrated: its exact GP of the log ratios "
+                      f"(priced at {price:.3g} s) was stopped at the time budget")
+    return (calibration if calibration.accepted else None), calibration.describe()
 
 
 def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
@@ -439,7 +484,8 @@ def _without_learning(Xs, ys, vs, found, pilot, left, time_budget, memory_budget
 def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None,
            tolerance=None, random_state=None, rate: float | None = None,
            pilot: Pilot | None = None, kernel=None,
-           sample_noise_variance=None, estimator_params=None) -> Selection:
+           sample_noise_variance=None, estimator_params=None,
+           calibrate_variance: bool = True) -> Selection:
     """Choose a configuration for (X, y) (module docstring).
 
     Parameters
@@ -463,11 +509,13 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         :data:`~scalegp.estimators.auto_validation.KERNEL_FAMILIES`.
     sample_noise_variance : array (n,), optional
         Known per-row noise variances: the pilot, the verification and the chosen model
-        fit with them; Nystrom's candidates then use the DTC likelihood at random knots and
-        the neighbourhood-local models are no candidates (:func:`candidates`).
+        fit with them (every candidate takes them: :func:`candidates`), and the predictive
+        variance is not calibrated (:func:`_calibrate`).
     estimator_params : dict, optional
         noise_variance, normalize_X, normalize_y and random_state of the estimators the
         validated choice learns (default: theirs, standardizing, seeded by random_state).
+    calibrate_variance : bool, default=True
+        Learn the validated choice's variance calibration (:func:`_calibrate`).
     """
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])
@@ -487,7 +535,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
                   **(estimator_params or {})}
         validated = _validated_selection(X, y, families, time_budget, memory_budget,
                                          tolerance, rng, params, sample_noise_variance,
-                                         started)
+                                         started, calibrate_variance)
         if validated is not None:
             return validated
     Xs, ys, y_std = auto_validation.standardized(X, y, True, True)

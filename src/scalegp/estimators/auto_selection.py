@@ -71,6 +71,10 @@ class Selection:
     #: with what its learning warned. Neither is stored.
     estimator: object = None
     warnings: list = field(default_factory=list)
+    #: The chosen model's variance calibration where its nested cross-validation kept it
+    #: (:mod:`scalegp.estimators.variance_calibration`), else None; ``notes`` says which.
+    #: Not stored here (a model file keeps it with the GPRegressor).
+    calibration: object = None
 
     @property
     def configuration(self) -> dict:
@@ -78,7 +82,7 @@ class Selection:
         return dict(self.chosen.configuration)
 
     def table(self) -> str:
-        """A Markdown table of the candidates and the choice."""
+        """A Markdown table of the candidates, the choice and the notes."""
         columns = [column for column in TABLE_COLUMNS
                    if any(getattr(c, column[1]) is not None for c in self.candidates)]
 
@@ -94,7 +98,8 @@ class Selection:
             rows.append(f"| {c.name} | " + " | ".join(cell(getattr(c, attribute), fmt)
                                                      for _, attribute, fmt in columns)
                         + f" | {mark} |")
-        return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"])
+        return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"]
+                         + [f"note: {note}" for note in self.notes])
 
     def to_json(self) -> dict:
         """The table, the choice and the budgets as JSON values (stored in model files)."""

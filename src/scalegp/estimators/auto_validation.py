@@ -63,8 +63,9 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    0.0355) and concrete (0.2473 against 0.2399), and within 1.3 % on the other five.
 4. **Restarts** with the time left: the learning of the ``RESTARTED_CANDIDATES`` best
    cross-validated candidates runs again from random starts (:func:`restart_leaders`), one
-   start at a time, until ``RESTART_BUDGET_SHARE`` of the budget and for at most
-   ``RESTART_SHARE`` times the seconds of steps 2-3. A likelihood has local optima: on the
+   start at a time, until ``RESTART_BUDGET_SHARE`` of the budget (less the variance
+   calibration's price, :func:`calibration_price`, where it follows and fits) and for at
+   most ``RESTART_SHARE`` times the seconds of steps 2-3. A likelihood has local optima: on the
    panel's concrete data the exact GP with the Matern-5/2 kernel gained 3.8 nats from four
    random starts in its box (``n_restarts=4``) and its cross-validated NLPD fell from 0.133
    to 0.113; on yacht these restarts gained 7.2 nats, and the test RMSE fell from 0.190 to
@@ -204,6 +205,13 @@ class Scored:
         self.seconds: float | None = None
         self.cv_rmse: float | None = None
         self.cv_nlpd: float | None = None
+        #: Each row's cross-validated error y - mu and predictive variance (standardized
+        #: units) and the folds' held-out rows, from which the variance calibration learns
+        #: (:mod:`scalegp.estimators.variance_calibration`).
+        self.cv_errors: np.ndarray | None = None
+        self.cv_variances: np.ndarray | None = None
+        self.cv_folds: list | None = None
+        self.first_seconds: float | None = None     # its first learning and scoring
         self.note = ""
         self.warnings: list = []     # what its learning warned (re-issued if it is chosen)
         self.calibrated = False      # priced at its kind's measured slowdown
@@ -357,6 +365,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         # the score is the fitted model's (and five choices cost seconds on 3,000 rows)
         fixed.set_params(n_neighbors_predict=fitted.prediction_neighbors_)
     squared, nlpd, longest = 0.0, 0.0, 0.0
+    errors, variances = np.empty(ys.size), np.empty(ys.size)
     for held in folds:
         began = time.perf_counter()
         if began + longest > end:
@@ -372,15 +381,21 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         squared += float(np.sum((ys[held] - mean) ** 2))
         nlpd += float(np.sum(0.5 * np.log(2 * np.pi * var) + 0.5 * (ys[held] - mean) ** 2
                              / var))
+        errors[held], variances[held] = ys[held] - mean, var
         longest = max(longest, time.perf_counter() - began)
     candidate.cv_rmse = float(np.sqrt(squared / ys.size))
     candidate.cv_nlpd = nlpd / ys.size
+    candidate.cv_errors, candidate.cv_variances, candidate.cv_folds = errors, variances, folds
 
 
 def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
-                    sample_noise_variance=None, started: float | None = None) -> list:
+                    sample_noise_variance=None, started: float | None = None,
+                    calibrating: bool = False) -> list:
     """Learn each candidate on all rows within the budget and score it (module docstring,
-    steps 2 and 3); returns the candidates, each scored or with a note saying why not."""
+    steps 2 and 3); returns the candidates, each scored or with a note saying why not.
+    ``calibrating``: the restarts (step 4) end :func:`calibration_price` seconds earlier,
+    kept for the variance calibration that follows, where those seconds fit before the
+    restarts' end at all (else nothing is kept: the calibration could not run)."""
     started = time.perf_counter() if started is None else started
     folds = np.array_split(rng.permutation(y.size), VALIDATION_FOLDS)
     if y.size < MIN_VALIDATED_ROWS:       # module docstring: the first exact GP, unscored
@@ -412,7 +427,7 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
                     warnings.simplefilter("ignore")
                     cross_validate(candidate, X, y, folds, sample_noise_variance,
                                    end=started + time_budget)
-            candidate.seconds = time.perf_counter() - start
+            candidate.seconds = candidate.first_seconds = time.perf_counter() - start
         except TimeBudgetExceeded:
             candidate.note = (f"stopped at the time budget after "
                               f"{time.perf_counter() - start:.3g} s of learning and "
@@ -428,12 +443,28 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
             candidate.note = "non-finite cross-validated NLPD"
             candidate.cv_nlpd = None
     if y.size >= MIN_VALIDATED_ROWS:
+        # the calibration's seconds are kept where they fit before the restarts' end
+        last = started + RESTART_BUDGET_SHARE * time_budget
+        price = calibration_price(candidates) if calibrating else math.inf
+        reserve = price if time.perf_counter() + price <= last else 0.0
         restart_leaders(X, y, candidates, folds, rng=rng,
-                        end=min(started + RESTART_BUDGET_SHARE * time_budget,
+                        end=min(last - reserve,
                                 time.perf_counter()
                                 + RESTART_SHARE * (time.perf_counter() - started)),
                         sample_noise_variance=sample_noise_variance)
     return candidates
+
+
+def calibration_price(candidates: list) -> float:
+    """The predicted seconds of the variance calibration (an exact GP learned on the same
+    rows, with a length scale per input, and conditioned on each fold): the slowest exact
+    candidate's first learning and scoring, else the first exact candidate's predicted
+    seconds (inf without one)."""
+    measured = [c.first_seconds for c in candidates
+                if c.kind == "exact" and c.first_seconds is not None]
+    if measured:
+        return max(measured)
+    return next((c.predicted_seconds for c in candidates if c.kind == "exact"), math.inf)
 
 
 def finishing_seconds(candidate: Scored, expected: float) -> float:
@@ -508,6 +539,7 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
                 continue
             candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd = (
                 restarted, trial.cv_rmse, trial.cv_nlpd)
+            candidate.cv_errors, candidate.cv_variances = trial.cv_errors, trial.cv_variances
             candidate.warnings = [(w.message, w.category) for w in caught]
     for candidate in leaders:
         if tried[id(candidate)]:

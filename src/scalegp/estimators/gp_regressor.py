@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
-from . import auto, auto_progress, configuration
+from . import auto, auto_progress, configuration, variance_calibration
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -49,7 +49,7 @@ ESTIMATORS = {cls.__name__: cls for cls in (ExactGPRegressor, LowRankGPRegressor
 #: estimators' default).
 _GAUSSIAN = "gaussian"
 #: Parameters that only ``approximation="auto"`` reads.
-AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance")
+AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance", "calibrate_variance")
 
 
 class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -89,6 +89,15 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         1.05, or the mean KL divergence of the predictive distributions per held-back point.
         ``auto`` fits the cheapest configuration predicted and verified to meet it, and says
         in ``selection_`` when nothing within the budgets does.
+    calibrate_variance : None or bool, default=None
+        ``auto`` only (None: True). Where the model is chosen by cross-validation (below
+        :data:`~scalegp.estimators.auto_validation.MAX_VALIDATED_ROWS` rows, without known
+        noise variances), learn how the size of its cross-validated errors depends on the
+        inputs, and keep that calibration of the predictive variance where its nested
+        cross-validation gains (:mod:`scalegp.estimators.variance_calibration`; docs/choosing.md,
+        "Calibrated predictive variances"). A calibrated model's predictive distribution of
+        a new observation is a scale mixture of Gaussians (``log_predictive_density``); its
+        mean, and so the RMSE, is the chosen model's. False: never.
     random_state : None, int or Generator
         Seeds the pilot's subsample and the chosen estimator.
 
@@ -99,6 +108,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     selection_ : scalegp.estimators.auto_selection.Selection or None
         What ``auto`` considered and chose (``selection_.table()``); None for an explicit
         approximation.
+    variance_calibration_ : VarianceCalibration or None
+        The calibration of the predictive variance by the inputs, where ``auto`` kept one
+        (``selection_.notes`` says why or why not); None otherwise.
     kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str, when X has string column names.
@@ -114,12 +126,13 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "time_budget": [None, Interval(Real, 0, None, closed="neither")],
         "memory_budget": [None, Interval(Real, 0, None, closed="neither")],
         "tolerance": [None, Interval(Real, 1, None, closed="left"), dict],
+        "calibrate_variance": [None, "boolean"],
         "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
     def __init__(self, approximation="auto", local=None, kernel=None, noise_variance=0.1,
                  normalize_X=True, normalize_y=True, time_budget=None, memory_budget=None,
-                 tolerance=None, random_state=None):
+                 tolerance=None, calibrate_variance=None, random_state=None):
         self.approximation = approximation
         self.local = local
         self.kernel = kernel
@@ -129,6 +142,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self.time_budget = time_budget
         self.memory_budget = memory_budget
         self.tolerance = tolerance
+        self.calibrate_variance = calibrate_variance
         self.random_state = random_state
 
     # ----------------------------------------------------------------- fitting
@@ -170,6 +184,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, y_numeric=True)
         params = {} if sample_noise_variance is None else {
             "sample_noise_variance": sample_noise_variance}
+        self.variance_calibration_ = None
         if not is_auto:
             self.selection_ = None
             self.estimator_ = self._explicit().fit(X, y, progress=progress, **params)
@@ -180,6 +195,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 for message, category in self.selection_.warnings:
                     warnings.warn(message, category, stacklevel=2)
                 self.estimator_ = self.selection_.estimator
+                self.variance_calibration_ = self.selection_.calibration
                 return self
             auto_progress.stage(f"fitting {self.selection_.chosen.name} on all rows")
             estimator = self._from_selection(self.selection_, X)
@@ -205,7 +221,8 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                            memory_budget=self.memory_budget, tolerance=self.tolerance,
                            random_state=self.random_state, kernel=self.kernel,
                            sample_noise_variance=sample_noise_variance,
-                           estimator_params=self._common())
+                           estimator_params=self._common(),
+                           calibrate_variance=self.calibrate_variance is not False)
 
     def _time_budget(self) -> float:
         """Seconds of fit: the one given, else ``auto.DEFAULT_TIME_BUDGET``."""
@@ -297,11 +314,36 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     # ----------------------------------------------------------------- delegation
     def predict(self, X, return_std=False, return_cov=False, include_noise=False):
         """The chosen model's predictive mean, and optionally its std or covariance
-        (``include_noise`` adds the noise variance): ``estimator_.predict``."""
+        (``include_noise`` adds the noise variance): ``estimator_.predict``. With a variance
+        calibration (``variance_calibration_``), the std of a new observation
+        (``include_noise=True``) is the calibrated one, sqrt(v(x) exp(m + s^2 / 2))
+        (:mod:`scalegp.estimators.variance_calibration`, Eq. C.1); the latent std and
+        covariance are the chosen model's."""
         check_is_fitted(self, "estimator_")
         X = validate_data(self, X, reset=False)
-        return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov,
-                                       include_noise=include_noise)
+        calibration = self.variance_calibration_
+        if calibration is None or not include_noise or not (return_std or return_cov):
+            return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov,
+                                           include_noise=include_noise)
+        if return_cov:
+            raise NotImplementedError(
+                "a model with a calibrated predictive variance has no joint covariance of new "
+                "observations (its calibration is of each row's variance); use "
+                "return_std=True, or include_noise=False for the latent covariance")
+        mean, std = self.estimator_.predict(X, return_std=True, include_noise=True)
+        return mean, std * np.sqrt(calibration.variance_factor(X))
+
+    def log_predictive_density(self, X, y) -> np.ndarray:
+        """log p(y_i | x_i, training data) of each row, under the predictive distribution of a
+        new observation: the Gaussian of the chosen model's mean and std (noise included),
+        or with a variance calibration the scale mixture of Eq. C.1
+        (:mod:`scalegp.estimators.variance_calibration`). Its negative mean is the NLPD."""
+        check_is_fitted(self, "estimator_")
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True)
+        mean, std = self.estimator_.predict(X, return_std=True, include_noise=True)
+        if self.variance_calibration_ is None:
+            return variance_calibration.gaussian_log_density(y - mean, std ** 2)
+        return self.variance_calibration_.log_density(X, y - mean, std ** 2)
 
     def sample_y(self, X, n_samples=1, random_state=0):
         """Joint draws of the latent function at X from the chosen model's posterior."""

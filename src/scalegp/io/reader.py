@@ -12,9 +12,11 @@ from dataclasses import fields
 import numpy as np
 
 from .. import kernels
+from .._validation import check_positive_scalar
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
 from ..estimators.auto_selection import Selection
+from ..estimators.variance_calibration import VarianceCalibration
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
@@ -22,7 +24,7 @@ from ..inference.optimize import OptimizationResult
 from ..stored import Array, Value, alternatives, declarations
 from .checks import CheckedFile
 from .safety import _Archive, _short
-from .schema import (ESTIMATORS, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
+from .schema import (CALIBRATION_PREFIX, ESTIMATORS, FRONT_DOOR_PARAMS_ADDED, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
                      PARAMS_ADDED, SECTIONS)
 
 
@@ -159,13 +161,15 @@ class _Reader(CheckedFile):
         if entry is None:
             return estimator
         keys = (("params", "object"),) + (
-            () if entry.get("auto_selection", 0) is None else (("auto_selection", "object"),))
+            () if entry.get("auto_selection", 0) is None else (("auto_selection", "object"),)
+        ) + ((("variance_calibration", "object"),) if "variance_calibration" in entry else ())
         if "auto_selection" not in entry:
             self.require(entry, "auto_selection", "front_door.")
         self._check_entries_of({k: v for k, v in entry.items()
                                 if not (k == "auto_selection" and v is None)}, "front_door",
                                keys)
-        params = dict(entry["params"])
+        # files written before the parameter existed were never calibrated
+        params = {**FRONT_DOOR_PARAMS_ADDED, **entry["params"]}
         names = GPRegressor().get_params(deep=False)
         unknown = sorted(set(params) - set(names))
         if unknown or set(names) - set(params):
@@ -184,10 +188,41 @@ class _Reader(CheckedFile):
             raise self.error(f"has metadata 'front_door' that GPRegressor refuses: "
                              f"{error}") from None
         model.estimator_ = estimator
+        model.variance_calibration_ = self.variance_calibration(entry.get("variance_calibration"))
         model.n_features_in_ = estimator.n_features_in_
         if hasattr(estimator, "feature_names_in_"):
             model.feature_names_in_ = estimator.feature_names_in_
         return model
+
+    def variance_calibration(self, entry):
+        """A GPRegressor's variance calibration (metadata ``front_door.variance_calibration``
+        and the arrays ``variance_calibration.X`` and ``.t``), conditioned again on its rows;
+        None where the file has none (and then none of its arrays)."""
+        X = self.optional_array(CALIBRATION_PREFIX + "X")
+        t = self.optional_array(CALIBRATION_PREFIX + "t")
+        if entry is None:
+            if X is not None or t is not None:
+                raise self.error(f"has the arrays {CALIBRATION_PREFIX}X and t without "
+                                 "metadata 'front_door.variance_calibration'")
+            return None
+        path = "front_door.variance_calibration"
+        self._check_entries_of(entry, path, (("kernel", "object"), ("noise_variance", "number"),
+                                             ("log_marginal_likelihood", "number"),
+                                             ("cv_nlpd", "numbers")))
+        if X is None or t is None:
+            raise self.error(f"has metadata {path!r} but not both arrays "
+                             f"{CALIBRATION_PREFIX}X and {CALIBRATION_PREFIX}t")
+        if len(entry["cv_nlpd"]) != 3:
+            raise self.error(f"has metadata '{path}.cv_nlpd' with {len(entry['cv_nlpd'])} "
+                             "values, expected 3 (without, with, as a Gaussian)")
+        kernel = self.kernel(entry["kernel"], path + ".kernel")
+        try:
+            return VarianceCalibration.from_state(
+                kernel, check_positive_scalar(entry["noise_variance"], path + ".noise_variance"),
+                entry["log_marginal_likelihood"], entry["cv_nlpd"], X, t)
+        except ValueError as error:
+            raise self.error(f"has a variance calibration that cannot be rebuilt: {error}") \
+                from None
 
     def table_columns(self) -> TableColumns | None:
         metadata = self.metadata

@@ -43,6 +43,11 @@ LOCAL_PREFIX = "local."
 GIBBS_PREFIX = "gibbs."
 
 
+#: Prefix of the arrays of a GPRegressor's variance calibration
+#: (:mod:`scalegp.estimators.variance_calibration`): its rows X and log ratios t.
+CALIBRATION_PREFIX = "variance_calibration."
+
+
 ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor,
                                              GibbsGPRegressor, VecchiaGPRegressor)}
 
@@ -74,6 +79,11 @@ PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky
                 "local_reoptimize": False, "local_neighbors": 300,
                 "local_learning_centres": 32, "objective": "dtc", "learn_knots": 0,
                 "learning_schedule": None, "learning_tolerance": None}
+
+
+#: GPRegressor parameters added after schema version 1 was first written, with the value
+#: that files without them were fitted with (metadata ``front_door.params``).
+FRONT_DOOR_PARAMS_ADDED = {"calibrate_variance": False}
 
 
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
@@ -264,6 +274,12 @@ ARRAY_FIELDS = (
       for field in _section_arrays(path, prefix, component, estimators)),
     _ArrayField("X_train_mean", ("d",), estimators=(*OPTIMIZED, GIBBS), optional=True),
     _ArrayField("X_train_scale", ("d",), (POSITIVE,), estimators=(*OPTIMIZED, GIBBS),
+                optional=True),
+    # a GPRegressor's variance calibration (metadata front_door.variance_calibration: the
+    # reader requires them with it and refuses them without)
+    _ArrayField(CALIBRATION_PREFIX + "X", ("calibration_rows", "d"), estimators=OPTIMIZED,
+                optional=True),
+    _ArrayField(CALIBRATION_PREFIX + "t", ("calibration_rows",), estimators=OPTIMIZED,
                 optional=True),
 )
 

@@ -19,7 +19,7 @@ from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
-from .schema import (ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
+from .schema import (CALIBRATION_PREFIX, ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
                      LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION, TableColumns)
 
 
@@ -58,8 +58,20 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
         front_door = {"params": _encode_params(model),
                       "auto_selection": None if selection is None else _to_json(
                           selection.to_json(), "selection_")}
+        calibration = getattr(model, "variance_calibration_", None)
         model = model.estimator_
     arrays, metadata = _encode(model)
+    if front_door is not None and calibration is not None:
+        state = calibration.to_state()
+        front_door["variance_calibration"] = {
+            "kernel": _encode_kernel(state["kernel"]),
+            **{key: _to_json(state[key], "variance_calibration_")
+               for key in ("noise_variance", "log_marginal_likelihood", "cv_nlpd")}}
+        for name in ("X", "t"):
+            array = np.asarray(state[name], dtype=np.float64)
+            arrays[CALIBRATION_PREFIX + name] = array
+            metadata["arrays"][CALIBRATION_PREFIX + name] = {"shape": list(array.shape),
+                                                             "dtype": array.dtype.str}
     if front_door is not None:
         metadata["front_door"] = front_door
     if table_columns is not None:
