@@ -29,10 +29,10 @@ def _data(n=80, seed=0):
     return X, y
 
 
-def _fit_recording(estimator, X, y):
+def _fit_recording(estimator, X, y, **fit_params):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        estimator.fit(X, y)
+        estimator.fit(X, y, **fit_params)
     return caught
 
 
@@ -310,3 +310,19 @@ def test_repeated_records_are_counted_exactly():
     assert repeated_records(X[:1], np.array([1.0])) == 0
     signed = np.array([[0.0, 1.0], [-0.0, 1.0]])             # equal numbers, other bytes
     assert repeated_records(signed, np.array([2.0, 2.0])) == 1
+
+
+def test_repeated_records_with_known_noise_variances_are_not_interpolated():
+    """With known per-row variances a row's noise is s2 + v_i: copies with v_i of a fifth of
+    the targets' variance are not interpolated however low s2 goes, and nothing is reported
+    (the variance calibration's GP of log ratios, known variance pi^2 / 2 per row, said so
+    on every repeated input); with v_i = 0 the copies are reported as without."""
+    X, y = _repeated_records(60)
+    model = sg.ExactGPRegressor()
+    known = np.full(y.size, 0.2 * np.var(y))
+    assert not _of(_fit_recording(model, X, y, sample_noise_variance=known),
+                   sg.errors.FitQualityWarning)
+    zero = sg.ExactGPRegressor()
+    messages = _of(_fit_recording(zero, X, y, sample_noise_variance=np.zeros(y.size)),
+                   sg.errors.FitQualityWarning)
+    assert messages and "repeat an earlier row" in messages[0]

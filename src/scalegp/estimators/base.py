@@ -543,12 +543,16 @@ def _repeated_records_warnings(posterior, data) -> list:
     probability zero; repeated identical targets are explained best by no noise, so the
     likelihood drives the noise variance down and the model interpolates. On the UCI wine
     data (1,440 training rows, 206 of them repeats) the exact GP learned a noise variance of
-    4.8e-6 of the targets' variance, and 0.16 without the repeats.
+    4.8e-6 of the targets' variance, and 0.16 without the repeats. With known per-row noise
+    variances v_i a row's noise is s2 + v_i, and the smallest of them is compared.
     """
     if data.y is None or data.n_samples < 2:
         return []
     spread = float(np.var(data.y))
     noise = float(posterior.noise_variance)
+    known = getattr(data, "sample_noise_variance", None)
+    if known is not None and np.size(known):
+        noise += float(np.min(known))
     if not spread > 0 or noise >= REPEATED_NOISE_SHARE * spread:
         return []
     count = repeated_records(data.X, data.y)

@@ -180,7 +180,9 @@ class VarianceCalibration:
                    cv_nlpd, X, t) -> "VarianceCalibration":
         """The calibration conditioned again on its stored rows (the fit's numbers); a
         ValueError where its log likelihood differs from the stored one (altered rows)."""
-        model = _gp(kernel, noise_variance, optimize=False).fit(X, t, **_known(t))
+        with warnings.catch_warnings():     # the fit's own diagnostics were its fit's
+            warnings.simplefilter("ignore")
+            model = _gp(kernel, noise_variance, optimize=False).fit(X, t, **_known(t))
         value = model.log_marginal_likelihood_value_
         if not np.isclose(value, log_marginal_likelihood, rtol=1e-9, atol=1e-9):
             raise ValueError(f"its variance calibration's log marginal likelihood is "
