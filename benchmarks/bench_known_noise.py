@@ -90,14 +90,7 @@ def run_relief(n: int) -> list:
     models["neighbors k=300"] = lambda: sg.LowRankGPRegressor(
         approximation="exact", local=sg.Neighbors(n_neighbors=300, learning_centers=32),
         kernel=kernel(), random_state=0)
-    rows = []
-    for name, make in models.items():
-        for known in (True, False):
-            rows.append(_score(f"{name}, {'known v' if known else 'v ignored'}", make(),
-                               X, y, v if known else None, Xt, yt, vt, ft))
-    rows.append(_score("auto, known v", sg.GPRegressor(random_state=0), X, y, v, Xt, yt, vt,
-                       ft))
-    return rows
+    return _score_all(models, (X, y, v), (Xt, yt, vt, ft))
 
 
 def run(n: int, d: int) -> list:
@@ -115,13 +108,18 @@ def run(n: int, d: int) -> list:
         kernel=sg.Matern(nu=2.5, length_scale=np.ones(d)),
         approximation=sg.Nystrom(n_components=256, knots="random", objective="vfe",
                                  learn_knots=150), random_state=0)
+    return _score_all(models, (X, y, v), (Xt, yt, vt, ft))
+
+
+def _score_all(models: dict, train, test) -> list:
+    """Each model fitted with the known variances and ignoring them, then auto with them."""
+    X, y, v = train
     rows = []
     for name, make in models.items():
         for known in (True, False):
             rows.append(_score(f"{name}, {'known v' if known else 'v ignored'}", make(),
-                               X, y, v if known else None, Xt, yt, vt, ft))
-    rows.append(_score("auto, known v", sg.GPRegressor(random_state=0), X, y, v, Xt, yt, vt,
-                       ft))
+                               X, y, v if known else None, *test))
+    rows.append(_score("auto, known v", sg.GPRegressor(random_state=0), X, y, v, *test))
     return rows
 
 

@@ -24,6 +24,13 @@ from scalegp.estimators.transformers import _build_feature_map  # noqa: E402
 threadpool_limits(limits=1, user_api="blas")
 
 
+def central_differences(function, theta, step=1e-6) -> np.ndarray:
+    """(f(theta + h e_i) - f(theta - h e_i)) / (2 h) for each coordinate i."""
+    theta = np.asarray(theta, dtype=float)
+    return np.array([(function(theta + shift) - function(theta - shift)) / (2 * step)
+                     for shift in np.eye(theta.size) * step])
+
+
 def all_kernels(n_dims: int = 2, ard: bool = True):
     """One instance of each kernel family (ARD when asked), with distinct length scales."""
     scale = np.linspace(0.6, 1.4, n_dims) if ard else 0.9

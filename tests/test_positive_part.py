@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import scalegp as sg
-from tests.conftest import low_rank
+from tests.conftest import central_differences, low_rank
 from scalegp import features
 from scalegp.engine.likelihood import MarginalLikelihood, Posterior
 from scalegp.engine.statistics import Statistics
@@ -86,22 +86,13 @@ def test_repaired_engine_equals_dense_eigen_clipped_gp(n_dims, name, m, seed):
         value_ref, rel=1e-10)
 
 
-def central_differences(function, theta, step=1e-5):
-    gradient = np.zeros_like(theta)
-    for i in range(theta.size):
-        shift = np.zeros_like(theta)
-        shift[i] = step
-        gradient[i] = (function(theta + shift) - function(theta - shift)) / (2 * step)
-    return gradient
-
-
 @pytest.mark.parametrize("n_dims, name, m, seed", list(signed_cases()))
 def test_repaired_gradient_matches_finite_differences(n_dims, name, m, seed):
     fmap, kernel, X, y, _ = build(n_dims, name, m, seed)
     likelihood = MarginalLikelihood(fmap, kernel, X, y, signed_rule="repair")
     theta = np.append(kernel.theta, np.log(NOISE))
     _, gradient = likelihood(theta)
-    numeric = central_differences(likelihood.value, theta)
+    numeric = central_differences(likelihood.value, theta, step=1e-5)
     # central differences have error O(step^2 f''') ~ 1e-9 relative at step 1e-5
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-6 * np.abs(numeric).max())
 
@@ -128,7 +119,7 @@ def test_repaired_fixed_basis_gradient_from_statistics_matches_finite_difference
     assert likelihood.basis_statistics is not None
     theta = np.append(kernel.theta, np.log(NOISE))
     _, gradient = likelihood(theta)
-    numeric = central_differences(likelihood.value, theta)
+    numeric = central_differences(likelihood.value, theta, step=1e-5)
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-6 * np.abs(numeric).max())
     value_ref, *_ = dense_repaired(fmap.features(X, kernel), fmap.signs, y, NOISE,
                                   fmap.features(X[:2], kernel))

@@ -21,6 +21,7 @@ from scalegp.engine.likelihood import MarginalLikelihood
 from scalegp.engine.statistics import accumulate_noise_gradient, features_by_chunk
 from scalegp.features import nystrom
 from scalegp.inference.knot_learning import LearnedKnotsObjective
+from tests.conftest import central_differences
 
 NOISE = 0.05
 
@@ -54,11 +55,6 @@ def dense_bound(kernel, Z, X, y, noise, v):
     value = -0.5 * (y @ np.linalg.solve(C, y) + np.linalg.slogdet(C)[1]
                     + len(y) * np.log(2 * np.pi))
     return value - 0.5 * np.sum((kernel.diag(X) - np.diag(Q)) / d)
-
-
-def central_differences(function, p, step=1e-6):
-    return np.array([(function(p + h) - function(p - h)) / (2 * step)
-                     for h in np.eye(len(p)) * step])
 
 
 @pytest.mark.parametrize("path", ["map-gradient", "general"])

@@ -101,6 +101,7 @@ from . import auto_costs, auto_progress
 from .configuration import Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
+from .variance_calibration import gaussian_log_density
 from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
@@ -364,7 +365,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         # Vecchia's prediction neighbours as chosen on all rows, not chosen again per fold:
         # the score is the fitted model's (and five choices cost seconds on 3,000 rows)
         fixed.set_params(n_neighbors_predict=fitted.prediction_neighbors_)
-    squared, nlpd, longest = 0.0, 0.0, 0.0
+    longest = 0.0
     errors, variances = np.empty(ys.size), np.empty(ys.size)
     for held in folds:
         began = time.perf_counter()
@@ -378,13 +379,10 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         var = std ** 2
         if sample_noise_variance is not None:
             var = var + sample_noise_variance[held]
-        squared += float(np.sum((ys[held] - mean) ** 2))
-        nlpd += float(np.sum(0.5 * np.log(2 * np.pi * var) + 0.5 * (ys[held] - mean) ** 2
-                             / var))
         errors[held], variances[held] = ys[held] - mean, var
         longest = max(longest, time.perf_counter() - began)
-    candidate.cv_rmse = float(np.sqrt(squared / ys.size))
-    candidate.cv_nlpd = nlpd / ys.size
+    candidate.cv_rmse = float(np.sqrt(np.mean(errors ** 2)))
+    candidate.cv_nlpd = -float(np.mean(gaussian_log_density(errors, variances)))
     candidate.cv_errors, candidate.cv_variances, candidate.cv_folds = errors, variances, folds
 
 
