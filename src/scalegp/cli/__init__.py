@@ -76,6 +76,18 @@ def _open_fraction(text: str) -> float:
     return value
 
 
+def _level(text: str) -> float:
+    """An argparse type: the level of a central interval, strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must lie strictly between 0 and 1 (0.9: the 90 %% interval), got {text!r}")
+    return value
+
+
 def command_list(args) -> None:
     print("approximations (use with --approximation NAME):")
     for name, text in features.describe().items():
@@ -252,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     prediction = predict.add_argument_group("prediction")
     output = predict.add_argument_group("output")
     output.add_argument("--out", default="-", metavar="FILE.csv",
-                         help="predictions to write (.csv, columns mean and std); must not be "
+                         help="predictions to write (.csv, columns mean and std, and those of "
+                              "--interval); must not be "
                               "the model or the data. Without --out, or with --out -, the CSV "
                               "goes to standard output (nothing else does: messages go to "
                               "stderr; after an error, exit code not 0, the rows written so "
@@ -260,6 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
     prediction.add_argument("--include-noise", action="store_true",
                          help="std of a new noisy observation instead of the latent function "
                               "(default: off)")
+    prediction.add_argument("--interval", type=_level, default=None, metavar="LEVEL",
+                         help="add the columns lower_P and upper_P (P = 100 LEVEL) of the "
+                              "central predictive interval, of the latent function or with "
+                              "--include-noise of a new observation: mean +- z std for a "
+                              "Gaussian predictive, the model's own quantiles for a Gibbs "
+                              "model (a mixture over draws) and for a calibrated predictive "
+                              "variance (a scale mixture). (default: 0.95 for those two, whose "
+                              "interval is not mean +- 1.96 std; none for other models)")
     prediction.add_argument("--diag-correction", action=argparse.BooleanOptionalAction,
                          default=None,
                          help="global low-rank models (predict's diag_correction): add the "

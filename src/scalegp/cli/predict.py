@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+from scipy.special import ndtri
 
 from .._output import CSV_SUFFIXES, PNG_SUFFIXES, check_output_path
 from ..data.readers import STDIN, open_reader, read_standard_input, select_columns
@@ -18,6 +19,7 @@ from ..data.tables import write_csv_blocks, write_csv_rows
 from ..engine.noise import power_of_two_scale
 from ..errors import NonFiniteResultError
 from ..estimators.configuration import make_approximation
+from ..estimators.gibbs import GibbsGPRegressor
 from . import options
 from .common import (CommandError, _describe_header, _log, _parse_options, _progress,
                      require_matplotlib)
@@ -38,9 +40,10 @@ def command_predict(args) -> None:
     variance = _variance_option(args, model)
     content = read_standard_input() if from_stdin else None     # read once, parsed twice
     reader, columns = _prediction_columns(args, model, load_table_columns(args.model), content)
+    level = _interval_level(args, model)
     names = ["mean", "std"]
-    if hasattr(model, "predict_interval"):          # a Gibbs model: its 95 % interval too
-        names += ["lower_95", "upper_95"]
+    if level is not None:
+        names += [f"lower_{100 * level:g}", f"upper_{100 * level:g}"]
     with _progress(args) as progress:
         if progress is not None:
             progress.start_pass("prediction pass", reader.n_rows)
@@ -51,9 +54,8 @@ def command_predict(args) -> None:
                     mean, std = model.predict(X, return_std=True,
                                               include_noise=args.include_noise, **variance)
                     values = [mean, std]
-                    if len(names) > 2:
-                        values += model.predict_interval(X, 0.95,
-                                                         include_noise=args.include_noise)
+                    if level is not None:
+                        values += _interval(model, X, level, args.include_noise, mean, std)
                 except NonFiniteResultError as error:     # name the file's row, 1-based
                     if error.rows is None:
                         raise
@@ -96,6 +98,28 @@ def _plot(args, model, reader, columns, variance, inputs, n_rows) -> None:
     predict_plot.write_figure(fig, args.plot, inputs)
     targets = "with the target column" if y is not None else "no target column"
     _log(args, f"drew {kind} of {X.shape[0]} row(s) ({targets}) to {args.plot}")
+
+
+def _interval_level(args, model) -> float | None:
+    """The level of the interval columns: ``--interval``, else 0.95 where the predictive
+    distribution is not the Gaussian of the mean and std columns (a Gibbs model's mixture
+    over draws; a calibrated predictive variance's scale mixture, with --include-noise),
+    else none."""
+    if args.interval is not None:
+        return args.interval
+    calibrated = getattr(model, "variance_calibration_", None) is not None
+    if isinstance(model, GibbsGPRegressor) or (calibrated and args.include_noise):
+        return 0.95
+    return None
+
+
+def _interval(model, X, level: float, include_noise: bool, mean, std) -> list:
+    """[lower, upper] of the central ``level`` interval: the model's own
+    ``predict_interval`` where it has one, else mean +- z_{(1+p)/2} std."""
+    if hasattr(model, "predict_interval"):
+        return list(model.predict_interval(X, level, include_noise=include_noise))
+    half = ndtri(0.5 + level / 2.0) * std
+    return [mean - half, mean + half]
 
 
 def _variance_option(args, model) -> dict:

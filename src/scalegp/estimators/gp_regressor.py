@@ -19,6 +19,7 @@ import warnings
 from numbers import Real
 
 import numpy as np
+from scipy.special import ndtri
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -332,6 +333,29 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "return_std=True, or include_noise=False for the latent covariance")
         mean, std = self.estimator_.predict(X, return_std=True, include_noise=True)
         return mean, std * np.sqrt(calibration.variance_factor(X))
+
+    def predict_interval(self, X, level=0.95, include_noise=False):
+        """The central ``level`` predictive interval at each row of X: mean +- q. Without a
+        variance calibration, or of the latent function (``include_noise=False``), the
+        Gaussian's q = z_{(1+p)/2} std; a calibrated model's interval of a new observation
+        is that of the scale mixture of Eq. C.1, whose q solves Eq. C.2
+        (:func:`scalegp.estimators.variance_calibration.mixture_half_width`).
+
+        Returns
+        -------
+        lower, upper : ndarray (n_test,)
+        """
+        check_is_fitted(self, "estimator_")
+        if isinstance(level, bool) or not isinstance(level, Real) or not 0.0 < level < 1.0:
+            raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+        X = validate_data(self, X, reset=False)
+        mean, std = self.estimator_.predict(X, return_std=True, include_noise=include_noise)
+        calibration = self.variance_calibration_
+        if calibration is None or not include_noise:
+            half = ndtri(0.5 + level / 2.0) * std
+        else:
+            half = calibration.half_width(X, std ** 2, level)
+        return mean - half, mean + half
 
     def log_predictive_density(self, X, y) -> np.ndarray:
         """log p(y_i | x_i, training data) of each row, under the predictive distribution of a
