@@ -45,6 +45,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.special
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -273,6 +274,7 @@ def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=
                      selection.reason))
         print(rows[-1], flush=True)
         print(selection.table(), flush=True)
+        print(coverage_line(name, model, X_test, y_test), flush=True)
     if not with_peers:
         return rows
     try:
@@ -282,6 +284,41 @@ def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=
     for row in peers_found:
         print(row, flush=True)
     return rows + peers_found
+
+
+#: The levels of the central intervals whose coverage ``coverage_line`` counts.
+COVERAGE_LEVELS = (0.5, 0.9, 0.95)
+
+
+def coverage_line(name, model, X_test, y_test) -> str:
+    """The test rows inside auto's central intervals of new observations
+    (``predict_interval``: the calibrated mixture's where auto calibrated) and inside the
+    chosen model's Gaussian ones, at each of ``COVERAGE_LEVELS``; counts in each half of the
+    test rows split at the median calibration factor exp(m + s^2 / 2) (one half: none where
+    not calibrated), so that folds can be pooled. A tuple:
+    ('coverage', name, calibrated, n, ((level, inside, inside_gaussian, low half's two,
+    high half's two), ...))."""
+    calibration = model.variance_calibration_
+    factor = (np.ones(y_test.size) if calibration is None
+              else calibration.variance_factor(X_test))
+    high = factor > np.median(factor)
+    counts = []
+    for level in COVERAGE_LEVELS:
+        lower, upper = model.predict_interval(X_test, level, include_noise=True)
+        g_lower, g_upper = gaussian_interval(model.estimator_, X_test, level)
+        inside = (lower <= y_test) & (y_test <= upper)
+        gaussian = (g_lower <= y_test) & (y_test <= g_upper)
+        counts.append((level, int(inside.sum()), int(gaussian.sum()),
+                       int(inside[~high].sum()), int(gaussian[~high].sum()),
+                       int(inside[high].sum()), int(gaussian[high].sum())))
+    return repr(("coverage", name, calibration is not None, int(y_test.size),
+                 int((~high).sum()), tuple(counts)))
+
+
+def gaussian_interval(estimator, X, level):
+    mean, std = estimator.predict(X, return_std=True, include_noise=True)
+    half = scipy.special.ndtri(0.5 + level / 2) * std
+    return mean - half, mean + half
 
 
 def across_folds(logged: dict, names: list) -> tuple[dict, list]:
@@ -349,11 +386,54 @@ def rows_of_logs(paths) -> dict:
     found: dict = {}
     for path in paths:
         for line in Path(path).read_text().splitlines():
-            if line.startswith("('"):
+            if line.startswith("('") and not line.startswith("('coverage'"):
                 row = ast.literal_eval(line)
                 label = "auto" if row[1].startswith("auto") else row[1]
                 found.setdefault(row[0], {})[label] = row
     return {name: list(rows.values()) for name, rows in found.items()}
+
+
+def coverage_table(paths, names) -> list:
+    """Lines of a table of auto's interval coverage pooled over the folds in the logs'
+    ``coverage_line`` tuples (a later log's line of the same fold replaces an earlier one):
+    per data set and over all, the share of test rows inside auto's intervals and inside the
+    chosen model's Gaussian ones; at 90 %, also in the halves of the calibrated folds' rows
+    of lower and higher calibration factor."""
+    import ast
+    found: dict = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("('coverage'"):
+                _, key, calibrated, n, n_low, counts = ast.literal_eval(line)
+                if key.partition(FOLD_MARK)[0] in names:
+                    found[key] = (calibrated, n, n_low, counts)
+    if not found:
+        return []
+    lines = ["| data set | folds calibrated | test rows | "
+             + " | ".join(f"{100 * level:g} %: auto / Gaussian" for level in COVERAGE_LEVELS)
+             + " | 90 %, lower-factor half | 90 %, higher-factor half |",
+             "|---|---|---|" + "---|" * (len(COVERAGE_LEVELS) + 2)]
+    for name in [*names, "all"]:
+        folds = [value for key, value in found.items()
+                 if name == "all" or key.partition(FOLD_MARK)[0] == name]
+        if not folds:
+            continue
+        n = sum(value[1] for value in folds)
+        cells = []
+        for k in range(len(COVERAGE_LEVELS)):
+            inside = sum(value[3][k][1] for value in folds)
+            gaussian = sum(value[3][k][2] for value in folds)
+            cells.append(f"{inside / n:.3f} / {gaussian / n:.3f}")
+        tuned = [value for value in folds if value[0]]
+        ninety = COVERAGE_LEVELS.index(0.9)
+        for half, size in ((3, lambda v: v[2]), (5, lambda v: v[1] - v[2])):
+            rows = sum(size(value) for value in tuned)
+            cells.append("" if not rows else (
+                f"{sum(v[3][ninety][half] for v in tuned) / rows:.3f} / "
+                f"{sum(v[3][ninety][half + 1] for v in tuned) / rows:.3f} ({rows} rows)"))
+        lines.append(f"| {name} | {len(tuned)} of {len(folds)} | {n} | " + " | ".join(cells)
+                     + " |")
+    return lines
 
 
 def main(argv=None) -> None:
@@ -417,6 +497,11 @@ def main(argv=None) -> None:
         lines += [verdict(name, per_set[name]) for name in names]
     if fold_lines:
         lines += ["", "The rule on each fold alone:", "", *fold_lines]
+    covered = coverage_table(args.combine, names) if args.combine else []
+    if covered:
+        lines += ["", "Test rows inside auto's central intervals of new observations (the "
+                  "calibrated mixture's where calibrated) / inside the chosen model's "
+                  "Gaussian ones, pooled over the folds:", "", *covered]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:

@@ -535,6 +535,36 @@ def test_a_candidate_learns_only_with_the_seconds_to_finish_kept_back(monkeypatc
     assert deadlines[0] == pytest.approx(started + budget - reserve, abs=1e-9)
 
 
+def test_the_variance_calibration_comes_before_the_restarts(monkeypatch):
+    """The restarts end RESTART_BUDGET_SHARE of the budget less the calibration's price where
+    that price fits in the budget left, even where that end has passed (then the
+    calibration runs, no restart: the panel's wine); over the budget left, or without a
+    calibration to follow, they end at RESTART_BUDGET_SHARE of the budget."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(120)
+    budget, elapsed = 60.0, 50.0
+    share = auto_validation.RESTART_BUDGET_SHARE
+    ends = []
+    monkeypatch.setattr(auto_validation, "restart_leaders",
+                        lambda *args, end, **kwargs: ends.append(end))
+    for price, calibrating, expected in [(2.0, True, share * budget - 2.0),
+                                         (8.0, True, share * budget - 8.0),
+                                         (20.0, True, share * budget),
+                                         (8.0, False, share * budget)]:
+        monkeypatch.setattr(auto_validation, "calibration_price", lambda found: price)
+        candidate = auto_validation.validated_candidates(
+            120, 2, ("gaussian",), estimator_params={"random_state": 0})[0]
+        candidate.predicted_seconds = 1.0
+        started = time.perf_counter() - elapsed
+        auto_validation.learn_and_score(X, y, [candidate], time_budget=budget,
+                                        rng=np.random.default_rng(0), started=started,
+                                        calibrating=calibrating)
+        assert candidate.scored
+        # price 8 s: the end, 46 s, has passed at 50 s: no restart, the calibration runs
+        assert ends[-1] - started == pytest.approx(expected, abs=1e-9), (price, calibrating)
+
+
 def test_a_scoring_whose_next_fold_would_end_past_the_budget_is_stopped(monkeypatch):
     """cross_validate does not start a fold that would end after ``end`` (each fold taken to
     last as long as the longest before it), and learn_and_score does not use that
