@@ -189,11 +189,18 @@ def run_auto(X, y, X_test, y_test, *, seed: int) -> dict:
 
     fit_seconds, predict_seconds, rmse, nll, caught, shown = _fit_and_score(
         model, X, y, X_test, y_test, predict)
+    # the NLPD of auto's own predictive distribution (a scale mixture where it calibrated
+    # the variance: scalegp.estimators.variance_calibration), not a Gaussian of its std
+    nll = -float(np.mean(model.log_predictive_density(X_test, y_test)))
     selection = model.selection_
-    return {"method": f"auto -> {selection.chosen.name}", "m": "-",
+    calibrated = " (variance calibrated)" if model.variance_calibration_ is not None else ""
+    return {"method": f"auto -> {selection.chosen.name}{calibrated}", "m": "-",
             "seconds": fit_seconds, "predict_seconds": predict_seconds, "rmse": rmse,
             "nll": nll, "evaluations": "-",
-            "note": (f"{selection.reason}; {shown}; {len(caught)} warning(s)"
+            "note": (f"{selection.reason}; {shown}; "
+                     + "".join(f"{note}; " for note in selection.notes
+                               if note.startswith("predictive variance"))
+                     + f"{len(caught)} warning(s)"
                      + "".join(f" [{str(w.message)[:70]}]" for w in caught[:2]))}
 
 

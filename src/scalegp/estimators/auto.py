@@ -6,8 +6,9 @@ and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
 Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), and
 calibrates the chosen model's predictive variance by the inputs from its cross-validated
-errors where a nested cross-validation says it gains (:func:`_calibrate`,
-:mod:`scalegp.estimators.variance_calibration`). Otherwise, in four steps:
+errors where a nested cross-validation says it gains
+(:mod:`scalegp.estimators.auto_calibration`, :mod:`scalegp.estimators.variance_calibration`).
+Otherwise, in four steps:
 
 (a) **Pilot** (:mod:`scalegp.estimators.auto_pilot`). An exact GP (ARD kernel, inputs and
     targets standardized, the better of the starts ``PILOT_STARTS``) on a random subsample
@@ -66,12 +67,12 @@ from sklearn.base import clone
 
 from .. import kernels, linalg
 from ..engine.exact import MAX_EXACT_SAMPLES
-from ..errors import InsufficientMemoryError, TimeBudgetExceeded
+from ..errors import InsufficientMemoryError
 from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
-from . import auto_costs, auto_progress, auto_validation, variance_calibration
+from . import auto_calibration, auto_costs, auto_progress, auto_validation
 from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
                          at_full_density, best_pilot, kernel_families, pilot_kernel,
                          run_pilot)
@@ -127,10 +128,6 @@ MIN_VERIFIED_NEIGHBORS = 5
 #: Without a tolerance, this many of the best predicted candidates are verified on the
 #: pilot's held-back rows, and the best measured one is chosen.
 VERIFIED_CANDIDATES = 3
-#: The share of the variance calibration's price kept for its fold conditionings after
-#: its learning's deadline (:func:`_calibrate`; five conditionings of a learning that takes
-#: tens of evaluations).
-CALIBRATION_FINISH = 0.15
 #: A field is rough (neighbourhood models are candidates) when the pilot's mean length scale
 #: is below this share of the data's range (both in standardized units).
 ROUGH_LENGTH_RATIO = 0.1
@@ -176,43 +173,13 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     chosen = rows[found.index(best)]
     calibration, note = None, ""
     if calibrate_variance:
-        calibration, note = _calibrate(X, best, found, sample_noise_variance,
-                                       time_budget - (time.perf_counter() - started))
+        calibration, note = auto_calibration.calibrate_validated(
+            X, best, found, sample_noise_variance,
+            time_budget - (time.perf_counter() - started))
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
                      auto_costs.machine_rate(), 1.0, notes=[note] if note else [],
                      estimator=best.estimator, warnings=best.warnings,
                      calibration=calibration)
-
-
-def _calibrate(X, best, found: list, sample_noise_variance, left: float):
-    """The chosen candidate's variance calibration learned from its cross-validated
-    residuals (:mod:`scalegp.estimators.variance_calibration`), kept where its nested
-    cross-validation gains, and the selection's note on it: (calibration or None, note).
-
-    It is priced by :func:`scalegp.estimators.auto_validation.calibration_price` (the
-    restarts kept those seconds for it); over the seconds ``left`` it is not learned. Rows with
-    known noise variances are not calibrated (the variances it would learn are of the rows'
-    own noise; a new row's is the user's to add)."""
-    if best.cv_errors is None:
-        return None, ""
-    if sample_noise_variance is not None:
-        return None, "predictive variance not calibrated: the rows carry known noise variances"
-    price = auto_validation.calibration_price(found)
-    if price > left:
-        return None, (f"predictive variance not calibrated: its exact GP of the log ratios "
-                      f"was priced at {price:.3g} s with {max(left, 0):.3g} s left")
-    auto_progress.stage("calibrating the predictive variance by the inputs")
-    # its learning ends in time for the five fold conditionings (CALIBRATION_FINISH of the
-    # price) within the budget; stopped there, it is not used
-    end = time.perf_counter() + left - CALIBRATION_FINISH * price
-    try:
-        with optimize.deadline(end):
-            calibration = variance_calibration.learn(X, best.cv_errors, best.cv_variances,
-                                                     best.cv_folds)
-    except TimeBudgetExceeded:
-        return None, (f"predictive variance not calibrated: its exact GP of the log ratios "
-                      f"(priced at {price:.3g} s) was stopped at the time budget")
-    return (calibration if calibration.accepted else None), calibration.describe()
 
 
 def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:
@@ -510,12 +477,13 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     sample_noise_variance : array (n,), optional
         Known per-row noise variances: the pilot, the verification and the chosen model
         fit with them (every candidate takes them: :func:`candidates`), and the predictive
-        variance is not calibrated (:func:`_calibrate`).
+        variance is not calibrated (:mod:`scalegp.estimators.auto_calibration`).
     estimator_params : dict, optional
         noise_variance, normalize_X, normalize_y and random_state of the estimators the
         validated choice learns (default: theirs, standardizing, seeded by random_state).
     calibrate_variance : bool, default=True
-        Learn the validated choice's variance calibration (:func:`_calibrate`).
+        Learn the validated choice's variance calibration
+        (:func:`scalegp.estimators.auto_calibration.calibrate_validated`).
     """
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])

@@ -26,8 +26,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import kernels
 from ..errors import TimeBudgetExceeded
+from .._validation import as_generator
 from ..inference import optimize
-from . import auto, auto_progress, configuration, variance_calibration
+from . import auto, auto_calibration, auto_progress, configuration, variance_calibration
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -91,14 +92,18 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         ``auto`` fits the cheapest configuration predicted and verified to meet it, and says
         in ``selection_`` when nothing within the budgets does.
     calibrate_variance : None or bool, default=None
-        ``auto`` only (None: True). Where the model is chosen by cross-validation (below
-        :data:`~scalegp.estimators.auto_validation.MAX_VALIDATED_ROWS` rows, without known
-        noise variances), learn how the size of its cross-validated errors depends on the
-        inputs, and keep that calibration of the predictive variance where its nested
-        cross-validation gains (:mod:`scalegp.estimators.variance_calibration`; docs/choosing.md,
-        "Calibrated predictive variances"). A calibrated model's predictive distribution of
-        a new observation is a scale mixture of Gaussians (``log_predictive_density``); its
-        mean, and so the RMSE, is the chosen model's. False: never.
+        ``auto`` only (None: True). Learn how the size of the chosen model's errors on rows
+        it did not see depends on the inputs (its cross-validated errors where it was
+        chosen by cross-validation, below
+        :data:`~scalegp.estimators.auto_validation.MAX_VALIDATED_ROWS` rows; else those of
+        a tenth of the rows, at most 1,000, held back from a copy at its learned
+        hyperparameters), and keep that calibration of the predictive variance where its
+        nested cross-validation gains (:mod:`scalegp.estimators.auto_calibration`,
+        :mod:`scalegp.estimators.variance_calibration`; docs/choosing.md, "Calibrated
+        predictive variances"). Not with known noise variances or a ``tolerance``. A
+        calibrated model's predictive distribution of a new observation is a scale mixture
+        of Gaussians (``log_predictive_density``, ``predict_interval``); its mean, and so
+        the RMSE, is the chosen model's. False: never.
     random_state : None, int or Generator
         Seeds the pilot's subsample and the chosen estimator.
 
@@ -215,7 +220,27 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 self.selection_.notes.append(
                     "its learning stopped at the time budget, before it converged (the "
                     "fit took longer than its price)")
+            self._calibrate_held_out(X, y, sample_noise_variance, started)
         return self
+
+    def _calibrate_held_out(self, X, y, sample_noise_variance, started) -> None:
+        """The pilot path's variance calibration from held-back rows
+        (:func:`scalegp.estimators.auto_calibration.calibrate_held_out`), where it applies:
+        ``variance_calibration_``, ``selection_.calibration`` and a note."""
+        if self.calibrate_variance is False:
+            return
+        if sample_noise_variance is not None or self.tolerance is not None:
+            why = ("the rows carry known noise variances" if sample_noise_variance is not None
+                   else "a tolerance relative to the exact GP was asked")
+            self.selection_.notes.append(auto_calibration.NOT_CALIBRATED + why)
+            return
+        calibration, note = auto_calibration.calibrate_held_out(
+            self.estimator_, X, y, step_seconds=self.selection_.chosen.conditioning_seconds,
+            left=started + self._time_budget() - time.perf_counter(),
+            rng=as_generator(self.random_state))
+        self.variance_calibration_ = self.selection_.calibration = calibration
+        if note:
+            self.selection_.notes.append(note)
 
     def _select(self, X, y, sample_noise_variance):
         return auto.select(X, y, time_budget=self._time_budget(),
