@@ -76,7 +76,10 @@ def test_the_pilot_path_reports_its_stages_and_the_final_fit(monkeypatch):
         model = sg.GPRegressor(time_budget=600, random_state=0).fit(X, y, progress=recorder)
     names = [stage[0] for stage in recorder.stages]
     assert names[0].startswith("auto: pilot")
-    assert names[-1] == f"auto: fitting {model.selection_.chosen.name} on all rows"
+    final = names.index(f"auto: fitting {model.selection_.chosen.name} on all rows")
+    # then the variance calibration from held-back rows: its copy, then h's learning
+    assert names[final + 1:] == ["auto: calibrating the predictive variance on held-back rows",
+                                 "auto: calibrating the predictive variance by the inputs"]
 
 
 def test_progress_bars_start_at_the_count_given():
