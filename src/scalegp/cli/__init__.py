@@ -64,28 +64,23 @@ OUT_RULES = ("Only a regular file is replaced (atomically, keeping its permissio
 
 
 # --------------------------------------------------------------------------- argument types
-def _open_fraction(text: str) -> float:
-    """An argparse type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(
-            f"must lie strictly between 0 and 1 (a share of the rows), got {text!r}")
-    return value
+def _open_interval(meaning: str):
+    """An argparse type: a number strictly between 0 and 1; ``meaning`` says what it is in
+    the error message."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+        if not 0 < value < 1:
+            raise argparse.ArgumentTypeError(
+                f"must lie strictly between 0 and 1 ({meaning}), got {text!r}")
+        return value
+    return parse
 
 
-def _level(text: str) -> float:
-    """An argparse type: the level of a central interval, strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(
-            f"must lie strictly between 0 and 1 (0.9: the 90 %% interval), got {text!r}")
-    return value
+_open_fraction = _open_interval("a share of the rows")
+_level = _open_interval("the level of a central interval: 0.9 for 90 %")
 
 
 def command_list(args) -> None:
