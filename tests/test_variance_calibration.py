@@ -379,6 +379,16 @@ def test_the_pilot_path_calibrates_from_held_back_rows():
     calibration, note = auto_calibration.calibrate_held_out(
         model, X[:150], y[:150], step_seconds=0.01, left=60.0, rng=np.random.default_rng(0))
     assert calibration is None and "15 held-back rows are too few" in note
+    # a failing copy or GP of h leaves the model uncalibrated, with the reason
+    def fail(*args, **kwargs):
+        raise np.linalg.LinAlgError("K is not positive definite")
+    from unittest import mock
+    from scalegp.estimators import auto_validation
+    for target in (auto_validation, "held_out_residuals"), (vc, "learn"):
+        with mock.patch.object(*target, fail):
+            calibration, note = auto_calibration.calibrate_held_out(
+                model, X, y, step_seconds=0.01, left=60.0, rng=np.random.default_rng(0))
+        assert calibration is None and "failed: K is not positive definite" in note
     knots = sg.LowRankGPRegressor(approximation=sg.Nystrom(n_components=10, objective="vfe",
                                                            learn_knots=2), random_state=0)
     calibration, note = auto_calibration.calibrate_held_out(

@@ -65,6 +65,9 @@ COPY_STEPS = 24
 #: Held-back rows whose prediction is timed to price the prediction of all of them.
 PROBE_ROWS = 50
 NOT_CALIBRATED = "predictive variance not calibrated: "
+#: What a calibration's failure raises; the chosen model is kept without one, and the
+#: note says why.
+FAILURES = (ValueError, ArithmeticError, np.linalg.LinAlgError)
 
 
 def calibrate_validated(X, best, found: list, sample_noise_variance, left: float):
@@ -103,7 +106,10 @@ def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng
                       f"were priced at {price:.3g} s with {max(left, 0):.3g} s left")
     auto_progress.stage("calibrating the predictive variance on held-back rows")
     start = time.perf_counter()
-    errors, variances = auto_validation.held_out_residuals(estimator, X, y, held)
+    try:
+        errors, variances = auto_validation.held_out_residuals(estimator, X, y, held)
+    except FAILURES as error:        # the fitted model stands; only its calibration fails
+        return None, NOT_CALIBRATED + f"its held-out copy failed: {error}"
     conditioned = time.perf_counter() - start
     folds = np.array_split(rng.permutation(rows), auto_validation.VALIDATION_FOLDS)
     calibration, note = _learn(X[held], errors, variances, folds, learn_price,
@@ -155,6 +161,8 @@ def _learn(X, errors, variances, folds, price: float, left: float):
     except TimeBudgetExceeded:
         return None, (NOT_CALIBRATED + f"its exact GP of the log ratios (priced at "
                       f"{price:.3g} s) was stopped at the time budget")
+    except FAILURES as error:        # the fitted model stands; only its calibration fails
+        return None, NOT_CALIBRATED + f"its exact GP of the log ratios failed: {error}"
     return (calibration if calibration.accepted else None), (
         f"{calibration.describe()}; learned and scored in "
         f"{time.perf_counter() - start:.2g} s (priced at {price:.2g} s)")
