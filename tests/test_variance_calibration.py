@@ -389,11 +389,38 @@ def test_the_pilot_path_calibrates_from_held_back_rows():
             calibration, note = auto_calibration.calibrate_held_out(
                 model, X, y, step_seconds=0.01, left=60.0, rng=np.random.default_rng(0))
         assert calibration is None and "failed: K is not positive definite" in note
-    knots = sg.LowRankGPRegressor(approximation=sg.Nystrom(n_components=10, objective="vfe",
-                                                           learn_knots=2), random_state=0)
-    calibration, note = auto_calibration.calibrate_held_out(
-        knots, X, y, step_seconds=0.01, left=60.0, rng=np.random.default_rng(0))
-    assert calibration is None and "knots were learned" in note
+
+
+def test_the_held_out_copy_is_the_fitted_model():
+    """auto_validation.fixed_copy, conditioned on all rows in the standardized units, predicts
+    what the fitted model predicts: Vecchia with its prediction neighbours, and Nystrom-VFE
+    with the knots it learned (a copy that chose its knots again would be another model),
+    so that the held-out calibration's errors are the chosen model's."""
+    from scalegp.estimators import auto_calibration, auto_validation
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 3, (800, 3)) * [1, 10, 0.1] + [0, 5, 2]
+    y = 5 * np.sin(X[:, 0]) + 0.3 * X[:, 1] + (0.05 + 0.3 * X[:, 0]) * rng.standard_normal(800)
+    models = [sg.LowRankGPRegressor(approximation=sg.Nystrom(
+                  n_components=30, objective="vfe", knots="random", learn_knots=10),
+                  random_state=0),
+              sg.VecchiaGPRegressor(kernel="matern32", n_neighbors=10,
+                                    n_neighbors_predict="auto", random_state=0)]
+    Xs, ys, y_std = auto_validation.standardized(X, y, True, True)
+    for model in models:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X, y)
+        copy = auto_validation.fixed_copy(model).fit(Xs, ys)
+        mean, std = model.predict(X[:50], return_std=True)
+        copy_mean, copy_std = copy.predict(Xs[:50], return_std=True)
+        np.testing.assert_allclose(copy_mean * y_std + y.mean(), mean, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(copy_std * y_std, std, rtol=1e-10, atol=1e-12)
+        calibration, note = auto_calibration.calibrate_held_out(
+            model, X, y, step_seconds=0.01, left=60.0, rng=np.random.default_rng(0))
+        assert note.startswith("predictive variance") and "80 held-back rows" in note
+    # on part of the rows the copy keeps the learned knots, not knots of those rows
+    part = auto_validation.fixed_copy(models[0]).fit(Xs[100:], ys[100:])
+    np.testing.assert_array_equal(part.feature_map_.knots, models[0].feature_map_.knots)
 
 
 def test_gp_regressor_calibrates_on_the_pilot_path(monkeypatch, tmp_path):

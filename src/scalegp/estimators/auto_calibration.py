@@ -12,18 +12,19 @@ not see. Two sources, one per path of :func:`scalegp.estimators.auto.select`:
 - **The pilot path** (large n) fits the chosen model on all rows; there
   :func:`calibrate_held_out` holds back ``HELD_OUT_SHARE`` of the rows, at most
   ``HELD_OUT_ROWS``, conditions a copy of the fitted model at its learned hyperparameters
-  (and Vecchia's prediction neighbours) on the others, and learns h from the held-back
-  rows' errors and variances, its nested cross-validation on five folds of them. The
+  (Vecchia's prediction neighbours and a Nystrom model's learned knots as they are:
+  :func:`scalegp.estimators.auto_validation.fixed_copy`) on the others, and learns h from
+  the held-back rows' errors and variances, its nested cross-validation on five folds of
+  them. The
   fitted model is not changed; the copy conditions on 90 % of the rows, as each fold of
   the validated choice's 5-fold cross-validation on 80 %. Its price: the copy's
   conditioning (``COPY_STEPS`` of the chosen configuration's steps), its prediction of
   the held-back rows (timed on ``PROBE_ROWS`` of them), and an exact GP learned on the
   held-back rows (``H_EVALUATIONS`` evaluations at the measured cost of one:
-  :func:`_learning_price`). Where it is over the seconds left, or the chosen model is a
-  Nystrom model whose knots were learned (a copy would not reproduce them), the note says
-  so and the variance is not calibrated. On the panel's large sets it was kept on pol
+  :func:`_learning_price`). Where it is over the seconds left the note says so and the
+  variance is not calibrated. On the panel's large sets it was kept on pol
   (test NLPD -1.236 to -2.659), elevators, kin40k and three relief maps (East Africa
-  -1.590 to -2.688, Alps -1.130 to -2.202, Andes -1.542 to -2.993), with every RMSE as
+  -1.590 to -2.688, Alps -1.130 to -2.202, Andes -1.542 to -3.025), with every RMSE as
   before (benchmarks/results/auto-panel.md, session 15).
 
 Neither runs with known noise variances (the variances h would learn are of the rows' own
@@ -42,8 +43,7 @@ import numpy as np
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
-from . import auto_costs, auto_progress, auto_validation, configuration, variance_calibration
-from .lowrank import LowRankGPRegressor
+from . import auto_costs, auto_progress, auto_validation, variance_calibration
 
 __all__ = ["calibrate_validated", "calibrate_held_out", "HELD_OUT_ROWS", "HELD_OUT_SHARE"]
 
@@ -88,10 +88,6 @@ def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng
     docstring): (calibration or None, note). ``step_seconds``: the chosen configuration's
     seconds per step (``Candidate.conditioning_seconds``); ``left``: the budget's seconds
     left."""
-    if isinstance(estimator, LowRankGPRegressor) and configuration.resolve(
-            estimator.approximation, estimator.local).learn_knots:
-        return None, NOT_CALIBRATED + ("its Nystrom knots were learned on all rows, which "
-                                       "a copy conditioned on part of them would not have")
     n = y.size
     rows = min(HELD_OUT_ROWS, int(HELD_OUT_SHARE * n))
     if rows < auto_validation.MIN_VALIDATED_ROWS:

@@ -354,12 +354,17 @@ def fixed_copy(fitted):
     """An unfitted copy of ``fitted`` at its learned hyperparameters (no learning) for
     inputs and targets standardized as ``fitted`` standardized them (:func:`standardized`);
     Vecchia's prediction neighbours as chosen on all rows, not chosen again on each part:
-    the score is the fitted model's (and five choices cost seconds on 3,000 rows)."""
+    the score is the fitted model's (and five choices cost seconds on 3,000 rows); a global
+    Nystrom model's learned knots as they are (in those standardized inputs)."""
     fixed = clone(fitted).set_params(kernel=fitted.kernel_,
                                      noise_variance=fitted.noise_variance_, optimize=False,
                                      normalize_X=False, normalize_y=False)
     if getattr(fitted, "prediction_rmse_", None) is not None:
         fixed.set_params(n_neighbors_predict=fitted.prediction_neighbors_)
+    if isinstance(fitted, LowRankGPRegressor) and isinstance(fitted.approximation, Nystrom) \
+            and fitted.local is None and fitted.approximation.learn_knots:
+        fixed.set_params(approximation=clone(fitted.approximation).set_params(
+            knots=fitted.feature_map_.knots, learn_knots=0))
     return fixed
 
 
