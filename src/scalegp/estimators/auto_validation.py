@@ -108,7 +108,7 @@ from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
            "validated_candidates", "measured_slowdowns", "learn_and_score",
-           "restart_leaders"]
+           "restart_leaders", "fixed_copy", "held_out_residuals"]
 
 #: Kernel families compared when the user names none. Matern-3/2 since session 7: the
 #: best configurations found for pol and protein use it (vecchia-uci.md), and auto's pilot
