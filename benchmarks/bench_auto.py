@@ -45,7 +45,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.special
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -54,6 +53,7 @@ import machine  # noqa: E402
 
 import scalegp as sg  # noqa: E402
 from scalegp.estimators import auto  # noqa: E402
+from scalegp.metrics import central_interval  # noqa: E402
 
 DATA_DIR = ROOT.parent / "shared" / "data" / "uci"
 PANEL = ("yacht", "concrete", "energy", "airfoil", "housing", "autompg", "wine", "servo",
@@ -318,8 +318,7 @@ def coverage_line(name, model, X_test, y_test) -> str:
 
 def gaussian_interval(estimator, X, level):
     mean, std = estimator.predict(X, return_std=True, include_noise=True)
-    half = scipy.special.ndtri(0.5 + level / 2) * std
-    return mean - half, mean + half
+    return central_interval(mean, std, level)
 
 
 def across_folds(logged: dict, names: list) -> tuple[dict, list]:

@@ -193,3 +193,11 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     if int(value) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_level(level, name: str = "level") -> float:
+    """The level of a central interval: a real number strictly between 0 and 1."""
+    if (isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real)
+            or not 0.0 < float(level) < 1.0):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {level!r}")
+    return float(level)

@@ -13,14 +13,13 @@ and returns a Python ``float``.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.stats
 
 from scalegp import linalg
 from scalegp._memory import check_bytes
-from scalegp._validation import as_generator, check_matrix, check_positive_int, check_vector
+from scalegp._validation import (as_generator, check_level, check_matrix, check_positive_int,
+                                 check_vector)
 from scalegp.errors import NotPositiveDefiniteError
 
 __all__ = [
@@ -28,6 +27,8 @@ __all__ = [
     "nlpd",
     "msll",
     "coverage",
+    "gaussian_log_density",
+    "central_interval",
     "kernel_approximation_error",
     "sample_kernel_approximation_error",
     "kl_divergence_factorized",
@@ -142,8 +143,21 @@ def _validate_predictive(y_true, mean, var):
     return y_true, mean, var
 
 
+def gaussian_log_density(errors, variances) -> np.ndarray:
+    """log N(e; 0, v), row by row, for errors e = y - mu and variances v (unchecked: the
+    public scores validate their inputs first)."""
+    return -0.5 * (_LOG_2PI + np.log(variances)) - errors ** 2 / (2.0 * variances)
+
+
 def _gaussian_nll(y: np.ndarray, mean, var) -> np.ndarray:
-    return 0.5 * (_LOG_2PI + np.log(var)) + (y - mean) ** 2 / (2.0 * var)
+    return -gaussian_log_density(y - mean, var)
+
+
+def central_interval(mean, std, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) = mean -+ z std, z = Phi^-1((1 + level) / 2): the central ``level``
+    interval of Gaussian predictions."""
+    half = float(scipy.stats.norm.ppf(0.5 + 0.5 * check_level(level))) * np.asarray(std)
+    return mean - half, mean + half
 
 
 def nlpd(y_true, mean, var) -> float:
@@ -258,13 +272,10 @@ def coverage(y_true, mean, var, level=0.95) -> float:
     float
         The empirical coverage, in [0, 1].
     """
-    if (isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real)
-            or not 0.0 < float(level) < 1.0):
-        raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
+    check_level(level)
     y_true, mean, var = _validate_predictive(y_true, mean, var)
-    z = float(scipy.stats.norm.ppf(0.5 + 0.5 * float(level)))
-    inside = np.abs(y_true - mean) <= z * np.sqrt(var)
-    return float(np.mean(inside))
+    lower, upper = central_interval(mean, np.sqrt(var), level)
+    return float(np.mean((lower <= y_true) & (y_true <= upper)))
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -16,7 +16,9 @@ equal-tailed interval.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ndtri
+
+from ._validation import check_level
+from .metrics import central_interval
 
 __all__ = ["new_figure", "plot_prediction", "plot_map", "plot_calibration",
            "plot_length_scales", "plot_learning_curve", "interval_coverage"]
@@ -42,15 +44,13 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, figsize=None, dpi=None, layout
 
 def _interval(estimator, X, level: float, include_noise: bool):
     """(mean, lower, upper) of the central ``level`` predictive interval at X."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    check_level(level)
     if hasattr(estimator, "predict_interval"):
         mean = estimator.predict(X)
         lower, upper = estimator.predict_interval(X, level, include_noise=include_noise)
         return mean, lower, upper
     mean, std = estimator.predict(X, return_std=True, include_noise=include_noise)
-    half = ndtri(0.5 + level / 2.0) * std
-    return mean, mean - half, mean + half
+    return (mean, *central_interval(mean, std, level))
 
 
 def plot_prediction(estimator, X, *, X_train=None, y_train=None, level: float = 0.95,

@@ -10,7 +10,6 @@ import sys
 import time
 
 import numpy as np
-from scipy.special import ndtri
 
 from .._output import CSV_SUFFIXES, PNG_SUFFIXES, check_output_path
 from ..data.readers import STDIN, open_reader, read_standard_input, select_columns
@@ -20,6 +19,7 @@ from ..engine.noise import power_of_two_scale
 from ..errors import NonFiniteResultError
 from ..estimators.configuration import make_approximation
 from ..estimators.gibbs import GibbsGPRegressor
+from ..metrics import central_interval
 from . import options
 from .common import (CommandError, _describe_header, _log, _parse_options, _progress,
                      require_matplotlib)
@@ -118,8 +118,7 @@ def _interval(model, X, level: float, include_noise: bool, mean, std) -> list:
     ``predict_interval`` where it has one, else mean +- z_{(1+p)/2} std."""
     if hasattr(model, "predict_interval"):
         return list(model.predict_interval(X, level, include_noise=include_noise))
-    half = ndtri(0.5 + level / 2.0) * std
-    return [mean - half, mean + half]
+    return list(central_interval(mean, std, level))
 
 
 def _variance_option(args, model) -> dict:

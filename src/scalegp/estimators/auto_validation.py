@@ -68,10 +68,11 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    left, and for at most ``RESTART_SHARE`` times the seconds of steps 2-3. Where that
    end has passed, the calibration runs and no restart (on the panel's wine the restarts
    ran to 54 s of 60 and left 6.3 s for a calibration priced at 8.8 s; auto-panel.md,
-   session 15). A likelihood has local optima: on the panel's concrete data the exact GP with the Matern-5/2 kernel gained 3.8 nats from four
-   random starts in its box (``n_restarts=4``) and its cross-validated NLPD fell from 0.133
-   to 0.113; on yacht these restarts gained 7.2 nats, and the test RMSE fell from 0.190 to
-   0.123 (auto-panel.md, session 7). Each restart is scored as in step 3, and replaces
+   session 15). A likelihood has local optima: on the panel's concrete data the exact GP
+   with the Matern-5/2 kernel gained 3.8 nats from four random starts in its box
+   (``n_restarts=4``) and its cross-validated NLPD fell from 0.133 to 0.113; on yacht
+   these restarts gained 7.2 nats, and the test RMSE fell from 0.190 to 0.123
+   (auto-panel.md, session 7). Each restart is scored as in step 3, and replaces
    the fit only where its cross-validated NLPD is lower by more than ``RESTART_CV_GAIN``:
    the criterion that chooses among candidates in step 5 also chooses among the optima of
    one likelihood. The highest optimum is not always the one that predicts best: on energy
@@ -99,11 +100,11 @@ from sklearn.base import clone
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
+from ..metrics import gaussian_log_density
 from . import auto_costs, auto_progress
 from .configuration import Nystrom
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
-from .variance_calibration import gaussian_log_density
 from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
@@ -373,11 +374,20 @@ def held_out_residuals(fitted, X, y, held) -> tuple[np.ndarray, np.ndarray]:
     :func:`fixed_copy` conditioned on the other rows, in the units ``fitted`` learned its
     kernel in."""
     Xs, ys, _ = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
+    return _conditioned_residuals(fixed_copy(fitted), Xs, ys, held)
+
+
+def _conditioned_residuals(fixed, Xs, ys, held, sample_noise_variance=None):
+    """The errors and predictive variances of a new observation (the known noise variance
+    added) at the rows ``held`` of the unfitted ``fixed`` conditioned on the other rows."""
     train = np.ones(ys.size, dtype=bool)
     train[held] = False
-    model = fixed_copy(fitted).fit(Xs[train], ys[train])
+    model = clone(fixed).fit(Xs[train], ys[train], **rows_noise(sample_noise_variance, train))
     mean, std = model.predict(Xs[held], return_std=True, include_noise=True)
-    return ys[held] - mean, std ** 2
+    variances = std ** 2
+    if sample_noise_variance is not None:
+        variances = variances + sample_noise_variance[held]
+    return ys[held] - mean, variances
 
 
 def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *,
@@ -397,15 +407,8 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         began = time.perf_counter()
         if began + longest > end:
             raise TimeBudgetExceeded("the next fold of the scoring would end past the budget")
-        train = np.ones(ys.size, dtype=bool)
-        train[held] = False
-        model = clone(fixed).fit(Xs[train], ys[train],
-                                 **rows_noise(sample_noise_variance, train))
-        mean, std = model.predict(Xs[held], return_std=True, include_noise=True)
-        var = std ** 2
-        if sample_noise_variance is not None:
-            var = var + sample_noise_variance[held]
-        errors[held], variances[held] = ys[held] - mean, var
+        errors[held], variances[held] = _conditioned_residuals(fixed, Xs, ys, held,
+                                                               sample_noise_variance)
         longest = max(longest, time.perf_counter() - began)
     candidate.cv_rmse = float(np.sqrt(np.mean(errors ** 2)))
     candidate.cv_nlpd = -float(np.mean(gaussian_log_density(errors, variances)))

@@ -19,16 +19,15 @@ import warnings
 from numbers import Real
 
 import numpy as np
-from scipy.special import ndtri
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import kernels
+from .. import kernels, metrics
 from ..errors import TimeBudgetExceeded
-from .._validation import as_generator
+from .._validation import as_generator, check_level
 from ..inference import optimize
-from . import auto, auto_calibration, auto_progress, configuration, variance_calibration
+from . import auto, auto_calibration, auto_progress, configuration
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -371,15 +370,13 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         lower, upper : ndarray (n_test,)
         """
         check_is_fitted(self, "estimator_")
-        if isinstance(level, bool) or not isinstance(level, Real) or not 0.0 < level < 1.0:
-            raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+        check_level(level)
         X = validate_data(self, X, reset=False)
         mean, std = self.estimator_.predict(X, return_std=True, include_noise=include_noise)
         calibration = self.variance_calibration_
         if calibration is None or not include_noise:
-            half = ndtri(0.5 + level / 2.0) * std
-        else:
-            half = calibration.half_width(X, std ** 2, level)
+            return metrics.central_interval(mean, std, level)
+        half = calibration.half_width(X, std ** 2, level)
         return mean - half, mean + half
 
     def log_predictive_density(self, X, y) -> np.ndarray:
@@ -391,7 +388,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, reset=False, y_numeric=True)
         mean, std = self.estimator_.predict(X, return_std=True, include_noise=True)
         if self.variance_calibration_ is None:
-            return variance_calibration.gaussian_log_density(y - mean, std ** 2)
+            return metrics.gaussian_log_density(y - mean, std ** 2)
         return self.variance_calibration_.log_density(X, y - mean, std ** 2)
 
     def sample_y(self, X, n_samples=1, random_state=0):

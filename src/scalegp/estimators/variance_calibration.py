@@ -55,6 +55,7 @@ from sklearn.base import clone
 
 from .exact import ExactGPRegressor
 from .. import kernels
+from ..metrics import gaussian_log_density
 
 __all__ = ["VarianceCalibration", "learn", "mixture_log_density", "mixture_half_width",
            "LOG_CHI2_MEAN",
@@ -87,11 +88,6 @@ _INTERVAL_NODES, _INTERVAL_WEIGHTS = np.polynomial.hermite_e.hermegauss(INTERVAL
 _INTERVAL_WEIGHTS = _INTERVAL_WEIGHTS / _INTERVAL_WEIGHTS.sum()
 #: Rows per block of the interval's quadrature (a block holds rows x nodes numbers).
 INTERVAL_BLOCK = 4096
-
-
-def gaussian_log_density(errors, variances) -> np.ndarray:
-    """log N(e; 0, v), row by row."""
-    return -0.5 * (np.log(2 * np.pi * variances) + errors ** 2 / variances)
 
 
 def mixture_log_density(errors, variances, m, s) -> np.ndarray:
