@@ -135,7 +135,7 @@ ROUGH_LENGTH_RATIO = 0.1
 
 def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, rng,
                          estimator_params, sample_noise_variance, started,
-                         calibrate_variance=True):
+                         calibrate_variance=True, measurement_variances=False):
     """The validated choice (:mod:`scalegp.estimators.auto_validation`) where its cheapest
     candidate fits the budgets and no tolerance relative to the exact GP is asked; else
     None (the pilot decides)."""
@@ -155,7 +155,8 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     auto_validation.learn_and_score(
         X, y, within, time_budget=time_budget, rng=rng,
         sample_noise_variance=sample_noise_variance, started=started,
-        calibrating=calibrate_variance and sample_noise_variance is None)
+        calibrating=calibrate_variance and (sample_noise_variance is None
+                                            or measurement_variances))
     if n < auto_validation.MIN_VALIDATED_ROWS:
         best = next(c for c in within if c.seconds is not None)
         reason = (f"n = {n} < {auto_validation.MIN_VALIDATED_ROWS} rows, too few to "
@@ -174,7 +175,7 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     calibration, note = None, ""
     if calibrate_variance:
         calibration, note = auto_calibration.calibrate_validated(
-            X, best, found, sample_noise_variance,
+            X, best, found, None if measurement_variances else sample_noise_variance,
             time_budget - (time.perf_counter() - started))
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
                      auto_costs.machine_rate(), 1.0, notes=[note] if note else [],
@@ -452,7 +453,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
            tolerance=None, random_state=None, rate: float | None = None,
            pilot: Pilot | None = None, kernel=None,
            sample_noise_variance=None, estimator_params=None,
-           calibrate_variance: bool = True) -> Selection:
+           calibrate_variance: bool = True, measurement_variances: bool = False) -> Selection:
     """Choose a configuration for (X, y) (module docstring).
 
     Parameters
@@ -484,6 +485,10 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
     calibrate_variance : bool, default=True
         Learn the validated choice's variance calibration
         (:func:`scalegp.estimators.auto_calibration.calibrate_validated`).
+    measurement_variances : bool, default=False
+        ``sample_noise_variance`` are the measurement-error variances tau^2 / n_g of the
+        group means of repeated inputs (:mod:`scalegp.estimators.replicates`), whose value
+        for a new row (tau^2) is known: the variance is calibrated all the same.
     """
     X = check_matrix(X, "X")
     y = check_vector(y, "y", n_samples=X.shape[0])
@@ -503,7 +508,7 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
                   **(estimator_params or {})}
         validated = _validated_selection(X, y, families, time_budget, memory_budget,
                                          tolerance, rng, params, sample_noise_variance,
-                                         started, calibrate_variance)
+                                         started, calibrate_variance, measurement_variances)
         if validated is not None:
             return validated
     Xs, ys, y_std = auto_validation.standardized(X, y, True, True)

@@ -28,7 +28,9 @@ not see. Two sources, one per path of :func:`scalegp.estimators.auto.select`:
   before (benchmarks/results/auto-panel.md, session 15).
 
 Neither runs with known noise variances (the variances h would learn are of the rows' own
-noise; a new row's is the user's to add) or with a tolerance relative to the exact GP
+noise; a new row's is the user's to add), except the measurement-error variances of the
+group means of repeated inputs (:mod:`scalegp.estimators.replicates`), whose value for a
+new row is known, or with a tolerance relative to the exact GP
 (the calibration would move the predictive distribution away from the exact GP's, which
 the tolerance measures).
 """
@@ -83,11 +85,13 @@ def calibrate_validated(X, best, found: list, sample_noise_variance, left: float
     return _learn(X, best.cv_errors, best.cv_variances, best.cv_folds, price, left)
 
 
-def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng):
+def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng,
+                       measurement_variances=None):
     """The pilot path's calibration of the fitted ``estimator`` from held-back rows (module
     docstring): (calibration or None, note). ``step_seconds``: the chosen configuration's
     seconds per step (``Candidate.conditioning_seconds``); ``left``: the budget's seconds
-    left."""
+    left; ``measurement_variances``: the rows' measurement-error variances where they are
+    group means of repeated inputs (:mod:`scalegp.estimators.replicates`), else None."""
     n = y.size
     rows = min(HELD_OUT_ROWS, int(HELD_OUT_SHARE * n))
     if rows < auto_validation.MIN_VALIDATED_ROWS:
@@ -103,7 +107,8 @@ def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng
     auto_progress.stage("calibrating the predictive variance on held-back rows")
     start = time.perf_counter()
     try:
-        errors, variances = auto_validation.held_out_residuals(estimator, X, y, held)
+        errors, variances = auto_validation.held_out_residuals(estimator, X, y, held,
+                                                               measurement_variances)
     except FAILURES as error:        # the fitted model stands; only its calibration fails
         return None, NOT_CALIBRATED + f"its held-out copy failed: {error}"
     conditioned = time.perf_counter() - start

@@ -369,12 +369,15 @@ def fixed_copy(fitted):
     return fixed
 
 
-def held_out_residuals(fitted, X, y, held) -> tuple[np.ndarray, np.ndarray]:
-    """The errors and predictive variances (noise included) at the rows ``held`` of
-    :func:`fixed_copy` conditioned on the other rows, in the units ``fitted`` learned its
-    kernel in."""
-    Xs, ys, _ = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
-    return _conditioned_residuals(fixed_copy(fitted), Xs, ys, held)
+def held_out_residuals(fitted, X, y, held, sample_noise_variance=None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The errors and predictive variances (noise included, the rows' known noise variances
+    too) at the rows ``held`` of :func:`fixed_copy` conditioned on the other rows, in the
+    units ``fitted`` learned its kernel in."""
+    Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
+    if sample_noise_variance is not None:
+        sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
+    return _conditioned_residuals(fixed_copy(fitted), Xs, ys, held, sample_noise_variance)
 
 
 def _conditioned_residuals(fixed, Xs, ys, held, sample_noise_variance=None):

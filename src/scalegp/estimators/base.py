@@ -563,4 +563,6 @@ def _repeated_records_warnings(posterior, data) -> list:
             "targets' variance: repeated identical targets tell the likelihood there is no "
             "noise, so the model interpolates them. If they are copies of one record, drop "
             "them before fitting; if they are real replicate measurements (a discrete target), "
-            "set a lower bound on the noise (noise_variance_bounds)", FitQualityWarning)]
+            "set a lower bound on the noise (noise_variance_bounds); GPRegressor() splits the "
+            "noise into a micro-scale and a measurement part there (docs/choosing.md, "
+            "'Repeated inputs')", FitQualityWarning)]

@@ -16,6 +16,7 @@ from .._validation import check_positive_scalar
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
 from ..estimators.auto_selection import Selection
+from ..estimators.replicates import Replicates
 from ..estimators.variance_calibration import VarianceCalibration
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.gp_regressor import GPRegressor
@@ -24,7 +25,7 @@ from ..inference.optimize import OptimizationResult
 from ..stored import Array, Value, alternatives, declarations
 from .checks import CheckedFile
 from .safety import _Archive, _short
-from .schema import (CALIBRATION_PREFIX, ESTIMATORS, FRONT_DOOR_PARAMS_ADDED, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
+from .schema import (CALIBRATION_PREFIX, REPLICATES_PREFIX, ESTIMATORS, FRONT_DOOR_PARAMS_ADDED, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
                      PARAMS_ADDED, SECTIONS)
 
 
@@ -162,7 +163,8 @@ class _Reader(CheckedFile):
             return estimator
         keys = (("params", "object"),) + (
             () if entry.get("auto_selection", 0) is None else (("auto_selection", "object"),)
-        ) + ((("variance_calibration", "object"),) if "variance_calibration" in entry else ())
+        ) + ((("variance_calibration", "object"),) if "variance_calibration" in entry else ()
+             ) + ((("replicates", "object"),) if "replicates" in entry else ())
         if "auto_selection" not in entry:
             self.require(entry, "auto_selection", "front_door.")
         self._check_entries_of({k: v for k, v in entry.items()
@@ -189,10 +191,34 @@ class _Reader(CheckedFile):
                              f"{error}") from None
         model.estimator_ = estimator
         model.variance_calibration_ = self.variance_calibration(entry.get("variance_calibration"))
+        model.replicates_ = self.replicates(entry.get("replicates"))
         model.n_features_in_ = estimator.n_features_in_
         if hasattr(estimator, "feature_names_in_"):
             model.feature_names_in_ = estimator.feature_names_in_
         return model
+
+    def replicates(self, entry):
+        """A GPRegressor's grouping of repeated inputs (metadata ``front_door.replicates``
+        and the arrays ``replicates.inputs``, ``.means`` and ``.counts``); None where the
+        file has none (and then none of its arrays)."""
+        arrays = {name: self.optional_array(REPLICATES_PREFIX + name)
+                  for name in Replicates.STATE_ARRAYS}
+        if entry is None:
+            if any(value is not None for value in arrays.values()):
+                raise self.error(f"has {REPLICATES_PREFIX}* arrays without metadata "
+                                 "'front_door.replicates'")
+            return None
+        path = "front_door.replicates"
+        self._check_entries_of(entry, path, tuple((name, "number")
+                                                  for name in Replicates.STATE_VALUES))
+        if any(value is None for value in arrays.values()):
+            raise self.error(f"has metadata {path!r} but not all of the arrays "
+                             f"{REPLICATES_PREFIX}{{{','.join(Replicates.STATE_ARRAYS)}}}")
+        try:
+            return Replicates.from_state(arrays, entry)
+        except ValueError as error:
+            raise self.error(f"has a grouping of repeated inputs that cannot be rebuilt: "
+                             f"{error}") from None
 
     def variance_calibration(self, entry):
         """A GPRegressor's variance calibration (metadata ``front_door.variance_calibration``

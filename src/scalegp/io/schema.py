@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..engine import Posterior, exact
 from ..estimators.exact import ExactGPRegressor
+from ..estimators.replicates import Replicates
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..estimators.vecchia import VecchiaGPRegressor
@@ -46,6 +47,12 @@ GIBBS_PREFIX = "gibbs."
 #: Prefix of the arrays of a GPRegressor's variance calibration
 #: (:mod:`scalegp.estimators.variance_calibration`): its rows X and log ratios t.
 CALIBRATION_PREFIX = "variance_calibration."
+
+
+#: Prefix of the arrays of a GPRegressor learned on repeated inputs
+#: (:mod:`scalegp.estimators.replicates`): the distinct inputs, their mean targets and
+#: row counts.
+REPLICATES_PREFIX = "replicates."
 
 
 ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor,
@@ -281,6 +288,9 @@ ARRAY_FIELDS = (
                 optional=True),
     _ArrayField(CALIBRATION_PREFIX + "t", ("calibration_rows",), estimators=OPTIMIZED,
                 optional=True),
+    # a GPRegressor learned on repeated inputs (metadata front_door.replicates, likewise)
+    *(_ArrayField(REPLICATES_PREFIX + name, shape, estimators=OPTIMIZED, optional=True)
+      for name, shape in Replicates.STATE_ARRAYS.items()),
 )
 
 
