@@ -57,11 +57,8 @@ def test_no_repeated_input_and_signed_zero():
     assert replicates.group_rows(X, rng.normal(size=50)) is None
     X[1] = X[0]
     X[0, 1], X[1, 1] = 0.0, -0.0                          # equal inputs, different bits
-    y = rng.normal(size=50)
-    y[1] = y[0]
-    grouped = replicates.group_rows(X, y)
-    assert grouped is not None and len(grouped.inputs) == 49
-    assert grouped.groups_of(X[:2]).tolist() == [grouped.groups_of(X[:1])[0]] * 2
+    inputs, index, counts = replicates._distinct(X)
+    assert len(inputs) == 49 and index[0] == index[1] and counts[index[0]] == 2
 
 
 def test_identical_targets_take_the_floor_and_no_known_variances():
@@ -100,6 +97,10 @@ def test_no_split_where_repeated_rows_disagree():
     assert replicates.group_rows(X, y) is None
     X, y, _, _ = _repeated()
     assert replicates.group_rows(X, y) is not None
+    # 5 copies among 125 rows: 4 % of the rows repeat an input
+    _, _, inputs, values = _repeated()
+    X, y = np.vstack([inputs, inputs[:5]]), np.concatenate([values, values[:5]])
+    assert replicates._distinct(X) is not None and replicates.group_rows(X, y) is None
 
 
 def _dense_prediction(X, y, Xt, kernel, micro, tau2):
@@ -171,9 +172,9 @@ def test_gp_regressor_learns_the_split_and_round_trips(tmp_path):
                                model.log_predictive_density(X[:30], y[:30]), rtol=1e-12)
 
 
-def test_known_noise_variances_and_explicit_models_keep_the_rows():
-    """Both fit the rows as given, and the copies' identical targets drive the noise to
-    its floor, which the fit says."""
+def test_known_noise_variances_explicit_models_and_tolerances_keep_the_rows():
+    """They fit the rows as given, and the copies' identical targets drive the noise to its
+    floor, which the fit says."""
     X, y, _, _ = _repeated(seed=5)
     with pytest.warns(sg.errors.FitQualityWarning, match="Repeated inputs"):
         model = sg.GPRegressor(random_state=0, time_budget=10).fit(
@@ -181,6 +182,8 @@ def test_known_noise_variances_and_explicit_models_keep_the_rows():
     assert model.replicates_ is None
     with pytest.warns(sg.errors.FitQualityWarning, match="repeat an earlier row"):
         model = sg.GPRegressor(approximation="exact").fit(X, y)
+    assert model.replicates_ is None
+    model = sg.GPRegressor(random_state=0, time_budget=10, tolerance=1.1).fit(X, y)
     assert model.replicates_ is None
 
 

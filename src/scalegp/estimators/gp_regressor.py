@@ -117,8 +117,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         The calibration of the predictive variance by the inputs, where ``auto`` kept one
         (``selection_.notes`` says why or why not); None otherwise.
     replicates_ : Replicates or None
-        Where ``auto`` found training rows that repeat an input (and no known noise
-        variances were given): the rows grouped by input, the measurement-error variance
+        Where ``auto`` found training rows that repeat an input (and neither known noise
+        variances nor a ``tolerance``, which is relative to the exact GP of the rows as
+        given, were given): the rows grouped by input, the measurement-error variance
         tau^2 from the targets' spread within the groups (:mod:`scalegp.estimators.replicates`).
         ``estimator_`` is then fitted on the distinct inputs' mean targets with known
         variances tau^2 / n_g, and its ``noise_variance_`` is the micro-scale variance;
@@ -201,8 +202,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             self.selection_ = None
             self.estimator_ = self._explicit().fit(X, y, progress=progress, **params)
             return self
-        if sample_noise_variance is None:
-            # repeated inputs: the model learns on the group means (replicates, Eq. R.1)
+        if sample_noise_variance is None and self.tolerance is None:
+            # repeated inputs: the model learns on the group means (replicates, Eq. R.1);
+            # a tolerance is relative to the exact GP of the rows as given
             self.replicates_ = replicates.group_rows(X, y)
             if self.replicates_ is not None:
                 X, y = self.replicates_.inputs, self.replicates_.means
