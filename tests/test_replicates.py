@@ -232,3 +232,44 @@ def test_a_model_file_with_a_broken_grouping_is_refused(tmp_path):
     np.savez(broken, **arrays)
     with pytest.raises(sg.errors.InvalidModelFileError, match="replicates"):
         sg.io.load(broken)
+
+
+def test_split_nugget_forces_or_forbids_the_split():
+    X, y, _, _ = _repeated(seed=11, copies=0.0)             # the rules say no (no copies)
+    assert sg.GPRegressor(random_state=0, time_budget=10).fit(X, y).replicates_ is None
+    forced = sg.GPRegressor(random_state=0, time_budget=10, split_nugget=True).fit(X, y)
+    assert forced.replicates_ is not None and "repeat an input" in forced.selection_.notes[0]
+    X, y, _, _ = _repeated(seed=11)                          # the rules say yes
+    assert sg.GPRegressor(random_state=0, time_budget=10, split_nugget=False,
+                          calibrate_variance=False).fit(X, y).replicates_ is None
+    for extra in ({"sample_noise_variance": np.full(len(y), 1e-4)},):
+        with pytest.raises(ValueError, match="split_nugget=True"):
+            sg.GPRegressor(time_budget=10, split_nugget=True).fit(X, y, **extra)
+    with pytest.raises(ValueError, match="split_nugget=True"):
+        sg.GPRegressor(time_budget=10, split_nugget=True, tolerance=1.1).fit(X, y)
+    with pytest.raises(ValueError, match="split_nugget only apply"):
+        sg.GPRegressor(approximation="exact", split_nugget=True).fit(X, y)
+
+
+def test_command_line_splits_and_can_be_told_not_to(tmp_path):
+    """``scalegp fit`` (auto) splits the nugget of repeated inputs, says so, stores the
+    groups and predicts from them; ``--no-nugget-split`` fits the rows as given."""
+    import subprocess
+    import sys
+    X, y, _, _ = _repeated(seed=12, distinct=80, rows=180)
+    table = tmp_path / "train.csv"
+    table.write_text("a,b,target\n" + "".join(f"{float(u)!r},{float(v)!r},{float(w)!r}\n"
+                                              for (u, v), w in zip(X, y)))
+    found = {}
+    for name, extra in (("split", ()), ("rows", ("--no-nugget-split",))):
+        model = tmp_path / f"{name}.npz"
+        result = subprocess.run(
+            [sys.executable, "-m", "scalegp", "fit", str(table), "--target", "target",
+             "--time-budget", "10", "--seed", "0", "--out", str(model), *extra],
+            capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        found[name] = (result.stdout + result.stderr, sg.io.load(model))
+    assert "repeat an input" in found["split"][0]
+    assert found["split"][1].replicates_ is not None
+    assert "repeat an input" not in found["rows"][0]
+    assert found["rows"][1].replicates_ is None and found["rows"][1].split_nugget is False

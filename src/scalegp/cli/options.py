@@ -155,6 +155,7 @@ FLAGS = (
     Flag("--memory-budget", (GPRegressor,), "memory_budget"),
     Flag("--tolerance", (GPRegressor,), "tolerance"),
     Flag("--no-variance-calibration", (GPRegressor,), "calibrate_variance", negated=True),
+    Flag("--no-nugget-split", (GPRegressor,), "split_nugget", negated=True),
     # the Gibbs sampler
     Flag("--n-iter", (GibbsGPRegressor,), "n_iter"),
     Flag("--burn-in", (GibbsGPRegressor,), "burn_in"),
@@ -484,6 +485,9 @@ def add_auto_flags(group) -> None:
     add_flag(group, "no_variance_calibration", "keep the chosen model's Gaussian predictive "
              "distribution: no calibration of its variance by the inputs from its "
              "cross-validated errors (docs/choosing.md, \"Calibrated predictive variances\")")
+    add_flag(group, "no_nugget_split", "fit repeated inputs row by row: no split of the noise "
+             "into micro-scale variation and measurement error on the distinct inputs' mean "
+             "targets (docs/choosing.md, \"Repeated inputs\")")
 
 
 def add_learning_flags(group) -> None:

@@ -50,7 +50,8 @@ ESTIMATORS = {cls.__name__: cls for cls in (ExactGPRegressor, LowRankGPRegressor
 #: estimators' default).
 _GAUSSIAN = "gaussian"
 #: Parameters that only ``approximation="auto"`` reads.
-AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance", "calibrate_variance")
+AUTO_PARAMETERS = ("time_budget", "memory_budget", "tolerance", "calibrate_variance",
+                   "split_nugget")
 
 
 class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
@@ -103,6 +104,13 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         calibrated model's predictive distribution of a new observation is a scale mixture
         of Gaussians (``log_predictive_density``, ``predict_interval``); its mean, and so
         the RMSE, is the chosen model's. False: never.
+    split_nugget : None or bool, default=None
+        ``auto`` only. Where training rows repeat an input, learn on the distinct inputs'
+        mean targets with the nugget split into micro-scale variation and measurement
+        error (``replicates_``; :mod:`scalegp.estimators.replicates`). None: where its
+        rules hold (enough repeated rows, most with identical targets, a micro-scale part
+        left); True: wherever an input repeats (not with known noise variances or a
+        ``tolerance``); False: never.
     random_state : None, int or Generator
         Seeds the pilot's subsample and the chosen estimator.
 
@@ -140,12 +148,14 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         "memory_budget": [None, Interval(Real, 0, None, closed="neither")],
         "tolerance": [None, Interval(Real, 1, None, closed="left"), dict],
         "calibrate_variance": [None, "boolean"],
+        "split_nugget": [None, "boolean"],
         "random_state": RANDOM_STATE_CONSTRAINT,
     }
 
     def __init__(self, approximation="auto", local=None, kernel=None, noise_variance=0.1,
                  normalize_X=True, normalize_y=True, time_budget=None, memory_budget=None,
-                 tolerance=None, calibrate_variance=None, random_state=None):
+                 tolerance=None, calibrate_variance=None, split_nugget=None,
+                 random_state=None):
         self.approximation = approximation
         self.local = local
         self.kernel = kernel
@@ -156,6 +166,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         self.memory_budget = memory_budget
         self.tolerance = tolerance
         self.calibrate_variance = calibrate_variance
+        self.split_nugget = split_nugget
         self.random_state = random_state
 
     # ----------------------------------------------------------------- fitting
@@ -202,13 +213,10 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
             self.selection_ = None
             self.estimator_ = self._explicit().fit(X, y, progress=progress, **params)
             return self
-        if sample_noise_variance is None and self.tolerance is None:
-            # repeated inputs: the model learns on the group means (replicates, Eq. R.1);
-            # a tolerance is relative to the exact GP of the rows as given
-            self.replicates_ = replicates.group_rows(X, y)
-            if self.replicates_ is not None:
-                X, y = self.replicates_.inputs, self.replicates_.means
-                sample_noise_variance = self.replicates_.known_variances()
+        self.replicates_ = self._grouped(X, y, sample_noise_variance)
+        if self.replicates_ is not None:      # learned on the group means (Eq. R.1)
+            X, y = self.replicates_.inputs, self.replicates_.means
+            sample_noise_variance = self.replicates_.known_variances()
         params = {} if sample_noise_variance is None else {
             "sample_noise_variance": sample_noise_variance}
         with auto_progress.reporting(progress, self._time_budget(), started):
@@ -229,7 +237,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                    - FINISH_STEPS * self.selection_.chosen.conditioning_seconds)
             with optimize.deadline(end, soft=True):
                 if isinstance(estimator, ExactGPRegressor):
-                    self.estimator_ = self._exact_from_two_starts(estimator, X, y, params,
+                    self.estimator_ = _exact_from_two_starts(self, estimator, X, y, params,
                                                                   end)
                 else:
                     self.estimator_ = estimator.fit(X, y, **params)
@@ -240,6 +248,20 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                     "fit took longer than its price)")
             self._calibrate_held_out(X, y, sample_noise_variance, started)
         return self
+
+    def _grouped(self, X, y, sample_noise_variance):
+        """The rows grouped by input where the nugget is split (``split_nugget``), else
+        None. Not with known noise variances, nor with a tolerance (relative to the exact GP
+        of the rows as given)."""
+        if self.split_nugget is False:
+            return None
+        if sample_noise_variance is not None or self.tolerance is not None:
+            if self.split_nugget:
+                raise ValueError("split_nugget=True does not apply with known noise variances "
+                                 "or a tolerance (relative to the exact GP of the rows as "
+                                 "given); remove one of them")
+            return None
+        return replicates.group_rows(X, y, rules=self.split_nugget is None)
 
     def _calibrate_held_out(self, X, y, sample_noise_variance, started) -> None:
         """The pilot path's variance calibration from held-back rows
@@ -286,40 +308,6 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         return _explicit_estimator(self.approximation, self.local,
                                    _GAUSSIAN if self.kernel is None else self.kernel,
                                    self._common())
-
-    def _exact_from_two_starts(self, estimator, X, y, params, end):
-        """An exact GP the pilot chose learns from the pilot's values and from the default
-        start (length scales 1, the given noise variance); the higher log likelihood is kept
-        and ``selection_.notes`` says which. The pilot's few hundred rows can start the
-        learning near a worse optimum: on concrete 4.6 nats below the default start's, with
-        test RMSE 0.2581 against 0.2485, while the tolerance mode claimed the exact GP
-        (benchmarks/results/auto-tolerance.md, session 7). The second start runs until
-        ``end`` (a ``time.perf_counter()`` time: the budget less the finishing steps) only;
-        a start stopped there is not used."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            chosen = estimator.fit(X, y, **params)
-        kept, note = caught, "the exact GP learned from the pilot's values"
-        default = clone(estimator).set_params(
-            kernel=auto.pilot_kernel(self._start_family(), X.shape[1]),
-            noise_variance=self.noise_variance)
-        try:
-            with warnings.catch_warnings(record=True) as other, \
-                    optimize.deadline(end):
-                warnings.simplefilter("always")
-                default.fit(X, y, **params)
-            gain = default.log_marginal_likelihood_value_ - chosen.log_marginal_likelihood_value_
-            if gain > 0:
-                chosen, kept = default, other
-                note = f"the exact GP learned from the default start (log likelihood +{gain:.3g})"
-            else:
-                note += f" (the default start's is {-gain:.3g} lower)"
-        except TimeBudgetExceeded:
-            note += " (a second start from the default one did not fit the time budget)"
-        self.selection_.notes.append(note)
-        for message in kept:
-            warnings.warn(message.message, message.category, stacklevel=3)
-        return chosen
 
     def _start_family(self):
         """The pilot's kernel family, else the one given, else the Gaussian."""
@@ -468,3 +456,38 @@ def _explicit_estimator(config, local, kernel, common: dict):
     if isinstance(config, configuration.Exact) and local is None:
         return ExactGPRegressor(kernel=kernel, **common)
     return LowRankGPRegressor(approximation=config, local=local, kernel=kernel, **common)
+
+
+def _exact_from_two_starts(model, estimator, X, y, params, end):
+    """An exact GP the pilot chose learns from the pilot's values and from the default
+    start (length scales 1, the given noise variance); the higher log likelihood is kept
+    and ``selection_.notes`` says which. The pilot's few hundred rows can start the
+    learning near a worse optimum: on concrete 4.6 nats below the default start's, with
+    test RMSE 0.2581 against 0.2485, while the tolerance mode claimed the exact GP
+    (benchmarks/results/auto-tolerance.md, session 7). The second start runs until
+    ``end`` (a ``time.perf_counter()`` time: the budget less the finishing steps) only;
+    a start stopped there is not used."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = estimator.fit(X, y, **params)
+    kept, note = caught, "the exact GP learned from the pilot's values"
+    default = clone(estimator).set_params(
+        kernel=auto.pilot_kernel(model._start_family(), X.shape[1]),
+        noise_variance=model.noise_variance)
+    try:
+        with warnings.catch_warnings(record=True) as other, \
+                optimize.deadline(end):
+            warnings.simplefilter("always")
+            default.fit(X, y, **params)
+        gain = default.log_marginal_likelihood_value_ - chosen.log_marginal_likelihood_value_
+        if gain > 0:
+            chosen, kept = default, other
+            note = f"the exact GP learned from the default start (log likelihood +{gain:.3g})"
+        else:
+            note += f" (the default start's is {-gain:.3g} lower)"
+    except TimeBudgetExceeded:
+        note += " (a second start from the default one did not fit the time budget)"
+    model.selection_.notes.append(note)
+    for message in kept:
+        warnings.warn(message.message, message.category, stacklevel=3)
+    return chosen

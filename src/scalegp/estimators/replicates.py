@@ -227,18 +227,19 @@ def nearest_semivariance(inputs, means) -> float:
     return float(np.mean((means - means[nearest[:, 1]]) ** 2) / 2)
 
 
-def group_rows(X, y) -> Replicates | None:
-    """The rows of (X, y) grouped by input (Eqs. R.1, R.2); None where fewer than
+def group_rows(X, y, rules: bool = True) -> Replicates | None:
+    """The rows of (X, y) grouped by input (Eqs. R.1, R.2); None where no input repeats,
+    and with ``rules`` where fewer than
     ``MIN_REPEATED_SHARE`` of the rows repeat an input, where at most ``MIN_IDENTICAL_SHARE`` of the repeated inputs have identical targets, or
     where the measurement-error variance is over ``MAX_SPLIT_SHARE`` of the nearest distinct
     inputs' semivariance (module docstring)."""
     found = _distinct(X)
-    if found is None or len(X) - len(found[0]) < MIN_REPEATED_SHARE * len(X):
+    if found is None or (rules and len(X) - len(found[0]) < MIN_REPEATED_SHARE * len(X)):
         return None
     inputs, index, counts = found
     y = np.asarray(y, dtype=float)
     means = np.bincount(index, weights=y) / counts
-    if identical_share(index, y, counts) <= MIN_IDENTICAL_SHARE:
+    if rules and identical_share(index, y, counts) <= MIN_IDENTICAL_SHARE:
         return None
     within = float(np.sum((y - means[index]) ** 2))
     dof = int(len(X) - len(inputs))
@@ -246,7 +247,8 @@ def group_rows(X, y) -> Replicates | None:
     if within / dof <= floor:        # identical targets (the means' rounding aside)
         within = 0.0
     measurement = max(within / dof, floor)
-    if len(inputs) < 2 or measurement > MAX_SPLIT_SHARE * nearest_semivariance(inputs, means):
+    if rules and (len(inputs) < 2 or measurement
+                  > MAX_SPLIT_SHARE * nearest_semivariance(inputs, means)):
         return None
     return Replicates(inputs, means, counts.astype(float), within, measurement, dof)
 

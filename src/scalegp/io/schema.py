@@ -90,7 +90,7 @@ PARAMS_ADDED = {"normalize_X": False, "signed_rule": "keep", "solver": "cholesky
 
 #: GPRegressor parameters added after schema version 1 was first written, with the value
 #: that files without them were fitted with (metadata ``front_door.params``).
-FRONT_DOOR_PARAMS_ADDED = {"calibrate_variance": False}
+FRONT_DOOR_PARAMS_ADDED = {"calibrate_variance": False, "split_nugget": False}
 
 
 #: Arrays of the input standardization (fitted attributes X_train_mean_, X_train_scale_).
