@@ -130,7 +130,8 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         given, were given): the rows grouped by input, the measurement-error variance
         tau^2 from the targets' spread within the groups (:mod:`scalegp.estimators.replicates`).
         ``estimator_`` is then fitted on the distinct inputs' mean targets with known
-        variances tau^2 / n_g, and its ``noise_variance_`` is the micro-scale variance;
+        variances tau^2 / n_g, and its ``noise_variance_`` (of the standardized targets,
+        as every estimator's) is the micro-scale variance;
         ``predict`` and the predictive densities follow Eq. R.3. None otherwise.
     kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.
     n_features_in_ : int
