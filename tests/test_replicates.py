@@ -153,6 +153,8 @@ def test_gp_regressor_learns_the_split_and_round_trips(tmp_path):
     smooth = model.estimator_.predict(inputs)
     assert np.sqrt(np.mean((smooth - values) ** 2)) > 0.1
     assert np.all(std < 0.05)
+    # the mean alone (no std computed) is the same mean
+    np.testing.assert_array_equal(model.predict(inputs), mean)
     # the latent std leaves out the measurement error only
     _, latent = model.predict(inputs, return_std=True)
     np.testing.assert_allclose(latent ** 2, std ** 2 - grouped.measurement_variance,
@@ -214,6 +216,21 @@ def test_rows_sharing_a_hash_key_are_told_apart(monkeypatch):
     np.testing.assert_array_equal(index, expected_index.ravel())
     np.testing.assert_array_equal(counts, expected_counts)
     assert replicates._distinct(np.random.default_rng(9).normal(size=(40, 3))) is None
+    grouped = replicates.group_rows(X, y)
+    others = np.random.default_rng(9).normal(size=(5, 2))
+    expected = np.concatenate([expected_index.ravel()[:20], np.full(5, -1)])
+    np.testing.assert_array_equal(grouped.groups_of(np.vstack([X[:20], others])), expected)
+
+
+def test_groups_of_finds_training_inputs_and_only_them():
+    X, y, inputs, _ = _repeated(seed=13)
+    grouped = replicates.group_rows(X, y)
+    rng = np.random.default_rng(14)
+    queries = np.vstack([X, rng.uniform(-2, 2, size=(50, 2)), X[:5] + 1e-12])
+    lookup = {row.tobytes(): g for g, row in enumerate(grouped.inputs)}
+    expected = [lookup.get(row.tobytes(), -1) for row in queries]
+    np.testing.assert_array_equal(grouped.groups_of(queries), expected)
+    assert np.all(grouped.groups_of(X) >= 0) and np.all(grouped.groups_of(queries[-55:]) < 0)
 
 
 def test_a_model_file_with_a_broken_grouping_is_refused(tmp_path):

@@ -358,12 +358,16 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                                            include_noise=include_noise)
         if return_cov:
             raise NotImplementedError(
-                "a model with a calibrated predictive variance or learned on repeated inputs "
-                "has no joint covariance here (its calibration and the micro-scale "
-                "variation's posterior are of each row); use return_std=True")
-        mean, variance = self._predictive(X, include_noise)
+                "a model with a calibrated predictive variance has no joint covariance of new "
+                "observations (its calibration is of each row's variance); use "
+                "return_std=True, or include_noise=False for the latent covariance"
+                if self.replicates_ is None else
+                "a model learned on repeated inputs has no joint covariance here (the "
+                "micro-scale variation's posterior is of each row); use return_std=True")
         if not return_std:
-            return mean
+            return replicates.predictive(self.estimator_, self.replicates_, X, include_noise,
+                                         return_variance=False)
+        mean, variance = self._predictive(X, include_noise)
         if include_noise and calibration is not None:
             variance = variance * calibration.variance_factor(X)
         return mean, np.sqrt(variance)

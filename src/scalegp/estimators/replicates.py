@@ -152,26 +152,38 @@ class Replicates:
                 f"the micro-scale variance; {spread} (scalegp.estimators.replicates)")
 
     def groups_of(self, X) -> np.ndarray:
-        """The group of each row of X whose input equals a training input exactly, else -1."""
-        lookup = {row.tobytes(): g for g, row in enumerate(_canonical(self.inputs))}
-        return np.array([lookup.get(row.tobytes(), -1) for row in _canonical(X)], dtype=int)
+        """The group of each row of X whose input equals a training input exactly, else -1:
+        the rows' keys (:func:`_row_keys`) looked up among the distinct inputs' sorted keys,
+        and each match checked row by row."""
+        X = _canonical(X)
+        keys = _row_keys(self.inputs)
+        order = np.argsort(keys, kind="stable")
+        if np.any(keys[order][1:] == keys[order][:-1]):   # two distinct inputs share a key
+            lookup = {row.tobytes(): g for g, row in enumerate(_canonical(self.inputs))}
+            return np.array([lookup.get(row.tobytes(), -1) for row in X], dtype=int)
+        found = np.minimum(np.searchsorted(keys[order], _row_keys(X)), len(keys) - 1)
+        groups = order[found]
+        equal = np.all(_canonical(self.inputs)[groups] == X, axis=1)
+        return np.where(equal, groups, -1)
 
     def new_observation(self, X, mean, latent_variance, micro_variance):
         """(mean, variance) of a new observation at each row of X (Eq. R.3 at training
         inputs; elsewhere the latent variance plus s_m^2 + tau^2). ``mean`` and
-        ``latent_variance`` are the group-mean model's latent posterior at X,
+        ``latent_variance`` are the group-mean model's latent posterior at X (the variance
+        None: the mean alone is returned; Eq. R.3's weight does not depend on it),
         ``micro_variance`` its learned noise variance s_m^2."""
         tau2 = self.measurement_variance
         mean = np.array(mean, dtype=float)
-        variance = np.asarray(latent_variance, dtype=float) + micro_variance + tau2
         groups = self.groups_of(X)
         at = groups >= 0
-        if at.any():
-            known = tau2 / self.counts[groups[at]]
-            weight = micro_variance / (micro_variance + known)
-            mean[at] = (1 - weight) * mean[at] + weight * self.means[groups[at]]
-            variance[at] = ((1 - weight) ** 2 * np.asarray(latent_variance)[at]
-                            + weight * known + tau2)
+        known = tau2 / self.counts[groups[at]]
+        weight = micro_variance / (micro_variance + known)
+        mean[at] = (1 - weight) * mean[at] + weight * self.means[groups[at]]
+        if latent_variance is None:
+            return mean
+        variance = np.asarray(latent_variance, dtype=float) + micro_variance + tau2
+        variance[at] = ((1 - weight) ** 2 * np.asarray(latent_variance)[at]
+                        + weight * known + tau2)
         return mean, variance
 
 
@@ -187,11 +199,7 @@ def _distinct(X):
     unequal rows share a key (sorting 3 million rows in 6 inputs by ``np.unique`` takes
     8 s, their keys 1.6 s)."""
     X = _canonical(X)
-    keys = np.zeros(X.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for column in X.view(np.uint64).T:
-            keys = _mix(keys ^ column)
-    _, first, index, counts = np.unique(keys, return_index=True, return_inverse=True,
+    _, first, index, counts = np.unique(_row_keys(X), return_index=True, return_inverse=True,
                                         return_counts=True)
     if len(first) == len(X):
         return None
@@ -199,6 +207,16 @@ def _distinct(X):
         return X[first], index.ravel(), counts
     inputs, index, counts = np.unique(X, axis=0, return_inverse=True, return_counts=True)
     return None if len(inputs) == len(X) else (inputs, index.ravel(), counts)
+
+
+def _row_keys(X) -> np.ndarray:
+    """One 64-bit key per row of X: the splitmix64 finalizer over its columns' bits (-0.0
+    read as 0.0); equal rows have equal keys."""
+    keys = np.zeros(np.shape(X)[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in _canonical(X).view(np.uint64).T:
+            keys = _mix(keys ^ column)
+    return keys
 
 
 def _mix(z):
@@ -253,17 +271,23 @@ def group_rows(X, y, rules: bool = True) -> Replicates | None:
     return Replicates(inputs, means, counts.astype(float), within, measurement, dof)
 
 
-def predictive(estimator, grouped: Replicates | None, X, include_noise: bool):
+def predictive(estimator, grouped: Replicates | None, X, include_noise: bool,
+               return_variance: bool = True):
     """(mean, variance) at the rows of X of a new observation (``include_noise``) or of the
-    latent function: the fitted ``estimator``'s, or where it was fitted on the group means
-    of ``grouped`` Eq. R.3 (:meth:`Replicates.new_observation`; the latent function f + m
+    latent function, or the mean alone (``return_variance=False``, the estimator's std not
+    computed): the fitted ``estimator``'s, or where it was fitted on the group means of
+    ``grouped`` Eq. R.3 (:meth:`Replicates.new_observation`; the latent function f + m
     without the measurement error tau^2). The estimator's noise variance, s_m^2, is
     standardized: in the targets' units it is ``noise_variance_ * y_train_std_**2``."""
+    micro = (None if grouped is None
+             else estimator.noise_variance_ * estimator.y_train_std_ ** 2)
+    if not return_variance:
+        mean = estimator.predict(X)
+        return mean if grouped is None else grouped.new_observation(X, mean, None, micro)
     if grouped is None:
         mean, std = estimator.predict(X, return_std=True, include_noise=include_noise)
         return mean, std ** 2
     mean, std = estimator.predict(X, return_std=True)
-    micro = estimator.noise_variance_ * estimator.y_train_std_ ** 2
     mean, variance = grouped.new_observation(X, mean, std ** 2, micro)
     if not include_noise:
         variance = np.maximum(variance - grouped.measurement_variance, 0.0)
