@@ -290,3 +290,87 @@ def test_command_line_splits_and_can_be_told_not_to(tmp_path):
     assert found["split"][1].replicates_ is not None
     assert "repeat an input" not in found["rows"][0]
     assert found["rows"][1].replicates_ is None and found["rows"][1].split_nugget is False
+
+
+def test_a_small_spread_against_a_large_signal_is_measured_not_floored():
+    """Targets spread within the groups by far less than the floor of the targets' variance
+    (a signal of sd 700, a measurement error of sd 0.5 on a fifth of the repeated rows):
+    tau^2 is their pooled within-group variance (Eq. R.2), not the floor of identical
+    targets, 17 times larger."""
+    rng = np.random.default_rng(15)
+    inputs = rng.uniform(-2, 2, size=(150, 2))
+    values = 1000 * np.sin(inputs[:, 0]) + rng.normal(size=150)
+    extra = rng.integers(0, 150, 150)
+    y = np.concatenate([values, values[extra] + np.where(
+        rng.random(150) < 0.8, 0.0, rng.normal(scale=0.5, size=150))])
+    X = np.vstack([inputs, inputs[extra]])
+    grouped = replicates.group_rows(X, y)
+    _, index, counts = replicates._distinct(X)
+    means = np.bincount(index, weights=y) / counts
+    pooled = np.sum((y - means[index]) ** 2) / (len(y) - len(counts))
+    assert pooled < replicates.MIN_MEASUREMENT_VARIANCE * np.var(y)
+    assert grouped.within > 0 and "identical" not in grouped.note()
+    np.testing.assert_allclose(grouped.measurement_variance, pooled, rtol=1e-9)
+
+
+def test_a_model_file_with_an_inconsistent_grouping_is_refused(tmp_path):
+    """Counts that are not whole, distinct inputs that repeat, a measurement-error variance
+    that is not Eq. R.2's for the stored groups, and a group too few for the fitted model."""
+    import json
+    X, y, _, _ = _repeated(seed=16, distinct=60, rows=140, measurement=0.05)
+    model = sg.GPRegressor(random_state=0, time_budget=5, calibrate_variance=False).fit(X, y)
+    assert model.replicates_.within > 0
+    path = tmp_path / "model.npz"
+    sg.io.save(model, path)
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    metadata = json.loads(bytes(arrays["metadata"]).decode())
+    counts = arrays["replicates.counts"]
+    single, double = np.flatnonzero(counts == 1)[0], np.flatnonzero(counts >= 2)[0]
+
+    def fractional(a, m):
+        a["replicates.counts"][[single, double]] += [0.5, -0.5]
+
+    def repeated(a, m):
+        a["replicates.inputs"][1] = a["replicates.inputs"][0]
+
+    def measurement(a, m):
+        m["front_door"]["replicates"]["measurement_variance"] *= 100
+
+    def floored(a, m):
+        m["front_door"]["replicates"]["within"] = 0.0
+
+    def dropped(a, m):
+        for name in ("inputs", "means", "counts"):
+            a["replicates." + name] = np.delete(a["replicates." + name], single, axis=0)
+            m["arrays"]["replicates." + name]["shape"][0] -= 1
+
+    for change, match in ((fractional, "whole numbers"), (repeated, "distinct rows"),
+                          (measurement, "Eq. R.2"), (floored, "Eq. R.2"),
+                          (dropped, "59 distinct inputs")):
+        broken_arrays = {name: value.copy() for name, value in arrays.items()}
+        broken_metadata = json.loads(json.dumps(metadata))
+        change(broken_arrays, broken_metadata)
+        broken_arrays["metadata"] = np.frombuffer(json.dumps(broken_metadata).encode(),
+                                                  dtype=np.uint8)
+        broken = tmp_path / f"{change.__name__}.npz"
+        np.savez(broken, **broken_arrays)
+        with pytest.raises(sg.errors.InvalidModelFileError, match=match):
+            sg.io.load(broken)
+
+
+def test_targets_whose_variance_is_not_a_float_are_not_split():
+    """Targets of 1e-160 (their variance below the smallest normal float: tau^2 was floored
+    at 2e-314, the predictive std of a training input 1,500 times the targets' scale) or of
+    1e160 (an infinite variance): the rules fit the rows as given, and split_nugget=True
+    says why it cannot split."""
+    X, y, _, _ = _repeated(seed=17, distinct=60, rows=140)
+    assert replicates.group_rows(X, y) is not None
+    for scale in (1e-160, 1e160):
+        assert replicates.group_rows(X, scale * y) is None
+        with pytest.raises(ValueError, match="too large or too small"):
+            replicates.group_rows(X, scale * y, rules=False)
+    with pytest.raises(ValueError, match="too large or too small"):
+        sg.GPRegressor(time_budget=5, split_nugget=True).fit(X, 1e-160 * y)
+    constant = replicates.group_rows(X, np.full(len(y), 1e-160), rules=False)
+    assert constant.within == 0 and constant.measurement_variance > 0

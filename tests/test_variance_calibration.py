@@ -136,19 +136,26 @@ def test_gp_regressor_keeps_the_calibration_and_predicts_with_it(calibrated_mode
                model.selection_.notes)
     X_test, y_test, _ = heteroscedastic(200, seed=3)
     mean, std = model.predict(X_test, return_std=True, include_noise=True)
-    plain_mean, plain_std = model.estimator_.predict(X_test, return_std=True,
-                                                     include_noise=True)
+    chosen = _chosen(model)
+    plain_mean, plain_std = chosen.predict(X_test, return_std=True, include_noise=True)
     np.testing.assert_array_equal(mean, plain_mean)             # the mean is the model's
     np.testing.assert_allclose(std, plain_std * np.sqrt(calibration.variance_factor(X_test)),
                                rtol=1e-12)
     # the latent std is the chosen model's
     np.testing.assert_array_equal(model.predict(X_test, return_std=True)[1],
-                                  model.estimator_.predict(X_test, return_std=True)[1])
+                                  chosen.predict(X_test, return_std=True)[1])
     np.testing.assert_allclose(model.log_predictive_density(X_test, y_test),
                                calibration.log_density(X_test, y_test - mean, plain_std ** 2),
                                rtol=1e-12)
     with pytest.raises(NotImplementedError, match="no joint covariance"):
         model.predict(X_test, return_cov=True, include_noise=True)
+
+
+def _chosen(model):
+    """What the calibration sits on: the chosen model's prediction, the average over its
+    hyperparameters where auto integrated them out (Eq. A.2), else the estimator's."""
+    average = model.hyperparameter_average_
+    return model.estimator_ if average is None else average
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +222,7 @@ def test_calibrated_intervals_hold_their_coverage_where_the_noise_differs(calibr
         assert abs(inside.mean() - 0.9) < 0.03, name
     assert worst["calibrated"] < 0.06 and worst["plain"] > 0.15, worst
     # its pieces: the mixture's q with noise, the Gaussian's for the latent function
-    mean, std = model.estimator_.predict(X_test[:50], return_std=True, include_noise=True)
+    mean, std = _chosen(model).predict(X_test[:50], return_std=True, include_noise=True)
     lower, upper = model.predict_interval(X_test[:50], 0.8, include_noise=True)
     half = model.variance_calibration_.half_width(X_test[:50], std ** 2, 0.8)
     np.testing.assert_allclose(lower, mean - half, rtol=1e-12, atol=1e-12)

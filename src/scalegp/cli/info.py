@@ -37,6 +37,10 @@ def describe_model(path) -> str:
     calibration = getattr(model, "variance_calibration_", None)
     if calibration is not None:
         lines.append(calibration.describe())
+    for name in ("replicates_", "hyperparameter_average_"):     # what predicts besides
+        component = getattr(model, name, None)
+        if component is not None:
+            lines.append(component.note())
     selection = getattr(model, "selection_", None)
     if selection is not None:
         lines += ["", "how --approximation auto chose (predicted and measured on the pilot's "

@@ -72,7 +72,8 @@ from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
-from . import auto_calibration, auto_costs, auto_progress, auto_validation
+from . import (auto_calibration, auto_costs, auto_progress, auto_validation,
+               hyperparameter_average)
 from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
                          at_full_density, best_pilot, kernel_families, pilot_kernel,
                          run_pilot)
@@ -156,7 +157,9 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
         X, y, within, time_budget=time_budget, rng=rng,
         sample_noise_variance=sample_noise_variance, started=started,
         calibrating=calibrate_variance and (sample_noise_variance is None
-                                            or measurement_variances))
+                                            or measurement_variances),
+        integration_price=hyperparameter_average.reserve if sample_noise_variance is None
+        else None)
     if n < auto_validation.MIN_VALIDATED_ROWS:
         best = next(c for c in within if c.seconds is not None)
         reason = (f"n = {n} < {auto_validation.MIN_VALIDATED_ROWS} rows, too few to "
@@ -172,15 +175,28 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
                       fit_seconds=c.seconds, cv_rmse=c.cv_rmse, cv_nlpd=c.cv_nlpd)
             for c in found]
     chosen = rows[found.index(best)]
-    calibration, note = None, ""
+    average, notes = None, []
+    if sample_noise_variance is None:    # its members take no known noise variances
+        average, integrated, note = hyperparameter_average.integrate_validated(
+            X, y, best, end=started + time_budget, rng=rng, memory_budget=memory_budget)
+        notes.append(note)
+        if integrated is not None:
+            rows.append(Candidate(integrated.name, {}, integrated.predicted_seconds,
+                                  hyperparameter_average.memory_bytes(y.size), None,
+                                  fit_seconds=integrated.seconds, cv_rmse=integrated.cv_rmse,
+                                  cv_nlpd=integrated.cv_nlpd))
+            integrated.warnings = best.warnings
+            chosen, best = rows[-1], integrated
+    calibration = None
     if calibrate_variance:
         calibration, note = auto_calibration.calibrate_validated(
             X, best, found, None if measurement_variances else sample_noise_variance,
             time_budget - (time.perf_counter() - started))
+        notes.append(note)
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
-                     auto_costs.machine_rate(), 1.0, notes=[note] if note else [],
+                     auto_costs.machine_rate(), 1.0, notes=[n for n in notes if n],
                      estimator=best.estimator, warnings=best.warnings,
-                     calibration=calibration)
+                     calibration=calibration, average=average)
 
 
 def _nystrom_ratio(X, pilot: Pilot, m: int, rng) -> float:

@@ -75,6 +75,10 @@ class Selection:
     #: (:mod:`scalegp.estimators.variance_calibration`), else None; ``notes`` says which.
     #: Not stored here (a model file keeps it with the GPRegressor).
     calibration: object = None
+    #: The chosen exact GP's hyperparameters integrated out where that was kept
+    #: (:class:`scalegp.estimators.hyperparameter_average.HyperparameterAverage`), else
+    #: None; likewise kept with the GPRegressor.
+    average: object = None
 
     @property
     def configuration(self) -> dict:

@@ -109,7 +109,8 @@ from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
            "validated_candidates", "measured_slowdowns", "learn_and_score",
-           "restart_leaders", "fixed_copy", "held_out_residuals"]
+           "restart_leaders", "fixed_copy", "held_out_residuals", "conditioned_residuals",
+           "standardized"]
 
 #: Kernel families compared when the user names none. Matern-3/2 since session 7: the
 #: best configurations found for pol and protein use it (vecchia-uci.md), and auto's pilot
@@ -377,10 +378,10 @@ def held_out_residuals(fitted, X, y, held, sample_noise_variance=None
     Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
     if sample_noise_variance is not None:
         sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
-    return _conditioned_residuals(fixed_copy(fitted), Xs, ys, held, sample_noise_variance)
+    return conditioned_residuals(fixed_copy(fitted), Xs, ys, held, sample_noise_variance)
 
 
-def _conditioned_residuals(fixed, Xs, ys, held, sample_noise_variance=None):
+def conditioned_residuals(fixed, Xs, ys, held, sample_noise_variance=None):
     """The errors and predictive variances of a new observation (the known noise variance
     added) at the rows ``held`` of the unfitted ``fixed`` conditioned on the other rows."""
     train = np.ones(ys.size, dtype=bool)
@@ -410,7 +411,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         began = time.perf_counter()
         if began + longest > end:
             raise TimeBudgetExceeded("the next fold of the scoring would end past the budget")
-        errors[held], variances[held] = _conditioned_residuals(fixed, Xs, ys, held,
+        errors[held], variances[held] = conditioned_residuals(fixed, Xs, ys, held,
                                                                sample_noise_variance)
         longest = max(longest, time.perf_counter() - began)
     candidate.cv_rmse = float(np.sqrt(np.mean(errors ** 2)))
@@ -420,12 +421,14 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
 
 def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
                     sample_noise_variance=None, started: float | None = None,
-                    calibrating: bool = False) -> list:
+                    calibrating: bool = False, integration_price=None) -> list:
     """Learn each candidate on all rows within the budget and score it (module docstring,
     steps 2 and 3); returns the candidates, each scored or with a note saying why not.
     ``calibrating``: the restarts (step 4) end :func:`calibration_price` seconds earlier,
     kept for the variance calibration that follows, where those seconds fit in the budget
-    left (else nothing is kept: the calibration could not run)."""
+    left (else nothing is kept: the calibration could not run); ``integration_price``
+    (candidates -> seconds), likewise for the integration of the hyperparameters
+    (:mod:`scalegp.estimators.hyperparameter_average`), after the calibration's."""
     started = time.perf_counter() if started is None else started
     folds = np.array_split(rng.permutation(y.size), VALIDATION_FOLDS)
     if y.size < MIN_VALIDATED_ROWS:       # module docstring: the first exact GP, unscored
@@ -475,9 +478,12 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
     if y.size >= MIN_VALIDATED_ROWS:
         # the calibration's seconds are kept where they fit in the budget left
         end = started + RESTART_BUDGET_SHARE * time_budget
-        price = calibration_price(candidates) if calibrating else math.inf
-        if time.perf_counter() + price <= started + time_budget:
-            end -= price                 # before now: no restart, the calibration runs
+        reserved = 0.0
+        for price in (calibration_price(candidates) if calibrating else math.inf,
+                      integration_price(candidates) if integration_price else math.inf):
+            if time.perf_counter() + reserved + price <= started + time_budget:
+                reserved += price        # past now: no restart, the kept steps run
+        end -= reserved
         restart_leaders(X, y, candidates, folds, rng=rng,
                         end=min(end, time.perf_counter()
                                 + RESTART_SHARE * (time.perf_counter() - started)),

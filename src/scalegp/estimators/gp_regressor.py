@@ -133,6 +133,10 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         variances tau^2 / n_g, and its ``noise_variance_`` (of the standardized targets,
         as every estimator's) is the micro-scale variance;
         ``predict`` and the predictive densities follow Eq. R.3. None otherwise.
+    hyperparameter_average_ : HyperparameterAverage or None
+        Where ``auto`` kept its exact GP's hyperparameters integrated out: the members whose
+        average (:mod:`scalegp.estimators.hyperparameter_average`, Eq. A.2) predicts;
+        ``estimator_`` is the GP at their optimum. None otherwise.
     kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str, when X has string column names.
@@ -207,7 +211,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         # scikit-learn's validation (its messages, feature names); the chosen estimator then
         # gets plain arrays, and so does its predict
         X, y = validate_data(self, X, y, y_numeric=True)
-        self.variance_calibration_ = self.replicates_ = None
+        self.variance_calibration_ = self.replicates_ = self.hyperparameter_average_ = None
         if not is_auto:
             params = {} if sample_noise_variance is None else {
                 "sample_noise_variance": sample_noise_variance}
@@ -229,6 +233,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                     warnings.warn(message, category, stacklevel=2)
                 self.estimator_ = self.selection_.estimator
                 self.variance_calibration_ = self.selection_.calibration
+                self.hyperparameter_average_ = self.selection_.average
                 return self
             auto_progress.stage(f"fitting {self.selection_.chosen.name} on all rows")
             estimator = self._from_selection(self.selection_, X)
@@ -354,8 +359,8 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         calibration = self.variance_calibration_
         if self.replicates_ is None and (calibration is None or not include_noise
                                          or not (return_std or return_cov)):
-            return self.estimator_.predict(X, return_std=return_std, return_cov=return_cov,
-                                           include_noise=include_noise)
+            return _predictor(self).predict(X, return_std=return_std, return_cov=return_cov,
+                                            include_noise=include_noise)
         if return_cov:
             raise NotImplementedError(
                 "a model with a calibrated predictive variance has no joint covariance of new "
@@ -365,7 +370,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
                 "a model learned on repeated inputs has no joint covariance here (the "
                 "micro-scale variation's posterior is of each row); use return_std=True")
         if not return_std:
-            return replicates.predictive(self.estimator_, self.replicates_, X, include_noise,
+            return replicates.predictive(_predictor(self), self.replicates_, X, include_noise,
                                          return_variance=False)
         mean, variance = self._predictive(X, include_noise)
         if include_noise and calibration is not None:
@@ -409,15 +414,15 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
     def _predictive(self, X, include_noise: bool):
         """(mean, variance) at the rows of X (validated) before a variance calibration
         (:func:`scalegp.estimators.replicates.predictive`)."""
-        return replicates.predictive(self.estimator_, self.replicates_, X, include_noise)
+        return replicates.predictive(_predictor(self), self.replicates_, X, include_noise)
 
     def sample_y(self, X, n_samples=1, random_state=0):
         """Joint draws of the latent function at X from the chosen model's posterior."""
         check_is_fitted(self, "estimator_")
-        if self.replicates_ is not None:
+        if self.replicates_ is not None or self.hyperparameter_average_ is not None:
             raise NotImplementedError(
-                "joint draws of a model learned on repeated inputs (the smooth GP plus the "
-                "micro-scale variation) are not built; draw from estimator_, the smooth GP")
+                "joint draws of a model learned on repeated inputs, or with its "
+                "hyperparameters integrated out, are not built; draw from estimator_")
         X = validate_data(self, X, reset=False)
         return self.estimator_.sample_y(X, n_samples=n_samples, random_state=random_state)
 
@@ -445,6 +450,13 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = False
         return tags
+
+
+def _predictor(model):
+    """What predicts: the average over the hyperparameters' posterior where ``auto`` kept
+    one (``hyperparameter_average_``), else the fitted estimator."""
+    average = getattr(model, "hyperparameter_average_", None)
+    return model.estimator_ if average is None else average
 
 
 def _explicit_estimator(config, local, kernel, common: dict):

@@ -118,8 +118,10 @@ class Replicates:
     STATE_VALUES = ("within", "measurement_variance", "degrees_of_freedom")
 
     @classmethod
-    def from_state(cls, arrays: dict, values: dict) -> "Replicates":
-        """The grouping a model file stored (``STATE_ARRAYS``, ``STATE_VALUES``), checked."""
+    def from_state(cls, arrays: dict, values: dict, estimator=None) -> "Replicates":
+        """The grouping a model file stored (``STATE_ARRAYS``, ``STATE_VALUES``), checked,
+        against the rows of the fitted ``estimator`` too where its posterior holds them (an
+        exact or Vecchia model: one row per distinct input)."""
         inputs, means, counts = (np.asarray(arrays[name], dtype=float)
                                  for name in cls.STATE_ARRAYS)
         within, tau2, dof = (float(values[name]) for name in cls.STATE_VALUES)
@@ -127,9 +129,21 @@ class Replicates:
             raise ValueError(f"a within-group sum of squares >= 0, a measurement-error "
                              f"variance > 0 and whole degrees of freedom >= 1 are needed, got "
                              f"{within!r}, {tau2!r}, {dof!r}")
-        if not (np.all(counts >= 1) and int(counts.sum()) - len(counts) == dof):
-            raise ValueError("the group counts must be >= 1 and exceed the distinct inputs by "
-                             "the degrees of freedom")
+        if not (np.all(counts >= 1) and np.all(counts == np.round(counts))
+                and int(counts.sum()) - len(counts) == dof):
+            raise ValueError("the group counts must be whole numbers >= 1 that exceed the "
+                             "distinct inputs by the degrees of freedom")
+        if inputs.ndim != 2 or len(inputs) < 1 or _distinct(inputs) is not None:
+            raise ValueError("the distinct inputs must be distinct rows")
+        if not np.isclose(tau2, _stored_measurement_variance(means, counts, within, dof),
+                          rtol=1e-6, atol=0.0):
+            raise ValueError(f"the measurement-error variance {tau2!r} is not the one Eq. R.2 "
+                             "gives for the groups (the pooled within-group variance, or "
+                             "the floor where every group's targets are identical)")
+        rows = getattr(getattr(estimator, "posterior_", None), "X_train", None)
+        if isinstance(rows, np.ndarray) and len(rows) != len(inputs):
+            raise ValueError(f"{len(inputs)} distinct inputs for a model fitted on "
+                             f"{len(rows)} rows")
         return cls(inputs, means, counts, within, tau2, int(dof))
 
     def known_variances(self) -> np.ndarray | None:
@@ -187,6 +201,18 @@ class Replicates:
         return mean, variance
 
 
+def _stored_measurement_variance(means, counts, within: float, dof: int) -> float:
+    """tau^2 as :func:`group_rows` took it, from a stored grouping: within / dof, or where
+    the targets are identical within every group (``within`` 0, every row its group's mean)
+    the floor of the targets' variance, here that of the group means weighted by their
+    counts."""
+    if within > 0:
+        return within / dof
+    centre = np.average(means, weights=counts)
+    return MIN_MEASUREMENT_VARIANCE * max(
+        float(np.average((means - centre) ** 2, weights=counts)), np.finfo(float).tiny)
+
+
 def _canonical(X) -> np.ndarray:
     """X as contiguous float64 with -0.0 read as 0.0, so that equal inputs have equal bytes."""
     return np.ascontiguousarray(np.asarray(X, dtype=float) + 0.0)
@@ -227,15 +253,41 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
-def identical_share(index, y, counts) -> float:
-    """The share of the repeated inputs (groups of more than one row; ``index`` the group
-    of each row) whose rows' targets are all equal."""
+def _identical_groups(index, y, counts):
+    """(whether each group's rows' targets are all equal, the smallest of them);
+    ``index`` the group of each row."""
     low = np.full(len(counts), np.inf)
     high = np.full(len(counts), -np.inf)
     np.minimum.at(low, index, y)
     np.maximum.at(high, index, y)
-    repeated = counts > 1
-    return float(np.mean(low[repeated] == high[repeated]))
+    return low == high, low
+
+
+def identical_share(index, y, counts) -> float:
+    """The share of the repeated inputs (groups of more than one row; ``index`` the group
+    of each row) whose rows' targets are all equal."""
+    identical, _ = _identical_groups(index, y, counts)
+    return float(np.mean(identical[counts > 1]))
+
+
+def _representable(y) -> bool:
+    """Whether tau^2 and its floor (``MIN_MEASUREMENT_VARIANCE`` of the targets' variance),
+    in squared target units, are normal float64 numbers: the targets are all equal, or
+    their spread's square neither overflows nor underflows (the estimators scale by the
+    std; a square of targets of 1e-160 was floored at 1e-314, the predictive std of a
+    training input 1,500 times the targets' scale, and one of 1e160 was infinite)."""
+    with np.errstate(over="ignore", under="ignore"):
+        spread = np.max(np.abs(y - y[0]))
+        square = spread ** 2
+        return bool(spread == 0 or (np.isfinite(square * len(y)) and MIN_MEASUREMENT_VARIANCE
+                                    * square / len(y) >= np.finfo(float).tiny))
+
+
+def _floor(y) -> float:
+    """The measurement-error variance where every repeated input's targets are identical:
+    ``MIN_MEASUREMENT_VARIANCE`` of the targets' variance (the smallest normal float where
+    they are all equal)."""
+    return MIN_MEASUREMENT_VARIANCE * max(float(np.var(y)), np.finfo(float).tiny)
 
 
 def nearest_semivariance(inputs, means) -> float:
@@ -256,15 +308,23 @@ def group_rows(X, y, rules: bool = True) -> Replicates | None:
         return None
     inputs, index, counts = found
     y = np.asarray(y, dtype=float)
-    means = np.bincount(index, weights=y) / counts
-    if rules and identical_share(index, y, counts) <= MIN_IDENTICAL_SHARE:
+    if not _representable(y):
+        if rules:
+            return None
+        raise ValueError("the targets' spread is too large or too small for their variances "
+                         "to be float64 numbers (beyond about 1e150 or below 1e-148): scale "
+                         "them, or fit the rows as given (split_nugget=None or False)")
+    identical, low = _identical_groups(index, y, counts)
+    if rules and float(np.mean(identical[counts > 1])) <= MIN_IDENTICAL_SHARE:
         return None
-    within = float(np.sum((y - means[index]) ** 2))
+    # a group of identical targets has their value as its mean and no spread, exactly (the
+    # mean's rounding aside); only the others' spread is measurement error (Eq. R.2)
+    means = np.where(identical, low, np.bincount(index, weights=y) / counts)
+    within = float(np.sum(np.where(identical[index], 0.0, y - means[index]) ** 2))
     dof = int(len(X) - len(inputs))
-    floor = MIN_MEASUREMENT_VARIANCE * max(float(np.var(y)), np.finfo(float).tiny)
-    if within / dof <= floor:        # identical targets (the means' rounding aside)
+    if not within / dof > 0:         # every group's targets identical (or an underflow)
         within = 0.0
-    measurement = max(within / dof, floor)
+    measurement = within / dof if within > 0 else _floor(y)
     if rules and (len(inputs) < 2 or measurement
                   > MAX_SPLIT_SHARE * nearest_semivariance(inputs, means)):
         return None

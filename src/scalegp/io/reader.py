@@ -16,6 +16,7 @@ from .._validation import check_positive_scalar
 from ..errors import InvalidModelFileError
 from ..estimators import configuration, restore
 from ..estimators.auto_selection import Selection
+from ..estimators.hyperparameter_average import HyperparameterAverage
 from ..estimators.replicates import Replicates
 from ..estimators.variance_calibration import VarianceCalibration
 from ..estimators.gibbs import GibbsGPRegressor
@@ -25,7 +26,7 @@ from ..inference.optimize import OptimizationResult
 from ..stored import Array, Value, alternatives, declarations
 from .checks import CheckedFile
 from .safety import _Archive, _short
-from .schema import (CALIBRATION_PREFIX, REPLICATES_PREFIX, ESTIMATORS, FRONT_DOOR_PARAMS_ADDED, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
+from .schema import (AVERAGE_PREFIX, CALIBRATION_PREFIX, REPLICATES_PREFIX, ESTIMATORS, FRONT_DOOR_PARAMS_ADDED, TableColumns, INPUT_STANDARDIZATION, KERNEL_PARAMS, LOCAL_PREFIX, MAP_PREFIX,
                      PARAMS_ADDED, SECTIONS)
 
 
@@ -164,7 +165,8 @@ class _Reader(CheckedFile):
         keys = (("params", "object"),) + (
             () if entry.get("auto_selection", 0) is None else (("auto_selection", "object"),)
         ) + ((("variance_calibration", "object"),) if "variance_calibration" in entry else ()
-             ) + ((("replicates", "object"),) if "replicates" in entry else ())
+             ) + tuple((key, "object") for key in ("replicates", "hyperparameter_average")
+                       if key in entry)
         if "auto_selection" not in entry:
             self.require(entry, "auto_selection", "front_door.")
         self._check_entries_of({k: v for k, v in entry.items()
@@ -191,34 +193,18 @@ class _Reader(CheckedFile):
                              f"{error}") from None
         model.estimator_ = estimator
         model.variance_calibration_ = self.variance_calibration(entry.get("variance_calibration"))
-        model.replicates_ = self.replicates(entry.get("replicates"))
+        model.replicates_ = _stored_component(
+            self, entry.get("replicates"), "replicates", REPLICATES_PREFIX, Replicates,
+            "a grouping of repeated inputs",
+            lambda arrays, values: Replicates.from_state(arrays, values, estimator))
+        model.hyperparameter_average_ = _stored_component(
+            self, entry.get("hyperparameter_average"), "hyperparameter_average", AVERAGE_PREFIX,
+            HyperparameterAverage, "hyperparameter draws",
+            lambda arrays, values: HyperparameterAverage.from_state(estimator, arrays, values))
         model.n_features_in_ = estimator.n_features_in_
         if hasattr(estimator, "feature_names_in_"):
             model.feature_names_in_ = estimator.feature_names_in_
         return model
-
-    def replicates(self, entry):
-        """A GPRegressor's grouping of repeated inputs (metadata ``front_door.replicates``
-        and the arrays ``replicates.inputs``, ``.means`` and ``.counts``); None where the
-        file has none (and then none of its arrays)."""
-        arrays = {name: self.optional_array(REPLICATES_PREFIX + name)
-                  for name in Replicates.STATE_ARRAYS}
-        if entry is None:
-            if any(value is not None for value in arrays.values()):
-                raise self.error(f"has {REPLICATES_PREFIX}* arrays without metadata "
-                                 "'front_door.replicates'")
-            return None
-        path = "front_door.replicates"
-        self._check_entries_of(entry, path, tuple((name, "number")
-                                                  for name in Replicates.STATE_VALUES))
-        if any(value is None for value in arrays.values()):
-            raise self.error(f"has metadata {path!r} but not all of the arrays "
-                             f"{REPLICATES_PREFIX}{{{','.join(Replicates.STATE_ARRAYS)}}}")
-        try:
-            return Replicates.from_state(arrays, entry)
-        except ValueError as error:
-            raise self.error(f"has a grouping of repeated inputs that cannot be rebuilt: "
-                             f"{error}") from None
 
     def variance_calibration(self, entry):
         """A GPRegressor's variance calibration (metadata ``front_door.variance_calibration``
@@ -496,3 +482,27 @@ class _Reader(CheckedFile):
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(var))):
             raise self.error(f"holds a model whose prediction at the origin is not finite "
                              f"(mean {mean[0]!r}, variance {var[0]!r})")
+
+
+def _stored_component(reader, entry, key: str, prefix: str, cls, what: str, rebuild):
+    """The GPRegressor's component ``key`` (metadata ``front_door.<key>``, the values
+    ``cls.STATE_VALUES``, and the arrays ``<prefix><name>`` of ``cls.STATE_ARRAYS``),
+    ``what`` it is, rebuilt by ``rebuild(arrays, values)`` (ValueError, ArithmeticError
+    or LinAlgError where it cannot be); None where the file has none (and then none of
+    its arrays): the grouping of repeated inputs (``replicates``), the hyperparameters
+    integrated out (``hyperparameter_average``)."""
+    path = f"front_door.{key}"
+    arrays = {name: reader.optional_array(prefix + name) for name in cls.STATE_ARRAYS}
+    if entry is None:
+        if any(value is not None for value in arrays.values()):
+            raise reader.error(f"has {prefix}* arrays without metadata {path!r}")
+        return None
+    reader._check_entries_of(entry, path, tuple((name, "number")
+                                                for name in cls.STATE_VALUES))
+    if any(value is None for value in arrays.values()):
+        raise reader.error(f"has metadata {path!r} but not all of the arrays "
+                           f"{prefix}{{{','.join(cls.STATE_ARRAYS)}}}")
+    try:
+        return rebuild(arrays, entry)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
+        raise reader.error(f"has {what} that cannot be rebuilt: {error}") from None

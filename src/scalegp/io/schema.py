@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..engine import Posterior, exact
 from ..estimators.exact import ExactGPRegressor
+from ..estimators.hyperparameter_average import HyperparameterAverage
 from ..estimators.replicates import Replicates
 from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
@@ -53,6 +54,12 @@ CALIBRATION_PREFIX = "variance_calibration."
 #: (:mod:`scalegp.estimators.replicates`): the distinct inputs, their mean targets and
 #: row counts.
 REPLICATES_PREFIX = "replicates."
+
+
+#: Prefix of the arrays of a GPRegressor whose exact GP's hyperparameters are integrated out
+#: (:mod:`scalegp.estimators.hyperparameter_average`): the members' log hyperparameters
+#: and the training rows they are conditioned on again.
+AVERAGE_PREFIX = "hyperparameter_average."
 
 
 ESTIMATORS = {cls.__name__: cls for cls in (LowRankGPRegressor, ExactGPRegressor,
@@ -291,6 +298,9 @@ ARRAY_FIELDS = (
     # a GPRegressor learned on repeated inputs (metadata front_door.replicates, likewise)
     *(_ArrayField(REPLICATES_PREFIX + name, shape, estimators=OPTIMIZED, optional=True)
       for name, shape in Replicates.STATE_ARRAYS.items()),
+    # an exact GP's hyperparameters integrated out (front_door.hyperparameter_average)
+    *(_ArrayField(AVERAGE_PREFIX + name, shape, estimators=(EXACT,), optional=True)
+      for name, shape in HyperparameterAverage.STATE_ARRAYS.items()),
 )
 
 

@@ -19,7 +19,7 @@ from ..estimators.gibbs import GibbsGPRegressor
 from ..estimators.gp_regressor import GPRegressor
 from ..estimators.lowrank import LowRankGPRegressor
 from ..inference import gibbs
-from .schema import (CALIBRATION_PREFIX, REPLICATES_PREFIX, ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
+from .schema import (AVERAGE_PREFIX, CALIBRATION_PREFIX, REPLICATES_PREFIX, ESTIMATORS, FORMAT_NAME, GIBBS_PREFIX, INPUT_STANDARDIZATION,
                      LOCAL_PREFIX, MAP_PREFIX, METADATA_KEY, SCHEMA_VERSION, TableColumns)
 
 
@@ -60,6 +60,7 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
                           selection.to_json(), "selection_")}
         calibration = getattr(model, "variance_calibration_", None)
         grouped = getattr(model, "replicates_", None)
+        average = getattr(model, "hyperparameter_average_", None)
         model = model.estimator_
     arrays, metadata = _encode(model)
     if front_door is not None and calibration is not None:
@@ -73,14 +74,19 @@ def save(model, path, *, table_columns: TableColumns | None = None) -> None:
             arrays[CALIBRATION_PREFIX + name] = array
             metadata["arrays"][CALIBRATION_PREFIX + name] = {"shape": list(array.shape),
                                                              "dtype": array.dtype.str}
-    if front_door is not None and grouped is not None:
-        front_door["replicates"] = {key: _to_json(getattr(grouped, key), "replicates_")
-                                    for key in grouped.STATE_VALUES}
-        for name in grouped.STATE_ARRAYS:
-            array = np.asarray(getattr(grouped, name), dtype=np.float64)
-            arrays[REPLICATES_PREFIX + name] = array
-            metadata["arrays"][REPLICATES_PREFIX + name] = {"shape": list(array.shape),
-                                                            "dtype": array.dtype.str}
+    components = () if front_door is None else (
+        (grouped, "replicates", REPLICATES_PREFIX),
+        (average, "hyperparameter_average", AVERAGE_PREFIX))
+    for component, key, prefix in components:
+        if component is None:
+            continue
+        front_door[key] = {name: _to_json(getattr(component, name), key + "_")
+                           for name in component.STATE_VALUES}
+        for name in component.STATE_ARRAYS:
+            array = np.asarray(getattr(component, name), dtype=np.float64)
+            arrays[prefix + name] = array
+            metadata["arrays"][prefix + name] = {"shape": list(array.shape),
+                                                 "dtype": array.dtype.str}
     if front_door is not None:
         metadata["front_door"] = front_door
     if table_columns is not None:
