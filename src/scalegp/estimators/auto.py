@@ -4,9 +4,11 @@
 cheap models on all rows (and no tolerance relative to the exact GP is asked), it does so
 and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
-Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), and
-calibrates the chosen model's predictive variance by the inputs from its cross-validated
-errors where a nested cross-validation says it gains
+Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), integrates
+out the hyperparameters of a chosen exact GP where cross-validation prefers the average
+(:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen model's
+predictive variance by the inputs from its cross-validated errors where a nested
+cross-validation says it gains
 (:mod:`scalegp.estimators.auto_calibration`, :mod:`scalegp.estimators.variance_calibration`).
 Otherwise, in four steps:
 
