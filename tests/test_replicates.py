@@ -288,6 +288,9 @@ def test_command_line_splits_and_can_be_told_not_to(tmp_path):
         found[name] = (result.stdout + result.stderr, sg.io.load(model))
     assert "repeat an input" in found["split"][0]
     assert found["split"][1].replicates_ is not None
+    distinct = len(found["split"][1].replicates_.inputs)
+    assert f"log marginal likelihood (of the {distinct} inputs' means)" in found["split"][0]
+    assert "inputs' means" not in found["rows"][0]
     assert "repeat an input" not in found["rows"][0]
     assert found["rows"][1].replicates_ is None and found["rows"][1].split_nugget is False
 

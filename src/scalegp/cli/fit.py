@@ -212,9 +212,11 @@ def command_fit(args) -> None:
     if report:
         _log(args, "approximation: " + ", ".join(f"{key} {value:.4g}" if isinstance(
             value, float) else f"{key} {value}" for key, value in report.items()))
+    grouped = getattr(estimator, "replicates_", None)     # learned on the group means
+    of_means = "" if grouped is None else f" (of the {len(grouped.inputs)} inputs' means)"
     _log(args, f"fitted {name} on {source.n_samples} rows x "
                f"{source.n_dims} inputs in "
-               f"{elapsed:.2f} s; log marginal likelihood "
+               f"{elapsed:.2f} s; log marginal likelihood{of_means} "
                f"{estimator.log_marginal_likelihood_value_:.4f}; kernel {estimator.kernel_}, "
                f"noise_variance {estimator.noise_variance_:.4g}; "
                f"{_describe_scaling(args, estimator.kernel_)}; "

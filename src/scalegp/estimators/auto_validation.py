@@ -412,7 +412,7 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
         if began + longest > end:
             raise TimeBudgetExceeded("the next fold of the scoring would end past the budget")
         errors[held], variances[held] = conditioned_residuals(fixed, Xs, ys, held,
-                                                               sample_noise_variance)
+                                                              sample_noise_variance)
         longest = max(longest, time.perf_counter() - began)
     candidate.cv_rmse = float(np.sqrt(np.mean(errors ** 2)))
     candidate.cv_nlpd = -float(np.mean(gaussian_log_density(errors, variances)))
