@@ -176,7 +176,7 @@ def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it():
 def test_gpregressor_predicts_with_the_average_and_model_files_keep_it(tmp_path):
     """An average attached to auto's exact GP: predict, the interval and the density are
     the average's, return_cov and sample_y refuse, and a model file round-trips it
-    bit for bit; broken files are refused."""
+    bit for bit; broken files are refused (rows other than the model's too)."""
     import json
     X, y, X_test = _data(4, n=70)
     model = sg.GPRegressor(random_state=0, time_budget=10, calibrate_variance=False).fit(X, y)
@@ -234,8 +234,16 @@ def test_gpregressor_predicts_with_the_average_and_model_files_keep_it(tmp_path)
     def outside(m):
         m["front_door"]["hyperparameter_average"]["acceptance"] = 1.5
 
+    def shuffled(a, m):
+        a["hyperparameter_average.y"] = a["hyperparameter_average.y"][::-1].copy()
+
+    def shifted(a, m):
+        a["hyperparameter_average.X"][3, 0] += 1e-3
+
     for name, arrays_change, metadata_change, match in (
             ("narrow", narrow, None, "draws must be"), ("infinite", infinite, None, "finite"),
+            ("shuffled", shuffled, None, "targets are not"),
+            ("shifted", shifted, None, "training inputs"),
             ("no_entry", None, no_entry, "without metadata"),
             ("outside", None, outside, "acceptance")):
         with pytest.raises(InvalidModelFileError, match=match):

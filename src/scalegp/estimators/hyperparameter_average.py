@@ -133,6 +133,7 @@ class HyperparameterAverage:
                 and np.all(np.isfinite(y)) and 0.0 <= acceptance <= 1.0):
             raise ValueError("the draws, the rows and the acceptance must be finite, the "
                              "acceptance in [0, 1]")
+        _check_training_rows(estimator, X, y)
         return cls(estimator, draws, X, y, acceptance)
 
     def note(self) -> str:
@@ -157,6 +158,23 @@ class HyperparameterAverage:
             return mean
         spread = np.mean((means - mean) ** 2, axis=0)
         return mean, np.sqrt(variances.mean(axis=0) + spread)
+
+
+def _check_training_rows(estimator, X, y) -> None:
+    """That ``X``, ``y`` are the rows the exact GP ``estimator`` was conditioned on: its
+    posterior's standardized inputs, and targets y_s with L L^T alpha = y_s to the rounding of
+    the product and of alpha's solves (4 n eps (|L| |L|^T |alpha|) per row; Higham 2002,
+    Section 3.5, for both)."""
+    posterior = estimator.posterior_
+    Xs = (X - estimator.X_train_mean_) / estimator.X_train_scale_
+    if Xs.shape != posterior.X_train.shape or not np.allclose(Xs, posterior.X_train,
+                                                              rtol=1e-12, atol=1e-12):
+        raise ValueError("the rows are not the exact GP's training inputs")
+    ys = (y - estimator.y_train_mean_) / estimator.y_train_std_
+    L, alpha = posterior.cholesky_factor, posterior.alpha
+    rounding = 4 * len(ys) * np.finfo(float).eps * (np.abs(L) @ (np.abs(L).T @ np.abs(alpha)))
+    if np.any(np.abs(L @ (L.T @ alpha) - ys) > rounding):
+        raise ValueError("the targets are not those the exact GP was conditioned on")
 
 
 def member_at(estimator, theta):
