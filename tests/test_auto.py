@@ -735,6 +735,31 @@ def test_restarts_choose_by_cross_validated_nlpd_not_likelihood(monkeypatch):
                                    f"log likelihood {change:+.3g}")
 
 
+def test_the_restarts_leave_the_integration_its_start_after_the_first_rounds(monkeypatch):
+    """After FIRST_RESTART_ROUNDS rounds the restarts end by ``integration_start`` while it
+    is ahead (a restart predicted to outlast it is not started); where it has passed, or
+    where none is given, they go on to ``end``."""
+    X, y, candidate = _trapped_candidate()
+    order = []
+
+    def scored(trial, *args, **kwargs):
+        order.append(trial.estimator)
+        trial.cv_nlpd = trial.cv_rmse = 2.0
+
+    monkeypatch.setattr(auto_validation, "cross_validate", scored)
+    folds = np.array_split(np.arange(y.size), auto_validation.VALIDATION_FOLDS)
+    candidate.cv_nlpd, candidate.seconds = 1.0, 1e6     # each restart predicted at 1e6 s
+    for start, expected in ((1e3, auto_validation.FIRST_RESTART_ROUNDS), (-1.0, None),
+                            (None, None)):
+        order.clear()
+        now = time.perf_counter()
+        auto_validation.restart_leaders(
+            X, y, [candidate], folds, rng=np.random.default_rng(5), end=now + 1e9,
+            integration_start=None if start is None else now + start)
+        assert len(order) == (expected or auto_validation.RESTARTS_PER_CANDIDATE)
+    assert auto_validation.FIRST_RESTART_ROUNDS < auto_validation.RESTARTS_PER_CANDIDATE
+
+
 def test_a_random_start_is_drawn_in_the_start_box():
     estimator = sg.ExactGPRegressor(
         kernel=sg.kernels.get("matern52").with_params(length_scale=np.ones(3)))

@@ -159,18 +159,100 @@ def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it():
     best = auto_validation.Scored("exact matern52", "exact", estimator, None)
     auto_validation.cross_validate(best, X, y, folds)
     kept, scored, note = average_module.integrate_validated(
-        X, y, best, end=math.inf, rng=np.random.default_rng(0))
+        X, y, [best], best, end=math.inf, rng=np.random.default_rng(0))
     assert "cross-validated NLPD" in note
     if kept is None:
         assert "not kept" in note and scored is None
     else:
         assert scored.cv_nlpd < best.cv_nlpd and scored.name.endswith("integrated")
-    none = average_module.integrate_validated(X, y, best, end=time.perf_counter() - 1,
+    none = average_module.integrate_validated(X, y, [best], best, end=time.perf_counter() - 1,
                                               rng=np.random.default_rng(0))
     assert none[0] is None and "priced at" in none[2]
-    vecchia = auto_validation.Scored("vecchia", "vecchia", estimator, None)
-    assert average_module.integrate_validated(X, y, vecchia, end=math.inf,
+    low_rank = auto_validation.Scored("nystrom", "low-rank", estimator, None)
+    low_rank.cv_folds = folds
+    assert average_module.integrate_validated(X, y, [low_rank], low_rank, end=math.inf,
                                               rng=np.random.default_rng(0)) == (None, None, "")
+
+
+def test_the_target_is_the_best_exact_gp_and_competes_with_the_best_candidate(monkeypatch):
+    """On at most MAX_ROWS rows the best exact GP is integrated even where a Vecchia GP
+    scored better, and its average is kept only where it beats that Vecchia GP; above
+    MAX_ROWS the best candidate is integrated only where it is a Vecchia GP."""
+    X, y, _ = _data(8, n=80)
+    folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
+    exact = auto_validation.Scored("exact matern52", "exact", _fitted(X, y), None)
+    vecchia = auto_validation.Scored("vecchia m=8 matern32", "vecchia", _vecchia(X, y), None)
+    worse = auto_validation.Scored("exact gaussian", "exact", sg.ExactGPRegressor().fit(X, y),
+                                   None)
+    for scored in (exact, vecchia, worse):
+        auto_validation.cross_validate(scored, X, y, folds)
+    assert worse.cv_nlpd > exact.cv_nlpd
+    vecchia.cv_nlpd = exact.cv_nlpd - 10.0         # Vecchia the best by far
+    candidates = [worse, exact, vecchia]
+    assert average_module.target(candidates, len(y)) is exact
+    kept, scored, note = average_module.integrate_validated(
+        X, y, candidates, vecchia, end=math.inf, rng=np.random.default_rng(0))
+    assert kept is None and scored is None
+    assert note.startswith("hyperparameters integrated out and not kept: exact matern52")
+    assert "the best candidate, vecchia m=8 matern32" in note
+    monkeypatch.setattr(average_module, "MAX_ROWS", len(y) - 1)
+    assert average_module.target(candidates, len(y)) is vecchia
+    assert average_module.target([worse, exact], len(y)) is None
+    assert average_module.target(candidates, auto_validation.MIN_VALIDATED_ROWS - 1) is None
+
+
+def _vecchia(X, y):
+    kernel = sg.kernels.get("matern32").with_params(length_scale=np.ones(X.shape[1]))
+    return sg.VecchiaGPRegressor(kernel=kernel, n_neighbors=8, n_neighbors_predict="auto",
+                                 random_state=0).fit(X, y)
+
+
+def test_one_vecchia_member_at_the_optimum_predicts_as_the_estimator():
+    """A Vecchia member conditions with the estimator's conditioning and prediction
+    neighbour counts (the latter as the estimator chose them, not chosen again)."""
+    X, y, X_test = _data(5, n=120)
+    estimator = _vecchia(X, y)
+    average = HyperparameterAverage(estimator, _theta(estimator)[None], X, y, 1.0)
+    (member,) = average.members
+    assert member.n_neighbors_predict == estimator.prediction_neighbors_
+    for noise in (False, True):
+        np.testing.assert_allclose(
+            average.predict(X_test, return_std=True, include_noise=noise),
+            estimator.predict(X_test, return_std=True, include_noise=noise),
+            rtol=1e-9, atol=1e-12)
+    assert "1 Vecchia GPs" in average.note()
+
+
+def test_vecchia_hyperparameters_are_integrated_on_its_likelihood():
+    """HMC on Vecchia's likelihood from its optimum; integrate_validated scores the average
+    by the same folds and keeps it only where its cross-validated NLPD is lower; the price
+    is refused past the end; a memory budget below the members' refuses it too."""
+    X, y, _ = _data(6, n=100)
+    estimator = _vecchia(X, y)
+    average = average_module.integrate(estimator, X, y, np.random.default_rng(0))
+    assert average.draws.shape == (average_module.N_MEMBERS, 5)
+    assert np.all(np.isfinite(average.draws)) and 0.3 < average.acceptance <= 1.0
+    assert all(isinstance(m, sg.VecchiaGPRegressor) for m in average.members)
+    folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
+    best = auto_validation.Scored("vecchia m=8 matern32", "vecchia", estimator, None)
+    auto_validation.cross_validate(best, X, y, folds)
+    kept, scored, note = average_module.integrate_validated(
+        X, y, [best], best, end=math.inf, rng=np.random.default_rng(0))
+    assert "cross-validated NLPD" in note
+    if kept is None:
+        assert "not kept" in note and scored is None
+    else:
+        assert scored.cv_nlpd < best.cv_nlpd and scored.kind == "vecchia"
+        assert "Vecchia GPs" in note
+    late = average_module.integrate_validated(X, y, [best], best, end=time.perf_counter() - 1,
+                                              rng=np.random.default_rng(0))
+    assert late[0] is None and "priced at" in late[2]
+    needed = average_module.memory_bytes(estimator, len(y))
+    assert needed < average_module.memory_bytes(_fitted(X, y), len(y))
+    small = average_module.integrate_validated(X, y, [best], best, end=math.inf,
+                                               rng=np.random.default_rng(0),
+                                               memory_budget=needed / 2)
+    assert small[0] is None and "MB" in small[2]
 
 
 def test_gpregressor_predicts_with_the_average_and_model_files_keep_it(tmp_path):
@@ -248,3 +330,51 @@ def test_gpregressor_predicts_with_the_average_and_model_files_keep_it(tmp_path)
             ("outside", None, outside, "acceptance")):
         with pytest.raises(InvalidModelFileError, match=match):
             sg.io.load(write(name, arrays_change, metadata_change))
+
+
+def test_a_vecchia_average_round_trips_through_a_model_file(tmp_path):
+    """A Vecchia GP's average in a model file: the loaded model predicts bit for bit, and
+    rows other than the Vecchia GP's are refused."""
+    X, y, X_test = _data(7, n=90)
+    model = sg.GPRegressor(approximation=sg.Vecchia(n_neighbors=8), random_state=0).fit(X, y)
+    estimator = model.estimator_
+    assert isinstance(estimator, sg.VecchiaGPRegressor)
+    theta = _theta(estimator)
+    draws = theta + np.array([np.zeros(theta.size), np.resize([0.3, -0.2, 0.4], theta.size)])
+    model.hyperparameter_average_ = HyperparameterAverage(estimator, draws, X, y, 0.7)
+    path = tmp_path / "vecchia.npz"
+    sg.io.save(model, path)
+    loaded = sg.io.load(path)
+    for kwargs in ({}, {"return_std": True, "include_noise": True}):
+        np.testing.assert_array_equal(loaded.predict(X_test, **kwargs),
+                                      model.predict(X_test, **kwargs))
+    assert not np.allclose(model.predict(X_test), estimator.predict(X_test))
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    arrays["hyperparameter_average.y"] = arrays["hyperparameter_average.y"][::-1].copy()
+    np.savez(tmp_path / "shuffled.npz", **arrays)
+    with pytest.raises(InvalidModelFileError, match="targets are not those the Vecchia GP"):
+        sg.io.load(tmp_path / "shuffled.npz")
+
+
+def test_the_price_counts_a_timed_fold_and_the_deadline_stops_the_scoring(monkeypatch):
+    """The price adds the members' conditioning at one timed fold's seconds; where the
+    gradients alone are over the seconds left no fold is timed (a lower bound); the
+    members' cross-validation stops before a member that would end past its deadline."""
+    X, y, _ = _data(9, n=60)
+    estimator = _fitted(X, y)
+    folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
+    timed = []
+    original = auto_validation.conditioned_residuals
+    monkeypatch.setattr(auto_validation, "conditioned_residuals",
+                        lambda *a, **k: timed.append(1) or original(*a, **k))
+    assert average_module.timed_price(estimator, X, y, folds, left=0.0) > 0 and not timed
+    assert average_module.timed_price(estimator, X, y, folds) > 0 and timed == [1]
+    average = HyperparameterAverage(estimator, _theta(estimator)[None], X, y, 1.0)
+    with pytest.raises(TimeBudgetExceeded, match="next member"):
+        average_module.cross_validated(average, estimator, folds, end=time.perf_counter() - 1)
+    assert timed == [1]
+    per_fold = 0.01
+    assert average_module.price(5, 0.001, per_fold) - average_module.price(5, 0.001) == \
+        pytest.approx(per_fold * average_module.N_MEMBERS
+                      * (1 + auto_validation.VALIDATION_FOLDS))

@@ -5,11 +5,11 @@ cheap models on all rows (and no tolerance relative to the exact GP is asked), i
 and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
 Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), integrates
-out the hyperparameters of a chosen exact GP where cross-validation prefers the average
-(:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen model's
-predictive variance by the inputs from its cross-validated errors where a nested
-cross-validation says it gains
-(:mod:`scalegp.estimators.auto_calibration`, :mod:`scalegp.estimators.variance_calibration`).
+out the hyperparameters of a chosen exact or Vecchia GP where cross-validation prefers the
+average (:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen
+model's predictive variance by the inputs from its cross-validated errors where a nested
+cross-validation says it gains (:mod:`scalegp.estimators.auto_calibration`,
+:mod:`scalegp.estimators.variance_calibration`).
 Otherwise, in four steps:
 
 (a) **Pilot** (:mod:`scalegp.estimators.auto_pilot`). An exact GP (ARD kernel, inputs and
@@ -180,14 +180,14 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     average, notes = None, []
     if sample_noise_variance is None:    # its members take no known noise variances
         average, integrated, note = hyperparameter_average.integrate_validated(
-            X, y, best, end=started + time_budget, rng=rng, memory_budget=memory_budget)
+            X, y, within, best, end=started + time_budget, rng=rng,
+            memory_budget=memory_budget)
         notes.append(note)
         if integrated is not None:
-            rows.append(Candidate(integrated.name, {}, integrated.predicted_seconds,
-                                  hyperparameter_average.memory_bytes(y.size), None,
-                                  fit_seconds=integrated.seconds, cv_rmse=integrated.cv_rmse,
-                                  cv_nlpd=integrated.cv_nlpd))
-            integrated.warnings = best.warnings
+            memory = hyperparameter_average.memory_bytes(integrated.estimator, y.size)
+            rows.append(Candidate(integrated.name, {}, integrated.predicted_seconds, memory,
+                                  None, fit_seconds=integrated.seconds,
+                                  cv_rmse=integrated.cv_rmse, cv_nlpd=integrated.cv_nlpd))
             chosen, best = rows[-1], integrated
     calibration = None
     if calibrate_variance:

@@ -134,8 +134,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         as every estimator's) is the micro-scale variance;
         ``predict`` and the predictive densities follow Eq. R.3. None otherwise.
     hyperparameter_average_ : HyperparameterAverage or None
-        Where ``auto`` kept its exact GP's hyperparameters integrated out: the members whose
-        average (:mod:`scalegp.estimators.hyperparameter_average`, Eq. A.2) predicts;
+        Where ``auto`` kept its exact or Vecchia GP's hyperparameters integrated out: the
+        members whose average (:mod:`scalegp.estimators.hyperparameter_average`, Eq. A.2)
+        predicts;
         ``estimator_`` is the GP at their optimum. None otherwise.
     kernel_, noise_variance_, log_marginal_likelihood_value_ : those of ``estimator_``.
     n_features_in_ : int

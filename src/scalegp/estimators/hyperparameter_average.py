@@ -1,6 +1,7 @@
-"""The exact GP's hyperparameters integrated out (issue 26): the predictive distribution
-averaged over their posterior instead of taken at their optimum (Rasmussen & Williams 2006,
-Section 5.2; benchmarks/results/auto-panel.md, session 17).
+"""A GP's hyperparameters integrated out (issue 26): the predictive distribution averaged
+over their posterior instead of taken at their optimum (Rasmussen & Williams 2006, Section
+5.2; benchmarks/results/auto-panel.md, sessions 17 and 18), for the exact GP and for
+Vecchia's.
 
 With one length scale per input, type-II maximum likelihood on a few hundred rows overfits:
 on the auto panel's autompg and housing the exact Matern-3/2 GP at its optimum predicted
@@ -10,15 +11,18 @@ the estimator's standardized units, is
 
     log p(theta | y) = log p(y | theta) + log p(theta) + const,                     (A.1)
 
-with independent Gaussian priors ``PRIOR_MEANS`` / ``PRIOR_SCALES`` on each log
+(log p(y | theta) the exact GP's likelihood, or Vecchia's, sum_i log p(y_i | y_h(i)) of
+:mod:`scalegp.vecchia.likelihood`, on the conditioning sets h(i) of its optimum) with
+independent Gaussian priors ``PRIOR_MEANS`` / ``PRIOR_SCALES`` on each log
 hyperparameter (:func:`log_prior`): weak ones, a factor e^1.5 = 4.5 per standard deviation
 around a length scale and a signal variance of 1 (the standardized inputs' and targets'
 scale), and e^3 = 20 around a noise variance of e^-4 = 0.018. Hamiltonian Monte Carlo
 (:mod:`scalegp.inference.hamiltonian`) draws from it, started at the learned optimum with
 the negative Hessian there as its mass matrix; ``N_MEMBERS`` draws, evenly spaced in the
-chain, are kept, and each is an exact GP conditioned at its hyperparameters (a member). A
-new observation's predictive distribution is their equal mixture, reported by its mean and
-variance (moment matching):
+chain, are kept, and each is the estimator (an exact GP, or Vecchia's with its
+conditioning and prediction neighbour counts) conditioned at its hyperparameters (a
+member). A new observation's predictive distribution is their equal mixture, reported by
+its mean and variance (moment matching):
 
     mu(x) = (1/K) sum_k mu_k(x),   v(x) = (1/K) sum_k [v_k(x) + mu_k(x)^2] - mu(x)^2   (A.2)
 
@@ -34,9 +38,12 @@ autompg's test RMSE / NLPD went from 0.3251 / -0.068 at the optimum to 0.3068 / 
 -2.388 to 0.1216 / -2.437; servo's average scored worse by cross-validation and was not
 kept.
 
-``approximation="auto"`` integrates where it chose an exact GP by cross-validation
-(:func:`integrate_validated`) and keeps the average where its own cross-validated NLPD (each
-member conditioned on each fold's other rows, Eq. A.2) is lower than the optimum's. Unlike
+``approximation="auto"`` integrates the best exact GP of its validated choice on at most
+``MAX_ROWS`` rows, chosen or not, and above that a chosen Vecchia GP (:func:`target`,
+:func:`integrate_validated`), and keeps the average where its own cross-validated NLPD
+(each member conditioned on each fold's other rows, Eq. A.2) is lower than the best
+candidate's (on housing's folds 1 and 3, where Vecchia was chosen, the exact GP's
+average beat it, test RMSE 0.2776 -> 0.2637 and 0.2483 -> 0.2448; session 18). Unlike
 a restart (:func:`scalegp.estimators.auto_validation.restart_leaders`), which must beat the
 fit by ``RESTART_CV_GAIN`` because the best of several optima's scores is biased low, the
 average is one alternative, and the one the model itself prefers: cross-validation only
@@ -59,9 +66,10 @@ from ..inference.hamiltonian import hamiltonian_draws, negative_hessian
 from ..metrics import gaussian_log_density
 from . import auto_progress, auto_validation
 from .exact import ExactGPRegressor
+from .vecchia import VecchiaGPRegressor
 
 __all__ = ["HyperparameterAverage", "log_prior", "integrate", "integrate_validated", "price",
-           "PRIOR_MEANS", "PRIOR_SCALES", "N_MEMBERS", "MAX_ROWS"]
+           "target", "PRIOR_MEANS", "PRIOR_SCALES", "N_MEMBERS", "MAX_ROWS"]
 
 #: Prior means and standard deviations of the log hyperparameters (Eq. A.1), in the
 #: standardized units the estimator learns in: (length scale, signal variance, noise
@@ -74,9 +82,11 @@ N_DRAWS = 60
 N_STEPS = 8
 #: Members kept (every ``N_DRAWS // N_MEMBERS``-th draw).
 N_MEMBERS = 20
-#: The most training rows averaged: every member holds an n x n Cholesky factor (20 members
-#: of 1,000 rows: 160 MB), and each gradient costs O(n^3).
+#: The most training rows an exact GP's average takes: every member holds an n x n Cholesky
+#: factor (20 members of 1,000 rows: 160 MB), and each gradient costs O(n^3).
 MAX_ROWS = 1000
+#: The estimators whose hyperparameters are integrated out.
+AVERAGED = (ExactGPRegressor, VecchiaGPRegressor)
 
 
 def _roles(estimator) -> np.ndarray:
@@ -98,9 +108,9 @@ def log_prior(theta, roles) -> tuple[float, np.ndarray]:
 
 class HyperparameterAverage:
     """The members of Eq. A.2: ``draws`` (K, p) their log hyperparameters (the estimator's
-    kernel theta, then the log noise variance), ``members`` the exact GPs conditioned at
-    them on the estimator's training rows ``X``, ``y``, and the chain's mean
-    ``acceptance``."""
+    kernel theta, then the log noise variance), ``members`` the estimator's copies (exact GPs
+    or Vecchia's) conditioned at them on its training rows ``X``, ``y``, and the chain's
+    mean ``acceptance``."""
 
     #: Arrays a model file stores (their shapes' names); the members are conditioned again.
     STATE_ARRAYS = {"draws": ("members", "hyperparameters"), "X": ("rows", "d"),
@@ -118,9 +128,9 @@ class HyperparameterAverage:
     def from_state(cls, estimator, arrays: dict, values: dict) -> "HyperparameterAverage":
         """The average a model file stored (``STATE_ARRAYS``, ``STATE_VALUES``), checked,
         its members conditioned again."""
-        if not isinstance(estimator, ExactGPRegressor):
-            raise ValueError(f"only an exact GP's hyperparameters are integrated out, not a "
-                             f"{type(estimator).__name__}'s")
+        if not isinstance(estimator, AVERAGED):
+            raise ValueError(f"only an exact GP's or Vecchia's hyperparameters are "
+                             f"integrated out, not a {type(estimator).__name__}'s")
         draws, X, y = (np.asarray(arrays[name], dtype=float) for name in cls.STATE_ARRAYS)
         expected = estimator.kernel_.n_params + 1
         if draws.ndim != 2 or draws.shape[1] != expected or len(draws) < 1:
@@ -137,7 +147,8 @@ class HyperparameterAverage:
         return cls(estimator, draws, X, y, acceptance)
 
     def note(self) -> str:
-        return (f"hyperparameters integrated out: {len(self.members)} exact GPs at draws of "
+        kind = "exact GPs" if isinstance(self.members[0], ExactGPRegressor) else "Vecchia GPs"
+        return (f"hyperparameters integrated out: {len(self.members)} {kind} at draws of "
                 f"their posterior (Hamiltonian Monte Carlo, mean acceptance "
                 f"{self.acceptance:.2f}), their predictions averaged (Eq. A.2)")
 
@@ -161,16 +172,21 @@ class HyperparameterAverage:
 
 
 def _check_training_rows(estimator, X, y) -> None:
-    """That ``X``, ``y`` are the rows the exact GP ``estimator`` was conditioned on: its
-    posterior's standardized inputs, and targets y_s with L L^T alpha = y_s to the rounding of
-    the product and of alpha's solves (4 n eps (|L| |L|^T |alpha|) per row; Higham 2002,
-    Section 3.5, for both)."""
+    """That ``X``, ``y`` are the rows ``estimator`` was conditioned on: its posterior's
+    standardized inputs, and its standardized targets (Vecchia's posterior holds them; for
+    the exact GP, targets y_s with L L^T alpha = y_s to the rounding of the product and of
+    alpha's solves, 4 n eps (|L| |L|^T |alpha|) per row; Higham 2002, Section 3.5, for
+    both)."""
     posterior = estimator.posterior_
     Xs = (X - estimator.X_train_mean_) / estimator.X_train_scale_
     if Xs.shape != posterior.X_train.shape or not np.allclose(Xs, posterior.X_train,
                                                               rtol=1e-12, atol=1e-12):
-        raise ValueError("the rows are not the exact GP's training inputs")
+        raise ValueError(f"the rows are not the {type(estimator).__name__}'s training inputs")
     ys = (y - estimator.y_train_mean_) / estimator.y_train_std_
+    if isinstance(estimator, VecchiaGPRegressor):
+        if not np.allclose(ys, posterior.y_train, rtol=1e-12, atol=1e-12):
+            raise ValueError("the targets are not those the Vecchia GP was conditioned on")
+        return
     L, alpha = posterior.cholesky_factor, posterior.alpha
     rounding = 4 * len(ys) * np.finfo(float).eps * (np.abs(L) @ (np.abs(L).T @ np.abs(alpha)))
     if np.any(np.abs(L @ (L.T @ alpha) - ys) > rounding):
@@ -179,14 +195,19 @@ def _check_training_rows(estimator, X, y) -> None:
 
 def member_at(estimator, theta):
     """An unfitted copy of the fitted ``estimator`` at the log hyperparameters ``theta``
-    (kernel theta, then the log noise variance), learning nothing."""
-    return clone(estimator).set_params(kernel=estimator.kernel_.with_theta(theta[:-1]),
-                                       noise_variance=math.exp(theta[-1]), optimize=False)
+    (kernel theta, then the log noise variance), learning nothing; a Vecchia GP predicts
+    with the neighbour count the estimator chose (``prediction_neighbors_``), not choosing
+    again."""
+    member = clone(estimator).set_params(kernel=estimator.kernel_.with_theta(theta[:-1]),
+                                         noise_variance=math.exp(theta[-1]), optimize=False)
+    if isinstance(estimator, VecchiaGPRegressor):
+        member.set_params(n_neighbors_predict=estimator.prediction_neighbors_)
+    return member
 
 
 def integrate(estimator, X, y, rng, end: float = math.inf) -> HyperparameterAverage:
-    """The average of the fitted exact GP ``estimator`` (learned on ``X``, ``y``): HMC on
-    Eq. A.1 from its optimum (module docstring). ``end``: a ``time.perf_counter()`` time
+    """The average of the fitted exact or Vecchia GP ``estimator`` (learned on ``X``,
+    ``y``): HMC on Eq. A.1 from its optimum (module docstring). ``end``: a ``time.perf_counter()`` time
     after which no draw starts (TimeBudgetExceeded)."""
     roles = _roles(estimator)
 
@@ -211,76 +232,125 @@ def integrate(estimator, X, y, rng, end: float = math.inf) -> HyperparameterAver
     return HyperparameterAverage(estimator, draws[::N_DRAWS // N_MEMBERS], X, y, acceptance)
 
 
-def price(n_params: int, gradient_seconds: float) -> float:
+def price(n_params: int, gradient_seconds: float, fold_seconds: float = 0.0) -> float:
     """Predicted seconds of :func:`integrate_validated` for ``n_params`` log hyperparameters
-    at ``gradient_seconds`` per likelihood gradient: the Hessian's 2 p gradients, the
-    chain's, and the members' conditioning on all rows and on each fold's (each taken at one
-    gradient's cost, which includes a Cholesky factorization)."""
+    at ``gradient_seconds`` per likelihood gradient and ``fold_seconds`` per conditioning of
+    a member on one fold's other rows and predicting the fold: the Hessian's 2 p gradients,
+    the chain's, and each member's conditioning on all rows and on each fold's (taken at
+    one fold's). A Vecchia member's conditioning is far dearer than its gradient (its
+    structure is built, its fit checked and its prediction neighbours searched: on the
+    panel's housing, 456 rows, 0.4 s against 0.026 s)."""
     evaluations = 2 * n_params + 1 + (N_WARMUP + N_DRAWS) * N_STEPS
-    return gradient_seconds * (evaluations + N_MEMBERS * (1 + auto_validation.VALIDATION_FOLDS))
+    return (gradient_seconds * evaluations
+            + fold_seconds * N_MEMBERS * (1 + auto_validation.VALIDATION_FOLDS))
 
 
-def timed_price(estimator) -> float:
-    """:func:`price` for the fitted exact GP ``estimator``, one gradient at its optimum
-    timed now."""
+def timed_price(estimator, X, y, folds, left: float = math.inf) -> float:
+    """:func:`price` for the fitted exact or Vecchia GP ``estimator`` (learned on ``X``,
+    ``y``), one gradient at its optimum and its conditioning on the first of ``folds``
+    timed now; where the gradients alone are priced over ``left`` seconds, that part (a
+    lower bound), the conditioning not timed (a Vecchia GP's on 3,000 rows takes
+    seconds)."""
     theta = np.append(estimator.kernel_.theta, math.log(estimator.noise_variance_))
     started = time.perf_counter()
     estimator.log_marginal_likelihood(theta, eval_gradient=True)
-    return price(theta.size, time.perf_counter() - started)
+    gradient = time.perf_counter() - started
+    if price(theta.size, gradient) > left:
+        return price(theta.size, gradient)
+    Xs, ys, _ = auto_validation.standardized(X, y, estimator.normalize_X,
+                                             estimator.normalize_y)
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto_validation.conditioned_residuals(auto_validation.fixed_copy(estimator), Xs, ys,
+                                              folds[0])
+    return price(theta.size, gradient, time.perf_counter() - started)
 
 
-def reserve(candidates: list) -> float:
-    """The seconds :func:`integrate_validated` is predicted to take (:func:`timed_price`)
-    where the best scored candidate so far is an exact GP on at most ``MAX_ROWS`` rows, else
-    inf: :func:`scalegp.estimators.auto_validation.learn_and_score` keeps them from the
+def target(candidates: list, n: int):
+    """The scored candidate (a :class:`~scalegp.estimators.auto_validation.Scored`) whose
+    hyperparameters the validated choice integrates out, or None: on ``MIN_VALIDATED_ROWS``
+    to ``MAX_ROWS`` rows the best exact GP, whether or not it is the best candidate (its
+    average competes with every candidate by cross-validation, and costs a fraction of a
+    Vecchia GP's: on the panel's housing 9.6 s, where Vecchia's took 55 s); on more rows the
+    best candidate where it is a Vecchia GP (its price decides whether it runs)."""
+    scored = [c for c in candidates if c.scored and c.cv_folds is not None]
+    if n < auto_validation.MIN_VALIDATED_ROWS or not scored:
+        return None
+    exact = [c for c in scored if c.kind == "exact"]
+    if exact and n <= MAX_ROWS:
+        return min(exact, key=lambda c: c.cv_nlpd)
+    best = min(scored, key=lambda c: c.cv_nlpd)
+    return best if best.kind == "vecchia" else None
+
+
+def reserve(candidates: list, X, y, left: float = math.inf) -> float:
+    """The seconds :func:`integrate_validated` is predicted to take (:func:`timed_price`,
+    a lower bound where over ``left``) for the :func:`target` among the candidates scored
+    so far, else inf:
+    :func:`scalegp.estimators.auto_validation.learn_and_score` keeps them from the
     restarts."""
-    scored = [c for c in candidates if c.scored]
-    best = min(scored, key=lambda c: c.cv_nlpd) if scored else None
-    if best is None or best.kind != "exact" or best.cv_errors is None \
-            or best.cv_errors.size > MAX_ROWS:
+    found = target(candidates, y.size)
+    if found is None:
         return math.inf
-    return timed_price(best.estimator)
+    return timed_price(found.estimator, X, y, found.cv_folds, left)
 
 
-def memory_bytes(n: int) -> float:
-    """The members' Cholesky factors and their kernel matrices while one is conditioned."""
+def memory_bytes(estimator, n: int) -> float:
+    """The members' memory: for exact GPs their Cholesky factors and the kernel matrices
+    while one is conditioned; for Vecchia GPs each member's copies of the rows (its
+    posterior's and the training data kept for its likelihood, standardized and as given)
+    and its conditioning sets' indices."""
+    if isinstance(estimator, VecchiaGPRegressor):
+        d = estimator.n_features_in_
+        return 8.0 * n * (3 * (d + 1) + estimator.n_neighbors) * (N_MEMBERS + 1)
     return 8.0 * n * n * (N_MEMBERS + 2)
 
 
-def cross_validated(average: HyperparameterAverage, estimator, folds):
+def cross_validated(average: HyperparameterAverage, estimator, folds, end: float = math.inf):
     """Each row's error and Eq. A.2 variance (noise included) with every member conditioned
     on its fold's other rows, in the standardized units ``estimator`` learned in
-    (:func:`scalegp.estimators.auto_validation.cross_validate`'s, fold by fold)."""
+    (:func:`scalegp.estimators.auto_validation.cross_validate`'s, fold by fold). A member
+    that would end after ``end`` (a ``time.perf_counter()`` time, each taken to last as long
+    as the longest before it) is not started: TimeBudgetExceeded."""
     Xs, ys, _ = auto_validation.standardized(average.X, average.y, estimator.normalize_X,
                                              estimator.normalize_y)
     errors, variances = np.zeros((len(average.members), ys.size)), np.zeros(
         (len(average.members), ys.size))
+    longest = 0.0
     for k, member in enumerate(average.members):
+        began = time.perf_counter()
+        if began + longest > end:
+            raise TimeBudgetExceeded("the next member's cross-validation would end past "
+                                     "the budget")
         fixed = auto_validation.fixed_copy(member)
         for held in folds:
             errors[k, held], variances[k, held] = auto_validation.conditioned_residuals(
                 fixed, Xs, ys, held)
+        longest = max(longest, time.perf_counter() - began)
     error = errors.mean(axis=0)          # y - mean of the means
     return error, variances.mean(axis=0) + np.mean((errors - error) ** 2, axis=0)
 
 
-def integrate_validated(X, y, best, *, end: float, rng, memory_budget: float = math.inf):
-    """The validated choice's exact GP ``best`` (a scored
-    :class:`~scalegp.estimators.auto_validation.Scored`, learned on ``X``, ``y``) with its
-    hyperparameters integrated out, kept where its cross-validated NLPD on ``best``'s folds
-    is lower than the optimum's (module docstring): (the average and its Scored row, or None
-    and None; a note, empty where it does not apply). Priced (:func:`timed_price`) before
-    anything else; not started where the price or the memory does not fit before ``end`` (a
-    ``time.perf_counter()`` time)."""
-    if best.kind != "exact" or best.cv_folds is None or not (
-            auto_validation.MIN_VALIDATED_ROWS <= y.size <= MAX_ROWS):
+def integrate_validated(X, y, candidates: list, best, *, end: float, rng,
+                        memory_budget: float = math.inf):
+    """The :func:`target` among ``candidates`` (scored
+    :class:`~scalegp.estimators.auto_validation.Scored` rows, learned on ``X``, ``y``) with
+    its hyperparameters integrated out, kept where its cross-validated NLPD on the same folds
+    is lower than that of the validated choice ``best`` (module docstring): (the average and
+    its Scored row, or None and None; a note, empty where it does not apply). Priced
+    (:func:`timed_price`) before anything else; not started where the price or the memory
+    does not fit before ``end`` (a ``time.perf_counter()`` time)."""
+    chosen = target(candidates, y.size)
+    if chosen is None:
         return None, None, ""
+    estimator = chosen.estimator
     skipped = "hyperparameters not integrated out: "
-    if memory_bytes(y.size) > memory_budget:
-        return None, None, skipped + f"its members need {memory_bytes(y.size) / 1e6:.3g} MB"
-    estimator = best.estimator
+    memory = memory_bytes(estimator, y.size)
+    if memory > memory_budget:
+        return None, None, skipped + f"its members need {memory / 1e6:.3g} MB"
     started = time.perf_counter()
-    predicted = timed_price(estimator)
+    predicted = timed_price(estimator, X, y, chosen.cv_folds, end - started)
     if started + predicted > end:
         return None, None, skipped + (f"priced at {predicted:.3g} s with "
                                       f"{max(end - started, 0.0):.3g} s left")
@@ -289,20 +359,24 @@ def integrate_validated(X, y, best, *, end: float, rng, memory_budget: float = m
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             average = integrate(estimator, X, y, rng, end)
-            errors, variances = cross_validated(average, estimator, best.cv_folds)
+            errors, variances = cross_validated(average, estimator, chosen.cv_folds, end)
     except TimeBudgetExceeded:
         return None, None, skipped + "stopped at the time budget"
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
         return None, None, skipped + f"failed: {error}"
     nlpd = -float(np.mean(gaussian_log_density(errors, variances)))
     seconds = time.perf_counter() - started
-    found = (f"cross-validated NLPD {best.cv_nlpd:.4g} at the optimum, {nlpd:.4g} integrated "
-             f"({len(average.members)} members, {seconds:.3g} s, priced at {predicted:.3g} s)")
+    found = (f"{chosen.name}: cross-validated NLPD {chosen.cv_nlpd:.4g} at the optimum, "
+             f"{nlpd:.4g} integrated ({len(average.members)} members, {seconds:.3g} s, "
+             f"priced at {predicted:.3g} s)")
+    if chosen is not best:
+        found += f"; the best candidate, {best.name}, {best.cv_nlpd:.4g}"
     if not (np.isfinite(nlpd) and nlpd < best.cv_nlpd):
         return None, None, "hyperparameters integrated out and not kept: " + found
-    scored = auto_validation.Scored(f"{best.name}, hyperparameters integrated", best.kind,
-                                    estimator, best.cost)
+    scored = auto_validation.Scored(f"{chosen.name}, hyperparameters integrated",
+                                    chosen.kind, estimator, chosen.cost)
     scored.predicted_seconds, scored.seconds = predicted, seconds
+    scored.warnings = chosen.warnings
     scored.cv_rmse, scored.cv_nlpd = float(np.sqrt(np.mean(errors ** 2))), nlpd
-    scored.cv_errors, scored.cv_variances, scored.cv_folds = errors, variances, best.cv_folds
+    scored.cv_errors, scored.cv_variances, scored.cv_folds = errors, variances, chosen.cv_folds
     return average, scored, average.note() + ": " + found

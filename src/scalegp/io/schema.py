@@ -56,7 +56,8 @@ CALIBRATION_PREFIX = "variance_calibration."
 REPLICATES_PREFIX = "replicates."
 
 
-#: Prefix of the arrays of a GPRegressor whose exact GP's hyperparameters are integrated out
+#: Prefix of the arrays of a GPRegressor whose exact or Vecchia GP's hyperparameters are
+#: integrated out
 #: (:mod:`scalegp.estimators.hyperparameter_average`): the members' log hyperparameters
 #: and the training rows they are conditioned on again.
 AVERAGE_PREFIX = "hyperparameter_average."
@@ -298,8 +299,9 @@ ARRAY_FIELDS = (
     # a GPRegressor learned on repeated inputs (metadata front_door.replicates, likewise)
     *(_ArrayField(REPLICATES_PREFIX + name, shape, estimators=OPTIMIZED, optional=True)
       for name, shape in Replicates.STATE_ARRAYS.items()),
-    # an exact GP's hyperparameters integrated out (front_door.hyperparameter_average)
-    *(_ArrayField(AVERAGE_PREFIX + name, shape, estimators=(EXACT,), optional=True)
+    # an exact or Vecchia GP's hyperparameters integrated out
+    # (front_door.hyperparameter_average)
+    *(_ArrayField(AVERAGE_PREFIX + name, shape, estimators=(EXACT, VECCHIA), optional=True)
       for name, shape in HyperparameterAverage.STATE_ARRAYS.items()),
 )
 
