@@ -101,6 +101,12 @@ def _fitted(X, y):
     return sg.ExactGPRegressor(kernel=kernel).fit(X, y)
 
 
+def _vecchia(X, y):
+    kernel = sg.kernels.get("matern32").with_params(length_scale=np.ones(X.shape[1]))
+    return sg.VecchiaGPRegressor(kernel=kernel, n_neighbors=8, n_neighbors_predict="auto",
+                                 random_state=0).fit(X, y)
+
+
 def _theta(estimator):
     return np.append(estimator.kernel_.theta, math.log(estimator.noise_variance_))
 
@@ -148,15 +154,20 @@ def test_cross_validated_average_of_one_member_is_the_estimators_cross_validatio
     np.testing.assert_allclose(variances, scored.cv_variances, rtol=1e-9)
 
 
-def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it():
-    X, y, _ = _data(3, n=60)
-    estimator = _fitted(X, y)
+@pytest.mark.parametrize("kind", ["exact", "vecchia"])
+def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it(kind):
+    """HMC on the exact GP's likelihood, or Vecchia's, from its optimum; integrate_validated
+    scores the average by the same folds and keeps it only where its cross-validated NLPD
+    is lower; the price is refused past the end."""
+    X, y, _ = _data(3 if kind == "exact" else 6, n=60 if kind == "exact" else 100)
+    estimator = _fitted(X, y) if kind == "exact" else _vecchia(X, y)
     average = average_module.integrate(estimator, X, y, np.random.default_rng(0))
     assert average.draws.shape == (average_module.N_MEMBERS, 5)
     assert np.all(np.isfinite(average.draws)) and 0.3 < average.acceptance <= 1.0
     assert len(np.unique(average.draws[:, 0])) > average_module.N_MEMBERS // 2
+    assert all(type(m) is type(estimator) for m in average.members)
     folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
-    best = auto_validation.Scored("exact matern52", "exact", estimator, None)
+    best = auto_validation.Scored(f"{kind} matern", kind, estimator, None)
     auto_validation.cross_validate(best, X, y, folds)
     kept, scored, note = average_module.integrate_validated(
         X, y, [best], best, end=math.inf, rng=np.random.default_rng(0))
@@ -165,6 +176,8 @@ def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it():
         assert "not kept" in note and scored is None
     else:
         assert scored.cv_nlpd < best.cv_nlpd and scored.name.endswith("integrated")
+        assert scored.kind == kind
+        assert ("exact GPs" if kind == "exact" else "Vecchia GPs") in kept.note()
     none = average_module.integrate_validated(X, y, [best], best, end=time.perf_counter() - 1,
                                               rng=np.random.default_rng(0))
     assert none[0] is None and "priced at" in none[2]
@@ -201,12 +214,6 @@ def test_the_target_is_the_best_exact_gp_and_competes_with_the_best_candidate(mo
     assert average_module.target(candidates, auto_validation.MIN_VALIDATED_ROWS - 1) is None
 
 
-def _vecchia(X, y):
-    kernel = sg.kernels.get("matern32").with_params(length_scale=np.ones(X.shape[1]))
-    return sg.VecchiaGPRegressor(kernel=kernel, n_neighbors=8, n_neighbors_predict="auto",
-                                 random_state=0).fit(X, y)
-
-
 def test_one_vecchia_member_at_the_optimum_predicts_as_the_estimator():
     """A Vecchia member conditions with the estimator's conditioning and prediction
     neighbour counts (the latter as the estimator chose them, not chosen again)."""
@@ -223,37 +230,20 @@ def test_one_vecchia_member_at_the_optimum_predicts_as_the_estimator():
     assert "1 Vecchia GPs" in average.note()
 
 
-def test_vecchia_hyperparameters_are_integrated_on_its_likelihood():
-    """HMC on Vecchia's likelihood from its optimum; integrate_validated scores the average
-    by the same folds and keeps it only where its cross-validated NLPD is lower; the price
-    is refused past the end; a memory budget below the members' refuses it too."""
+def test_the_members_memory_refuses_an_average_over_the_memory_budget():
+    """A Vecchia average needs far less memory than an exact GP's (no n x n factors); a
+    memory budget below the members' refuses it before anything is computed."""
     X, y, _ = _data(6, n=100)
     estimator = _vecchia(X, y)
-    average = average_module.integrate(estimator, X, y, np.random.default_rng(0))
-    assert average.draws.shape == (average_module.N_MEMBERS, 5)
-    assert np.all(np.isfinite(average.draws)) and 0.3 < average.acceptance <= 1.0
-    assert all(isinstance(m, sg.VecchiaGPRegressor) for m in average.members)
     folds = np.array_split(np.random.default_rng(0).permutation(len(y)), 5)
     best = auto_validation.Scored("vecchia m=8 matern32", "vecchia", estimator, None)
     auto_validation.cross_validate(best, X, y, folds)
-    kept, scored, note = average_module.integrate_validated(
-        X, y, [best], best, end=math.inf, rng=np.random.default_rng(0))
-    assert "cross-validated NLPD" in note
-    if kept is None:
-        assert "not kept" in note and scored is None
-    else:
-        assert scored.cv_nlpd < best.cv_nlpd and scored.kind == "vecchia"
-        assert "Vecchia GPs" in note
-    late = average_module.integrate_validated(X, y, [best], best, end=time.perf_counter() - 1,
-                                              rng=np.random.default_rng(0))
-    assert late[0] is None and "priced at" in late[2]
     needed = average_module.memory_bytes(estimator, len(y))
     assert needed < average_module.memory_bytes(_fitted(X, y), len(y))
     small = average_module.integrate_validated(X, y, [best], best, end=math.inf,
                                                rng=np.random.default_rng(0),
                                                memory_budget=needed / 2)
     assert small[0] is None and "MB" in small[2]
-
 
 def test_gpregressor_predicts_with_the_average_and_model_files_keep_it(tmp_path):
     """An average attached to auto's exact GP: predict, the interval and the density are
