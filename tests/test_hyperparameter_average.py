@@ -339,6 +339,8 @@ def test_a_vecchia_average_round_trips_through_a_model_file(tmp_path):
         np.testing.assert_array_equal(loaded.predict(X_test, **kwargs),
                                       model.predict(X_test, **kwargs))
     assert not np.allclose(model.predict(X_test), estimator.predict(X_test))
+    from scalegp.cli.info import describe_model
+    assert "hyperparameters integrated out: 2 Vecchia GPs" in describe_model(path)
     with np.load(path) as stored:
         arrays = dict(stored)
     arrays["hyperparameter_average.y"] = arrays["hyperparameter_average.y"][::-1].copy()
