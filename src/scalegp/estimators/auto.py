@@ -5,8 +5,9 @@ cheap models on all rows (and no tolerance relative to the exact GP is asked), i
 and keeps the best by cross-validation: the *validated choice*
 (:mod:`scalegp.estimators.auto_validation`: the exact GP and Vecchia, Gaussian,
 Matern-5/2 and Matern-3/2; below ``auto_validation.MAX_VALIDATED_ROWS`` rows), integrates
-out the hyperparameters of a chosen exact or Vecchia GP where cross-validation prefers the
-average (:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen
+out the hyperparameters of its best exact GP (on at most 1,000 rows; above, of a chosen
+Vecchia GP) and takes the average where cross-validation prefers it to the best candidate
+(:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen
 model's predictive variance by the inputs from its cross-validated errors where a nested
 cross-validation says it gains (:mod:`scalegp.estimators.auto_calibration`,
 :mod:`scalegp.estimators.variance_calibration`).

@@ -255,8 +255,9 @@ def timed_price(estimator, X, y, folds, left: float = math.inf) -> float:
     started = time.perf_counter()
     estimator.log_marginal_likelihood(theta, eval_gradient=True)
     gradient = time.perf_counter() - started
-    if price(theta.size, gradient) > left:
-        return price(theta.size, gradient)
+    lower = price(theta.size, gradient)
+    if lower > left:
+        return lower
     Xs, ys, _ = auto_validation.standardized(X, y, estimator.normalize_X,
                                              estimator.normalize_y)
     started = time.perf_counter()
