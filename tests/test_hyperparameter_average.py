@@ -187,6 +187,36 @@ def test_integrate_draws_around_the_optimum_and_integrate_validated_scores_it(ki
                                               rng=np.random.default_rng(0)) == (None, None, "")
 
 
+def test_the_draws_stay_in_the_estimators_box_where_the_optimum_sits_on_a_bound():
+    """Noise-free targets: the noise variance's optimum is its lower bound 1e-6. Before the
+    chain was kept on the box, three of six chains drew noise variances below it (seeds 2,
+    5 and 6: the members' fit raised "noise_variance must lie inside its bounds"); the
+    held-out concreteslump data met it in auto. Every draw is in the box, each member holds
+    its draw, and a fixed hyperparameter is refused."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (40, 2))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
+    kernel = sg.kernels.get("matern32").with_params(length_scale=np.ones(2))
+    with pytest.warns(sg.BoundaryWarning):
+        estimator = sg.ExactGPRegressor(kernel=kernel).fit(X, y)
+    assert estimator.noise_variance_ == pytest.approx(1e-6)
+    bounds = average_module.box(estimator)
+    np.testing.assert_allclose(bounds[-1], np.log([1e-6, 1e5]))
+    for seed in (2, 5, 6):
+        average = average_module.integrate(estimator, X, y, np.random.default_rng(seed))
+        assert np.all(average.draws >= bounds[:, 0] - 1e-12)
+        assert np.all(average.draws <= bounds[:, 1] + 1e-12)
+        assert average.draws[:, -1].min() < math.log(1e-4)       # near the bound, not shy of it
+        for member, theta in zip(average.members, average.draws):
+            np.testing.assert_allclose(np.append(member.kernel_.theta,
+                                                 math.log(member.noise_variance_)), theta,
+                                       rtol=0, atol=1e-12)
+    fixed = sg.ExactGPRegressor(kernel=kernel, noise_variance=1e-2,
+                                noise_variance_bounds="fixed").fit(X, y)
+    with pytest.raises(ValueError, match="fixed noise variance"):
+        average_module.integrate(fixed, X, y, np.random.default_rng(0))
+
+
 def test_the_target_is_the_best_exact_gp_and_competes_with_the_best_candidate(monkeypatch):
     """On at most MAX_ROWS rows the best exact GP is integrated even where a Vecchia GP
     scored better, and its average is kept only where it beats that Vecchia GP; above

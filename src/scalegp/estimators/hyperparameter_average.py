@@ -12,7 +12,12 @@ the estimator's standardized units, is
     log p(theta | y) = log p(y | theta) + log p(theta) + const,                     (A.1)
 
 (log p(y | theta) the exact GP's likelihood, or Vecchia's, sum_i log p(y_i | y_h(i)) of
-:mod:`scalegp.vecchia.likelihood`, on the conditioning sets h(i) of its optimum) with
+:mod:`scalegp.vecchia.likelihood`, on the conditioning sets h(i) of its optimum) on the
+estimator's box (its kernel's bounds and ``noise_variance_bounds``: the prior is zero
+outside, since a member is the estimator and takes no hyperparameter outside its box; on
+the held-out concreteslump data, a noise-free fit whose optimum sat on the noise's lower
+bound, draws below it made the members fail, and kernel draws outside would have been
+clipped into it silently), with
 independent Gaussian priors ``PRIOR_MEANS`` / ``PRIOR_SCALES`` on each log
 hyperparameter (:func:`log_prior`): weak ones, a factor e^1.5 = 4.5 per standard deviation
 around a length scale and a signal variance of 1 (the standardized inputs' and targets'
@@ -68,7 +73,7 @@ from . import auto_progress, auto_validation
 from .exact import ExactGPRegressor
 from .vecchia import VecchiaGPRegressor
 
-__all__ = ["HyperparameterAverage", "log_prior", "integrate", "integrate_validated", "price",
+__all__ = ["HyperparameterAverage", "log_prior", "box", "integrate", "integrate_validated", "price",
            "target", "PRIOR_MEANS", "PRIOR_SCALES", "N_MEMBERS", "MAX_ROWS"]
 
 #: Prior means and standard deviations of the log hyperparameters (Eq. A.1), in the
@@ -205,11 +210,30 @@ def member_at(estimator, theta):
     return member
 
 
+def box(estimator) -> np.ndarray:
+    """The fitted ``estimator``'s box in its log hyperparameters (p, 2): its kernel's bounds,
+    then the noise variance's. A fixed hyperparameter (lower = upper) is not integrated
+    out here (ValueError): the chain would move it and reject every draw."""
+    noise = estimator.noise_variance_bounds
+    if isinstance(noise, str):
+        raise ValueError("a fixed noise variance is not integrated out: the average moves "
+                         "every hyperparameter")
+    bounds = np.vstack([estimator.kernel_.bounds, np.log(np.asarray(noise, dtype=float))])
+    if np.any(bounds[:, 0] >= bounds[:, 1]):
+        raise ValueError("a fixed kernel parameter is not integrated out: the average "
+                         "moves every hyperparameter")
+    return bounds
+
+
 def integrate(estimator, X, y, rng, end: float = math.inf) -> HyperparameterAverage:
     """The average of the fitted exact or Vecchia GP ``estimator`` (learned on ``X``,
-    ``y``): HMC on Eq. A.1 from its optimum (module docstring). ``end``: a ``time.perf_counter()`` time
-    after which no draw starts (TimeBudgetExceeded)."""
+    ``y``): HMC on Eq. A.1 from its optimum (module docstring), on the estimator's box
+    (:func:`box`). ``end``: a ``time.perf_counter()`` time after which no draw starts
+    (TimeBudgetExceeded)."""
     roles = _roles(estimator)
+    bounds = box(estimator)
+    # the optimum may sit on a bound (its log is the bound's to the rounding of exp and log)
+    slack = 1e-12 * np.maximum(1.0, np.abs(bounds))
 
     def log_density(theta):
         # a point the likelihood cannot evaluate (a noise variance that under- or
@@ -222,11 +246,19 @@ def integrate(estimator, X, y, rng, end: float = math.inf) -> HyperparameterAver
         prior, prior_gradient = log_prior(theta, roles)
         return value + prior, gradient + prior_gradient
 
+    def on_box(theta):
+        # zero density outside the box: the trajectory that leaves it is rejected
+        if np.any(theta < bounds[:, 0] - slack[:, 0]) or np.any(theta > bounds[:, 1]
+                                                                  + slack[:, 1]):
+            return -math.inf, np.full(theta.size, math.nan)
+        return log_density(theta)
+
     start = np.append(estimator.kernel_.theta, math.log(estimator.noise_variance_))
+    # the curvature of the likelihood itself (smooth across a bound the optimum sits on)
     mass = negative_hessian(log_density, start)
     if time.perf_counter() > end:
         raise TimeBudgetExceeded("the mass matrix took the time left")
-    draws, acceptance = hamiltonian_draws(log_density, start, mass, n_draws=N_DRAWS,
+    draws, acceptance = hamiltonian_draws(on_box, start, mass, n_draws=N_DRAWS,
                                           n_warmup=N_WARMUP, n_steps=N_STEPS, rng=rng,
                                           end=end)
     return HyperparameterAverage(estimator, draws[::N_DRAWS // N_MEMBERS], X, y, acceptance)
