@@ -75,7 +75,7 @@ from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
-from . import (auto_calibration, auto_costs, auto_progress, auto_validation,
+from . import (auto_calibration, auto_costs, auto_nested, auto_progress, auto_validation,
                hyperparameter_average)
 from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
                          at_full_density, best_pilot, kernel_families, pilot_kernel,
@@ -196,9 +196,15 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
             X, best, found, None if measurement_variances else sample_noise_variance,
             time_budget - (time.perf_counter() - started))
         notes.append(note)
+    # the chosen learned model scored on rows its hyperparameters never saw, with the
+    # time left (auto_nested): reported, and warned of where no better than the mean
+    learned = next(c for c in within if c.estimator is best.estimator)
+    note, nested_warnings = auto_nested.nested_score(
+        learned, X, y, end=started + time_budget, sample_noise_variance=sample_noise_variance)
+    notes.append(note)
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
                      auto_costs.machine_rate(), 1.0, notes=[n for n in notes if n],
-                     estimator=best.estimator, warnings=best.warnings,
+                     estimator=best.estimator, warnings=best.warnings + nested_warnings,
                      calibration=calibration, average=average)
 
 

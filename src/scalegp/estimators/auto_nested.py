@@ -1,0 +1,126 @@
+"""The chosen model's accuracy on rows its hyperparameters never saw: nested
+cross-validation after the validated choice of ``approximation="auto"`` (issue 26).
+
+The validated choice (:mod:`scalegp.estimators.auto_validation`, step 3) scores each
+candidate at hyperparameters learned on all rows, the held-out fold included: cheap, and
+fair enough to rank candidates, but optimistic, and more so with more hyperparameters per
+row. On the held-out UCI fertility data (90 training rows, 9 inputs, one length scale per
+input) the chosen exact GP scored a cross-validated RMSE of 0.79 (in units of the targets'
+standard deviation) and reached 1.55 on its test fold, where predicting the training mean
+reaches about 1 (benchmarks/results/auto-panel.md, session 19). The selection's table must
+not be read as the accuracy to expect.
+
+So, with the time left in the budget, the chosen model is scored once more on the same
+folds, each fold's hyperparameters learned again on the other rows (started from the
+optimum on all rows, the conditioning sets, prediction neighbours and knots kept as in
+:func:`scalegp.estimators.auto_validation.fixed_copy`):
+
+    RMSE_nested = sqrt(mean_i (y_i - mu_i^(-f(i)))^2),
+    NLPD_nested = mean_i [log(2 pi v_i) / 2 + (y_i - mu_i)^2 / (2 v_i)],
+
+mu_i^(-f(i)), v_i the prediction of the model learned without row i's fold f(i) (noise
+included; Rasmussen & Williams 2006, Section 5.4.2 for cross-validation as model
+assessment; the nesting is Varma & Simon 2006's remedy for the bias of a score the
+hyperparameters were tuned on). The selection's notes report both, and against the mean of
+each fold's other rows, the prediction that learns nothing:
+
+    RMSE_mean = sqrt(mean_i (y_i - ybar^(-f(i)))^2).
+
+Where RMSE_nested >= RMSE_mean the fit warns (:class:`scalegp.FitQualityWarning`): the
+model predicts rows it did not learn from no better than their mean. The choice itself is
+not changed here: the nested score is the chosen learned model's (at its optimum, without
+an average over its hyperparameters or a calibration of its variance, which would have to
+be learned again on each fold too), and it runs only where its price, one first learning
+and scoring of the model per fold, fits in the time left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+
+from ..errors import FitQualityWarning, TimeBudgetExceeded
+from ..metrics import gaussian_log_density
+from .auto_validation import conditioned_residuals, fixed_copy, standardized
+
+__all__ = ["nested_cross_validation", "nested_score"]
+
+
+def _learning_copy(fitted):
+    """:func:`fixed_copy` of ``fitted`` that learns its kernel and noise again, from the
+    optimum on all rows, without restarts."""
+    learner = fixed_copy(fitted).set_params(optimize=True)
+    if "n_restarts" in learner.get_params():
+        learner.set_params(n_restarts=0)
+    return learner
+
+
+def nested_cross_validation(scored, X, y, *, end: float = math.inf,
+                            sample_noise_variance=None) -> tuple[float, float, float]:
+    """(RMSE_nested, NLPD_nested, RMSE_mean) of the module docstring for the validated
+    candidate ``scored`` (learned on all rows) on its cross-validation folds, in the units
+    its kernel was learned in. A fold that would end after ``end`` (each taken to last as
+    long as the longest before it) is not started: TimeBudgetExceeded."""
+    fitted, folds = scored.estimator, scored.cv_folds
+    Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
+    if sample_noise_variance is not None:
+        sample_noise_variance = np.asarray(sample_noise_variance, dtype=float) / y_std ** 2
+    learner = _learning_copy(fitted)
+    errors, variances, mean_errors = np.empty(ys.size), np.empty(ys.size), np.empty(ys.size)
+    longest = 0.0
+    for held in folds:
+        began = time.perf_counter()
+        if began + longest > end:
+            raise TimeBudgetExceeded("the next fold would end past the budget")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # a fold's boundary or convergence warnings
+            errors[held], variances[held] = conditioned_residuals(
+                learner, Xs, ys, held, sample_noise_variance)
+        others = np.ones(ys.size, dtype=bool)
+        others[held] = False
+        mean_errors[held] = ys[held] - ys[others].mean()
+        longest = max(longest, time.perf_counter() - began)
+    return (float(np.sqrt(np.mean(errors ** 2))),
+            -float(np.mean(gaussian_log_density(errors, variances))),
+            float(np.sqrt(np.mean(mean_errors ** 2))))
+
+
+def nested_score(scored, X, y, *, end: float, sample_noise_variance=None):
+    """(note, warnings) for the validated candidate ``scored``: the scores of
+    :func:`nested_cross_validation` against its scores at hyperparameters learned on all
+    rows, or why they were not measured (over the time left before ``end``, a
+    ``time.perf_counter()`` time; failed); the warning of the module docstring."""
+    if scored.cv_folds is None or scored.first_seconds is None:
+        return "", []
+    what = f"{scored.name} learned again without each of its {len(scored.cv_folds)} folds"
+    price = len(scored.cv_folds) * scored.first_seconds
+    left = end - time.perf_counter()
+    if price > left:
+        return (f"nested cross-validation not measured: {what} priced at {price:.3g} s, "
+                f"{max(left, 0.0):.3g} s left; the cross-validated scores above are at "
+                "hyperparameters learned on all rows (optimistic)"), []
+    started = time.perf_counter()
+    try:
+        rmse, nlpd, baseline = nested_cross_validation(
+            scored, X, y, end=end, sample_noise_variance=sample_noise_variance)
+    except TimeBudgetExceeded:
+        return f"nested cross-validation stopped at the time budget ({what})", []
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
+        return f"nested cross-validation failed ({what}): {error}", []
+    if not (math.isfinite(rmse) and math.isfinite(nlpd)):
+        return f"nested cross-validation failed ({what}): a non-finite score", []
+    note = (f"nested cross-validation ({what}, {time.perf_counter() - started:.2g} s): "
+            f"RMSE {rmse:.4g}, NLPD {nlpd:.4g}, against {scored.cv_rmse:.4g}, "
+            f"{scored.cv_nlpd:.4g} at hyperparameters learned on all rows; each fold's mean "
+            f"of the other rows: RMSE {baseline:.4g} (in the units the kernel was learned in)")
+    if rmse < baseline:
+        return note, []
+    message = (f"the chosen model, learned again without each fold, predicts the held-out "
+               f"rows no better than the mean of the other rows (nested cross-validated "
+               f"RMSE {rmse:.4g} against {baseline:.4g}; {scored.cv_rmse:.4g} at "
+               "hyperparameters learned on all rows): its predictions are not to be trusted "
+               "(too few rows for its hyperparameters, or targets the inputs do not explain)")
+    return note, [(message, FitQualityWarning)]
