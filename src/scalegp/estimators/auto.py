@@ -10,7 +10,9 @@ Vecchia GP) and takes the average where cross-validation prefers it to the best 
 (:mod:`scalegp.estimators.hyperparameter_average`), and calibrates the chosen
 model's predictive variance by the inputs from its cross-validated errors where a nested
 cross-validation says it gains (:mod:`scalegp.estimators.auto_calibration`,
-:mod:`scalegp.estimators.variance_calibration`).
+:mod:`scalegp.estimators.variance_calibration`). With the time left, the chosen learned model
+is scored by nested cross-validation and the fit warns where it predicts held-out rows no
+better than their mean (:mod:`scalegp.estimators.auto_nested`).
 Otherwise, in four steps:
 
 (a) **Pilot** (:mod:`scalegp.estimators.auto_pilot`). An exact GP (ARD kernel, inputs and

@@ -26,7 +26,7 @@ each fold's other rows, the prediction that learns nothing:
 
     RMSE_mean = sqrt(mean_i (y_i - ybar^(-f(i)))^2).
 
-Where RMSE_nested >= RMSE_mean the fit warns (:class:`scalegp.FitQualityWarning`): the
+Where RMSE_nested >= RMSE_mean the fit warns (:class:`~scalegp.errors.FitQualityWarning`): the
 model predicts rows it did not learn from no better than their mean. The choice itself is
 not changed here: the nested score is the chosen learned model's (at its optimum, without
 an average over its hyperparameters or a calibration of its variance, which would have to

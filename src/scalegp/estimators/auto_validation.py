@@ -85,7 +85,8 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    session 9).
 5. **Choice**: the lowest cross-validated NLPD (a proper score: it rewards the mean and the
    variance together). The chosen estimator is the one learned on all rows: nothing is
-   refitted.
+   refitted. Its score here is optimistic; :mod:`scalegp.estimators.auto_nested` scores it
+   again with each fold's hyperparameters learned again, where the time left allows.
 
 Where even the cheapest candidate is predicted over the budget, or from
 ``MAX_VALIDATED_ROWS`` rows, :func:`scalegp.estimators.auto.select` runs its pilot instead.
