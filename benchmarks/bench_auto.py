@@ -247,7 +247,7 @@ def verdict(name: str, rows: list) -> str:
 
 
 def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=None,
-        with_peers: bool = True, test_fold: int = 0) -> list:
+        with_peers: bool = True, test_fold: int = 0, seed: int = 0) -> list:
     X, y, X_test, y_test = load_split(name, data_dir, test_fold=test_fold)
     rows = []
     if test_fold:
@@ -270,7 +270,7 @@ def run(name: str, data_dir: Path, with_auto: bool, explicit: bool = True, only=
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = sg.GPRegressor(random_state=0).fit(X, y)
+            model = sg.GPRegressor(random_state=seed).fit(X, y)
             mean, _ = model.predict(X_test, return_std=True, include_noise=True)
             seconds = time.perf_counter() - start       # the fit and one prediction, timed
             # the NLPD under auto's own predictive distribution (a scale mixture where it
@@ -460,6 +460,9 @@ def main(argv=None) -> None:
     parser.add_argument("--combine", nargs="+", type=Path, default=None, metavar="LOG",
                         help="build the table and verdicts from the rows printed in these "
                              "logs (no fitting)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="auto's random_state (its restarts' starts and the chains of "
+                             "its average; the panel's verdicts are seed 0's)")
     parser.add_argument("--test-fold", type=int, default=0, metavar="K",
                         help="UCI sets: the rows of fold K are the test part (default 0, the "
                              "panel's fixed split); rows are named NAME@K")
@@ -486,7 +489,7 @@ def main(argv=None) -> None:
     else:
         only = None if args.only is None else {label.strip() for label in args.only.split(",")}
         per_set = {name: run(name, args.data_dir, not args.no_auto, not args.no_explicit, only,
-                             not args.no_peers, args.test_fold)
+                             not args.no_peers, args.test_fold, args.seed)
                    for name in names}
     rows = [row for name in names for row in per_set[name]]
     lines = [f"GEMM rate at the start: {rate:.3g} GFLOP/s (shared machine; other jobs ran)"
