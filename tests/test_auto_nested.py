@@ -75,7 +75,7 @@ def test_the_note_reports_both_scores_and_warns_where_no_better_than_the_mean(mo
     assert "no better than the mean of the other rows" in found[0][0]
 
 
-def test_the_nested_score_is_priced_and_stops_at_the_budget():
+def test_the_nested_score_is_priced_and_stops_at_the_budget(monkeypatch):
     X, y = _smooth()
     scored = _scored(X, y)
     note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() - 1.0)
@@ -83,6 +83,18 @@ def test_the_nested_score_is_priced_and_stops_at_the_budget():
     assert "(optimistic)" in note
     with pytest.raises(sg.errors.TimeBudgetExceeded):
         auto_nested.nested_cross_validation(scored, X, y, end=time.perf_counter() - 1.0)
+    # the folds left, at the longest fold's seconds, must fit: here the first runs alone
+    def slow(learner, Xs, ys, held, noise):
+        time.sleep(0.05)
+        return ys[held], np.ones(len(held))
+
+    monkeypatch.setattr(auto_nested, "conditioned_residuals", slow)
+    scored.first_seconds = 0.01
+    note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 0.12)
+    assert note.startswith("nested cross-validation stopped") and "1 of 5 folds done" in note
+    assert "4 left" in note and not found
+    note, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 60)
+    assert note.startswith("nested cross-validation (")
     unscored = Scored("exact", "exact", scored.estimator, None)
     assert auto_nested.nested_score(unscored, X, y, end=time.perf_counter() + 60) == ("", [])
 

@@ -30,8 +30,10 @@ Where RMSE_nested >= RMSE_mean the fit warns (:class:`~scalegp.errors.FitQuality
 model predicts rows it did not learn from no better than their mean. The choice itself is
 not changed here: the nested score is the chosen learned model's (at its optimum, without
 an average over its hyperparameters or a calibration of its variance, which would have to
-be learned again on each fold too), and it runs only where its price, one first learning
-and scoring of the model per fold, fits in the time left.
+be learned again on each fold too). It starts where one fold, priced at the model's first
+learning and scoring on all rows (a bound: a fold learns from the optimum on fewer rows and
+predicts one fold), fits in the time left, and goes on while the folds left, each at the
+longest fold's measured seconds, still fit.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ def nested_cross_validation(scored, X, y, *, end: float = math.inf,
                             sample_noise_variance=None) -> tuple[float, float, float]:
     """(RMSE_nested, NLPD_nested, RMSE_mean) of the module docstring for the validated
     candidate ``scored`` (learned on all rows) on its cross-validation folds, in the units
-    its kernel was learned in. A fold that would end after ``end`` (each taken to last as
-    long as the longest before it) is not started: TimeBudgetExceeded."""
+    its kernel was learned in. Where the folds left, each taken to last as long as the
+    longest before them, would end after ``end``, the next is not started:
+    TimeBudgetExceeded."""
     fitted, folds = scored.estimator, scored.cv_folds
     Xs, ys, y_std = standardized(X, y, fitted.normalize_X, fitted.normalize_y)
     if sample_noise_variance is not None:
@@ -71,10 +74,12 @@ def nested_cross_validation(scored, X, y, *, end: float = math.inf,
     learner = _learning_copy(fitted)
     errors, variances, mean_errors = np.empty(ys.size), np.empty(ys.size), np.empty(ys.size)
     longest = 0.0
-    for held in folds:
+    for done, held in enumerate(folds):
         began = time.perf_counter()
-        if began + longest > end:
-            raise TimeBudgetExceeded("the next fold would end past the budget")
+        if began + longest * (len(folds) - done) > end:
+            raise TimeBudgetExceeded(
+                f"{done} of {len(folds)} folds done; the {len(folds) - done} left, at the "
+                f"longest fold's {longest:.2g} s, would end past the budget")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")      # a fold's boundary or convergence warnings
             errors[held], variances[held] = conditioned_residuals(
@@ -96,18 +101,19 @@ def nested_score(scored, X, y, *, end: float, sample_noise_variance=None):
     if scored.cv_folds is None or scored.first_seconds is None:
         return "", []
     what = f"{scored.name} learned again without each of its {len(scored.cv_folds)} folds"
-    price = len(scored.cv_folds) * scored.first_seconds
+    price = scored.first_seconds
     left = end - time.perf_counter()
     if price > left:
-        return (f"nested cross-validation not measured: {what} priced at {price:.3g} s, "
-                f"{max(left, 0.0):.3g} s left; the cross-validated scores above are at "
-                "hyperparameters learned on all rows (optimistic)"), []
+        return (f"nested cross-validation not measured: {what}, a fold priced at "
+                f"{price:.3g} s, {max(left, 0.0):.3g} s left; the cross-validated scores "
+                "above are at hyperparameters learned on all rows (optimistic)"), []
     started = time.perf_counter()
     try:
         rmse, nlpd, baseline = nested_cross_validation(
             scored, X, y, end=end, sample_noise_variance=sample_noise_variance)
-    except TimeBudgetExceeded:
-        return f"nested cross-validation stopped at the time budget ({what})", []
+    except TimeBudgetExceeded as error:
+        return (f"nested cross-validation stopped ({what}): {error}; the cross-validated "
+                "scores above are at hyperparameters learned on all rows (optimistic)"), []
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
         return f"nested cross-validation failed ({what}): {error}", []
     if not (math.isfinite(rmse) and math.isfinite(nlpd)):
