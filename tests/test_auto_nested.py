@@ -63,14 +63,14 @@ def test_nested_scores_are_each_folds_relearned_model_and_the_means():
 def test_the_note_reports_both_scores_and_warns_where_no_better_than_the_mean(monkeypatch):
     X, y = _smooth()
     scored = _scored(X, y)
-    note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 600)
+    note, found, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 600)
     assert note.startswith("nested cross-validation (exact matern52 learned again")
     assert f"against {scored.cv_rmse:.4g}" in note and not found
     # residuals twice the mean's: the warning, naming both numbers
     monkeypatch.setattr(auto_nested, "conditioned_residuals",
                         lambda learner, Xs, ys, held, noise: (2 * (ys[held] - ys.mean()),
                                                               np.ones(len(held))))
-    note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 600)
+    note, found, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 600)
     assert len(found) == 1 and found[0][1] is sg.FitQualityWarning
     assert "no better than the mean of the other rows" in found[0][0]
 
@@ -78,7 +78,7 @@ def test_the_note_reports_both_scores_and_warns_where_no_better_than_the_mean(mo
 def test_the_nested_score_is_priced_and_stops_at_the_budget(monkeypatch):
     X, y = _smooth()
     scored = _scored(X, y)
-    note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() - 1.0)
+    note, found, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() - 1.0)
     assert note.startswith("nested cross-validation not measured") and not found
     assert "(optimistic)" in note
     with pytest.raises(sg.errors.TimeBudgetExceeded):
@@ -90,13 +90,13 @@ def test_the_nested_score_is_priced_and_stops_at_the_budget(monkeypatch):
 
     monkeypatch.setattr(auto_nested, "conditioned_residuals", slow)
     scored.first_seconds = 0.01
-    note, found = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 0.12)
+    note, found, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 0.12)
     assert note.startswith("nested cross-validation stopped") and "1 of 5 folds done" in note
     assert "4 left" in note and not found
-    note, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 60)
+    note, _, _ = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 60)
     assert note.startswith("nested cross-validation (")
     unscored = Scored("exact", "exact", scored.estimator, None)
-    assert auto_nested.nested_score(unscored, X, y, end=time.perf_counter() + 60) == ("", [])
+    assert auto_nested.nested_score(unscored, X, y, end=time.perf_counter() + 60) == ("", [], None)
 
 
 def test_gpregressor_reports_the_nested_score_in_its_selection():
@@ -106,3 +106,52 @@ def test_gpregressor_reports_the_nested_score_in_its_selection():
         model = sg.GPRegressor(random_state=0).fit(X, y)
     assert any(note.startswith("nested cross-validation (")
                for note in model.selection_.notes)
+
+
+def _no_skill(seed):
+    """50 rows, 8 inputs, a signal of 0.4 noise standard deviations spread over all inputs:
+    a length scale per input (10 hyperparameters) fits the noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((50, 8))
+    return X, 0.4 * X.sum(axis=1) / np.sqrt(8) + rng.standard_normal(50)
+
+
+def test_a_model_without_skill_is_tried_again_with_one_length_scale():
+    X, y = _no_skill(2)
+    scored = _scored(X, y)
+    _, found, nested = auto_nested.nested_score(scored, X, y, end=time.perf_counter() + 600)
+    assert not nested.skilled and found      # the fixture's premise (nested 1.12 against 1.03)
+    twin, twin_nested, note = auto_nested.one_scale_fallback(
+        scored, nested, X, y, end=time.perf_counter() + 600)
+    assert np.size(twin.estimator.kernel_.length_scale) == 1
+    assert twin.cv_folds is scored.cv_folds and np.isfinite(twin.cv_nlpd)
+    # its nested scores are nested_cross_validation's on the same folds
+    rmse, nlpd, baseline = auto_nested.nested_cross_validation(twin, X, y)
+    assert (twin_nested.rmse, twin_nested.nlpd) == pytest.approx((rmse, nlpd), rel=1e-9)
+    assert twin_nested.baseline == pytest.approx(nested.baseline, rel=1e-12)
+    verdict = "taken" if twin_nested.nlpd < nested.nlpd else "not taken"
+    assert note.endswith(f": {verdict} (the lower nested NLPD)")
+    # priced at the chosen model's seconds: not tried without the time
+    found = auto_nested.one_scale_fallback(scored, nested, X, y, end=time.perf_counter() - 1)
+    assert found[:2] == (None, None) and "not tried" in found[2]
+    # a kernel with one length scale already: nothing to try
+    assert auto_nested.one_scale_fallback(twin, twin_nested, X, y,
+                                          end=time.perf_counter() + 600) == (None, None, "")
+
+
+def test_gpregressor_takes_one_length_scale_where_its_choice_has_no_skill():
+    """Where the chosen model's nested RMSE is no better than the fold means', the one-scale
+    model with the lower nested NLPD is chosen: no average, no calibration, and the reason
+    says why (here 1.43 against 1.58)."""
+    X, y = _no_skill(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sg.GPRegressor(random_state=0).fit(X, y)
+    selection = model.selection_
+    note = next(n for n in selection.notes if n.startswith("the chosen model showed no skill"))
+    assert note.endswith(": taken (the lower nested NLPD)")
+    assert selection.chosen.name.endswith(" one length scale")
+    assert selection.chosen is selection.candidates[-1]
+    assert "one length scale for all inputs scored a lower nested NLPD" in selection.reason
+    assert selection.average is None and selection.calibration is None
+    assert np.size(model.kernel_.length_scale) == 1

@@ -201,9 +201,24 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
     # the chosen learned model scored on rows its hyperparameters never saw, with the
     # time left (auto_nested): reported, and warned of where no better than the mean
     learned = next(c for c in within if c.estimator is best.estimator)
-    note, nested_warnings = auto_nested.nested_score(
+    note, nested_warnings, nested = auto_nested.nested_score(
         learned, X, y, end=started + time_budget, sample_noise_variance=sample_noise_variance)
     notes.append(note)
+    if nested is not None and not nested.skilled:   # one length scale tried (auto_nested)
+        twin, twin_nested, note = auto_nested.one_scale_fallback(
+            learned, nested, X, y, end=started + time_budget,
+            sample_noise_variance=sample_noise_variance)
+        notes.append(note)
+        if twin is not None:
+            rows.append(Candidate(twin.name, {}, twin.predicted_seconds, twin.cost.memory_bytes,
+                                  None, fit_seconds=twin.seconds, cv_rmse=twin.cv_rmse,
+                                  cv_nlpd=twin.cv_nlpd))
+            if twin_nested.nlpd < nested.nlpd:
+                chosen, best, average, calibration = rows[-1], twin, None, None
+                reason = (f"{learned.name}, of {reason}, predicted held-out rows no "
+                          "better than their mean in nested cross-validation; one length "
+                          "scale for all inputs scored a lower nested NLPD")
+                nested_warnings = auto_nested.no_skill_warnings(twin_nested, twin)
     return Selection(rows, chosen, reason, None, time_budget, memory_budget, tolerance,
                      auto_costs.machine_rate(), 1.0, notes=[n for n in notes if n],
                      estimator=best.estimator, warnings=best.warnings + nested_warnings,
