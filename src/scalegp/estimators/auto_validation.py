@@ -86,7 +86,8 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
 5. **Choice**: the lowest cross-validated NLPD (a proper score: it rewards the mean and the
    variance together). The chosen estimator is the one learned on all rows: nothing is
    refitted. Its score here is optimistic; :mod:`scalegp.estimators.auto_nested` scores it
-   again with each fold's hyperparameters learned again, where the time left allows.
+   again with each fold's hyperparameters learned again, where the time left allows, and
+   where that shows it no better than the mean, tries one length scale for all inputs.
 
 Where even the cheapest candidate is predicted over the budget, or from
 ``MAX_VALIDATED_ROWS`` rows, :func:`scalegp.estimators.auto.select` runs its pilot instead.
