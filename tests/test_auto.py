@@ -396,7 +396,30 @@ def test_known_noise_variances_choose_among_the_models_that_take_them(rough_2d,
     names = [c.name for c in auto_validation.validated_candidates(2500, 3, ("matern32",),
                                                                   estimator_params={})]
     assert sorted(names) == sorted(["exact matern32", "vecchia m=30 scheduled matern32",
-                                    "nystrom-vfe m=512 one length scale matern32"])
+                                    "nystrom-vfe m=512 one length scale matern32",
+                                    "exact matern32 one length scale"])
+
+
+def test_from_low_rank_rows_the_exact_gp_with_one_length_scale_is_a_candidate():
+    """From LOW_RANK_ROWS rows the exact GP with one length scale (the first family, started
+    at sqrt(d); 3 hyperparameters and their matrices) is the first exact candidate where the
+    prices tie; a Kernel given has no such twin; below, it is no candidate."""
+    n, d = auto_validation.LOW_RANK_ROWS, 16
+    found = auto_validation.validated_candidates(n, d, ("gaussian", "matern32"),
+                                                 estimator_params={})
+    exact = [c for c in found if c.kind == "exact"]
+    assert exact[0].name == "exact gaussian one length scale"
+    assert exact[0].estimator.kernel.length_scale == pytest.approx(np.sqrt(d))
+    assert exact[0].predicted_seconds == pytest.approx(exact[1].predicted_seconds)
+    assert exact[0].cost.memory_bytes < exact[1].cost.memory_bytes
+    assert [c.name for c in exact[1:]] == ["exact gaussian", "exact matern32"]
+    given = sg.kernels.get("matern52").with_params(length_scale=np.ones(d))
+    names = [c.name for c in auto_validation.validated_candidates(
+        n, d, (given,), estimator_params={})]
+    assert not any("one length scale" in name and name.startswith("exact") for name in names)
+    names = [c.name for c in auto_validation.validated_candidates(
+        n - 1, d, ("gaussian",), estimator_params={})]
+    assert "exact gaussian one length scale" not in names
 
 
 def test_held_back_upper_bounds_cover_the_population_values():

@@ -242,10 +242,12 @@ def _parameters(n_dims: int) -> int:
     return n_dims + 2
 
 
-def exact_cost(n: int, n_dims: int, evaluations: int) -> CostModel:
+def exact_cost(n: int, n_dims: int, evaluations: int,
+               n_params: int | None = None) -> CostModel:
     """E (4 n^3 / 3 + 6 n^2 d) flops and E EXACT_PAIR_ENTRIES n^2 entries,
-    (EXACT_MATRICES + p) n^2 float64."""
-    p = _parameters(n_dims)
+    (EXACT_MATRICES + p) n^2 float64 (p = ``n_params``, default d + 2: one length scale per
+    input)."""
+    p = _parameters(n_dims) if n_params is None else n_params
     n2 = float(n) ** 2
     return CostModel((evaluations + 1) * (4.0 * n ** 3 / 3.0 + 6.0 * n2 * n_dims),
                      8.0 * (EXACT_MATRICES + p) * n2, evaluations + 1,
