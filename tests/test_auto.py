@@ -412,6 +412,8 @@ def test_from_low_rank_rows_the_exact_gp_with_one_length_scale_is_a_candidate():
     assert exact[0].estimator.kernel.length_scale == pytest.approx(np.sqrt(d))
     assert exact[0].predicted_seconds == pytest.approx(exact[1].predicted_seconds)
     assert exact[0].cost.memory_bytes < exact[1].cost.memory_bytes
+    # its measured speed does not price the others (fewer evaluations than one per input)
+    assert exact[0].ratio_key != exact[1].ratio_key == exact[2].ratio_key == "exact"
     assert [c.name for c in exact[1:]] == ["exact gaussian", "exact matern32"]
     given = sg.kernels.get("matern52").with_params(length_scale=np.ones(d))
     names = [c.name for c in auto_validation.validated_candidates(
