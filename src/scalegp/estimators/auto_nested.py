@@ -60,10 +60,13 @@ import numpy as np
 from sklearn.base import clone
 
 from ..errors import FitQualityWarning, TimeBudgetExceeded
-from ..metrics import gaussian_log_density
 from ..inference import optimize
+from ..metrics import gaussian_log_density
 from .auto_validation import (Scored, conditioned_residuals, cross_validate, fixed_copy,
                               standardized)
+
+__all__ = ["Nested", "nested_cross_validation", "nested_score", "no_skill_warnings",
+           "one_scale_fallback"]
 
 
 class Nested:
@@ -76,8 +79,6 @@ class Nested:
     def skilled(self) -> bool:
         """Whether it predicts held-out rows better than each fold's mean of the others."""
         return self.rmse < self.baseline
-
-__all__ = ["Nested", "nested_cross_validation", "nested_score", "one_scale_fallback"]
 
 
 def _learning_copy(fitted):

@@ -329,9 +329,8 @@ def _one_scale_kernel(family, n_dims: int):
 def _one_scale_exact_candidate(n: int, n_dims: int, family, common: dict) -> Scored:
     """The exact GP with one length scale (``LOW_RANK_ROWS``; the first family, started at
     sqrt(d)): first among the exact candidates where their prices tie (a stable sort)."""
-    label = family if isinstance(family, str) else type(family).__name__
     kernel = _one_scale_kernel(family, n_dims)
-    scored = Scored(f"exact {label} one length scale", "exact",
+    scored = Scored(f"exact {family} one length scale", "exact",
                     ExactGPRegressor(kernel=kernel, **common),
                     auto_costs.exact_cost(n, n_dims, ASSUMED_EVALUATIONS,
                                           n_params=kernel.n_params + 1))
