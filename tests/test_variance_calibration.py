@@ -437,6 +437,7 @@ def test_gp_regressor_calibrates_on_the_pilot_path(monkeypatch, tmp_path):
     from scalegp.estimators import auto_validation
     monkeypatch.setattr(auto_validation, "ASSUMED_EVALUATIONS", 10**9)
     monkeypatch.setattr(auto_validation, "VECCHIA_EVALUATIONS", 10**9)
+    monkeypatch.setattr(auto_validation, "ONE_SCALE_EVALUATIONS", 10**9)
     X, y, _ = heteroscedastic(2000, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -112,16 +112,10 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         left); True: wherever an input repeats (not with known noise variances or a
         ``tolerance``); False: never.
     random_state : None, int or Generator
-        Seeds the pilot's subsample, the cross-validation folds, the random restarts, the
-        chains of the average over the hyperparameters and the chosen estimator. Under
-        ``auto`` it does not make the fit reproducible where the time budget binds: how
-        many restarts run, and whether the average, the variance calibration and the nested
-        score fit in the time left, depend on the seconds each step takes on this machine
-        at that moment. On the held-out UCI sets of benchmarks/results/auto-panel.md
-        (session 20) the same choice steps and seed, run twice on idle 2-core machines,
-        predicted differently on 6 of 44 folds (another kernel family, restart optimum or
-        calibration; test RMSE up to 18 % apart), each a fit of 47 to 58 s of the default
-        60 s budget; every fit under 47 s predicted the same.
+        Seeds the pilot's subsample, the folds, the restarts, the average's chains and the
+        chosen estimator. Where ``auto``'s time budget binds, the fit is not reproducible:
+        what fits in the time left depends on the machine's speed at that moment
+        (docs/choosing.md, "What does not work well (yet)").
 
     Attributes
     ----------
