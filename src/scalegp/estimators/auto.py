@@ -210,9 +210,9 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
             sample_noise_variance=sample_noise_variance)
         notes.append(note)
         if twin is not None:
-            rows.append(Candidate(twin.name, {}, twin.predicted_seconds, twin.cost.memory_bytes,
-                                  None, fit_seconds=twin.seconds, cv_rmse=twin.cv_rmse,
-                                  cv_nlpd=twin.cv_nlpd))
+            rows.append(Candidate(twin.name, {}, twin.predicted_seconds, None, None,
+                                  fit_seconds=twin.seconds, cv_rmse=twin.cv_rmse,
+                                  cv_nlpd=twin.cv_nlpd))     # its memory not priced
             if twin_nested.nlpd < nested.nlpd:
                 chosen, best, average, calibration = rows[-1], twin, None, None
                 reason = (f"{learned.name}, of {reason}, predicted held-out rows no "

@@ -60,9 +60,8 @@ import numpy as np
 from sklearn.base import clone
 
 from ..errors import FitQualityWarning, TimeBudgetExceeded
-from ..inference import optimize
 from ..metrics import gaussian_log_density
-from .auto_validation import (Scored, conditioned_residuals, cross_validate, fixed_copy,
+from .auto_validation import (Scored, conditioned_residuals, fixed_copy, learn_then_score,
                               standardized)
 
 __all__ = ["Nested", "nested_cross_validation", "nested_score", "no_skill_warnings",
@@ -189,17 +188,10 @@ def one_scale_fallback(scored, nested: Nested, X, y, *, end: float,
         kernel=kernel.with_params(length_scale=math.sqrt(n_dims)))
     twin = Scored(name, scored.kind, estimator, scored.cost)
     twin.predicted_seconds = scored.first_seconds
-    extra = {} if sample_noise_variance is None else {
-        "sample_noise_variance": sample_noise_variance}
     started = time.perf_counter()
     try:
-        with warnings.catch_warnings(record=True) as caught, optimize.deadline(end):
-            warnings.simplefilter("always")
-            estimator.fit(X, y, **extra)
-        twin.warnings = [(w.message, w.category) for w in caught]
-        with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
-            warnings.simplefilter("ignore")
-            cross_validate(twin, X, y, scored.cv_folds, sample_noise_variance, end=end)
+        learn_then_score(twin, X, y, scored.cv_folds, sample_noise_variance, deadline=end,
+                         end=end)
         twin.seconds = twin.first_seconds = time.perf_counter() - started
         rmse, nlpd, baseline = nested_cross_validation(
             twin, X, y, end=end, sample_noise_variance=sample_noise_variance)

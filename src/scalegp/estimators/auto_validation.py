@@ -119,8 +119,8 @@ from .vecchia import VecchiaGPRegressor
 
 __all__ = ["KERNEL_FAMILIES", "VALIDATION_FOLDS", "VALIDATED_NEIGHBORS", "Scored",
            "validated_candidates", "measured_slowdowns", "learn_and_score",
-           "restart_leaders", "fixed_copy", "held_out_residuals", "conditioned_residuals",
-           "standardized"]
+           "learn_then_score", "restart_leaders", "fixed_copy", "held_out_residuals",
+           "conditioned_residuals", "standardized"]
 
 #: Kernel families compared when the user names none. Matern-3/2 since session 7: the
 #: best configurations found for pol and protein use it (vecchia-uci.md), and auto's pilot
@@ -243,8 +243,8 @@ class Scored:
         self.calibrated = False      # priced at its kind's measured slowdown
         #: The candidates whose measured over predicted seconds correct each other's
         #: predictions (step 2): its kind, but for the exact GP with one length scale,
-        #: whose few hyperparameters take fewer evaluations than one per input (on gas,
-        #: 128 inputs: 8.7 s against a predicted 33.6 s, where one per input ran 46 s).
+        #: whose evaluation count says little about one per input's (median 17 against
+        #: 60: ``ONE_SCALE_EVALUATIONS``).
         self.ratio_key = kind
 
     @property
@@ -460,6 +460,26 @@ def cross_validate(candidate: Scored, X, y, folds, sample_noise_variance=None, *
     candidate.cv_errors, candidate.cv_variances, candidate.cv_folds = errors, variances, folds
 
 
+def learn_then_score(candidate: Scored, X, y, folds, sample_noise_variance=None, *,
+                     deadline: float, end: float) -> None:
+    """Learn ``candidate``'s estimator on all rows, stopped at ``deadline``
+    (:func:`scalegp.inference.optimize.deadline`; what it warned kept in
+    ``candidate.warnings``), then score it on ``folds`` (:func:`cross_validate`, its folds
+    refitted at fixed hyperparameters, their warnings silenced; None: not scored) unless a
+    fold would end after ``end``. Raises what those raise (TimeBudgetExceeded, a failed
+    fit)."""
+    extra = {} if sample_noise_variance is None else {
+        "sample_noise_variance": sample_noise_variance}
+    with warnings.catch_warnings(record=True) as caught, optimize.deadline(deadline):
+        warnings.simplefilter("always")
+        candidate.estimator.fit(X, y, **extra)
+    candidate.warnings = [(w.message, w.category) for w in caught]
+    if folds is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cross_validate(candidate, X, y, folds, sample_noise_variance, end=end)
+
+
 def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
                     sample_noise_variance=None, started: float | None = None,
                     calibrating: bool = False, integration_price=None) -> list:
@@ -486,22 +506,14 @@ def learn_and_score(X, y, candidates: list, *, time_budget: float, rng,
             candidate.note = (f"over the time budget (predicted {expected:.3g} s and "
                               f"{reserve:.2g} s to finish, {max(left, 0):.3g} s left)")
             continue
-        extra = {} if sample_noise_variance is None else {
-            "sample_noise_variance": sample_noise_variance}
         auto_progress.stage(f"learning and scoring {candidate.name} ({number} of "
                             f"{len(candidates)})")
         start = time.perf_counter()
         try:
-            with warnings.catch_warnings(record=True) as caught, \
-                    optimize.deadline(started + time_budget - reserve):
-                warnings.simplefilter("always")
-                candidate.estimator.fit(X, y, **extra)
-            candidate.warnings = [(w.message, w.category) for w in caught]
-            if y.size >= MIN_VALIDATED_ROWS:
-                with warnings.catch_warnings():     # the folds refit at fixed hyperparameters
-                    warnings.simplefilter("ignore")
-                    cross_validate(candidate, X, y, folds, sample_noise_variance,
-                                   end=started + time_budget)
+            learn_then_score(candidate, X, y,
+                             folds if y.size >= MIN_VALIDATED_ROWS else None,
+                             sample_noise_variance, deadline=started + time_budget - reserve,
+                             end=started + time_budget)
             candidate.seconds = candidate.first_seconds = time.perf_counter() - start
         except TimeBudgetExceeded:
             candidate.note = (f"stopped at the time budget after "
@@ -587,8 +599,6 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
     scores, and its note says so (with the change in log likelihood, which may be negative)."""
     leaders = sorted((c for c in candidates if c.scored), key=lambda c: c.cv_nlpd)
     leaders = leaders[:RESTARTED_CANDIDATES]
-    extra = {} if sample_noise_variance is None else {
-        "sample_noise_variance": sample_noise_variance}
     if leaders:
         auto_progress.stage(f"restarting the {len(leaders)} best from random starts")
     tried = {id(c): 0 for c in leaders}
@@ -608,12 +618,8 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
             start = time.perf_counter()
             trial = Scored(candidate.name, candidate.kind, restarted, candidate.cost)
             try:
-                with warnings.catch_warnings(record=True) as caught, optimize.deadline(limit):
-                    warnings.simplefilter("always")
-                    restarted.fit(X, y, **extra)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    cross_validate(trial, X, y, folds, sample_noise_variance, end=limit)
+                learn_then_score(trial, X, y, folds, sample_noise_variance, deadline=limit,
+                                 end=limit)
             except TimeBudgetExceeded:
                 stopped = candidate          # the restarts' time is spent: not used
                 continue
@@ -628,7 +634,7 @@ def restart_leaders(X, y, candidates: list, folds, *, rng, end: float,
             candidate.estimator, candidate.cv_rmse, candidate.cv_nlpd = (
                 restarted, trial.cv_rmse, trial.cv_nlpd)
             candidate.cv_errors, candidate.cv_variances = trial.cv_errors, trial.cv_variances
-            candidate.warnings = [(w.message, w.category) for w in caught]
+            candidate.warnings = trial.warnings
     for candidate in leaders:
         if tried[id(candidate)]:
             cv_nlpd, log_likelihood = first[id(candidate)]
