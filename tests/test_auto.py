@@ -443,12 +443,12 @@ def test_held_back_upper_bounds_cover_the_population_values():
 
     big = sample(4_000_000)
     population_ratio, population_kl = np.sqrt(big[0].mean() / big[1].mean()), big[2].mean()
-    bounds = np.array([auto_validation.held_back_measures(*sample(150)) for _ in range(500)])
+    bounds = np.array([auto_pilot.held_back_measures(*sample(150)) for _ in range(500)])
     assert np.mean(population_ratio <= bounds[:, 1]) >= 0.90
     assert np.mean(population_kl <= bounds[:, 3]) >= 0.92
     assert np.all(bounds[:, 0] <= bounds[:, 1]) and np.all(bounds[:, 2] <= bounds[:, 3])
     # the exact GP against itself: ratio 1 and KL 0, with no spread to bound
-    assert auto_validation.held_back_measures(np.ones(5), np.ones(5), np.zeros(5)) == (
+    assert auto_pilot.held_back_measures(np.ones(5), np.ones(5), np.zeros(5)) == (
         1.0, 1.0, 0.0, 0.0)
 
 

@@ -145,6 +145,8 @@ def test_the_pilot_paths_final_fit_stops_learning_at_the_budget(monkeypatch):
         late = sg.GPRegressor(random_state=0, time_budget=600).fit(X, y)
     assert late.selection_.chosen.name == model.selection_.chosen.name
     assert any("stopped at the time budget" in note for note in late.selection_.notes)
+    assert "a learning stopped at its deadline before it converged" in \
+        late.selection_.time_cuts
     assert np.all(np.isfinite(late.predict(X)))
 
 

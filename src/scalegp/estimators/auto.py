@@ -49,7 +49,7 @@ Otherwise, in four steps:
     other sizes capped by them), and its RMSE ratio and mean KL(exact || candidate) of the
     predictive distributions (noise included) measured on the held-back rows, with their
     one-sided 95 % upper bounds
-    (:func:`scalegp.estimators.auto_validation.held_back_measures`).
+    (:func:`scalegp.estimators.auto_pilot.held_back_measures`).
 (d) **The choice.** Without a tolerance: the exact GP when it fits the budgets, otherwise
     the ``VERIFIED_CANDIDATES`` of best predicted accuracy within them are verified and the
     best measured one is chosen (cheaper first among equals to 3 digits). With a
@@ -77,8 +77,8 @@ from ..inference import optimize
 from .._memory import available_bytes
 from ..features.gauss_legendre import BOX_ROUNDS, resolved_box
 from .._validation import as_generator, check_matrix, check_noise_variances, check_vector
-from . import (auto_calibration, auto_costs, auto_nested, auto_progress, auto_validation,
-               hyperparameter_average)
+from . import (auto_budget, auto_calibration, auto_costs, auto_nested, auto_pilot,
+               auto_progress, auto_validation, hyperparameter_average)
 from .auto_pilot import (VECCHIA_REFERENCE_M, VECCHIA_SCHEDULE_TOLERANCE, Pilot,
                          at_full_density, best_pilot, kernel_families, pilot_kernel,
                          run_pilot)
@@ -157,6 +157,8 @@ def _validated_selection(X, y, families, time_budget, memory_budget, tolerance, 
         if c not in within:
             c.note = "over the memory budget"
     if not within or within[0].predicted_seconds > time_budget:
+        if within:
+            auto_budget.cut("the validated choice: over the time budget")
         return None
     auto_validation.learn_and_score(
         X, y, within, time_budget=time_budget, rng=rng,
@@ -396,7 +398,7 @@ def verify(X, y, pilot: Pilot, candidate: Candidate, sample_noise_variance=None)
     count is below ``MIN_VERIFIED_NEIGHBORS``, the candidate is left unverified (its note
     says so).
 
-    The bounds: :func:`scalegp.estimators.auto_validation.held_back_measures`.
+    The bounds: :func:`scalegp.estimators.auto_pilot.held_back_measures`.
     ``sample_noise_variance``: the rows' known noise variances (standardized), or None."""
     config = candidate.configuration
     noise = auto_validation.rows_noise(sample_noise_variance, pilot.train)
@@ -442,7 +444,7 @@ def verify(X, y, pilot: Pilot, candidate: Candidate, sample_noise_variance=None)
     yh = y[pilot.holdout]
     kl = 0.5 * (pilot.var / var + (mean - pilot.mean) ** 2 / var - 1 + np.log(var / pilot.var))
     (candidate.measured_ratio, candidate.ratio_upper, candidate.measured_kl,
-     candidate.kl_upper) = auto_validation.held_back_measures(
+     candidate.kl_upper) = auto_pilot.held_back_measures(
         (mean - yh) ** 2, (pilot.mean - yh) ** 2, kl)
 
 
@@ -585,6 +587,8 @@ def select(X, y, *, time_budget: float = DEFAULT_TIME_BUDGET, memory_budget=None
         if c not in fitting:
             c.note = "over the memory budget" if c.memory_bytes > memory_budget else \
                 "over the time budget"
+            if c.memory_bytes <= memory_budget:
+                auto_budget.cut(f"{c.name}: over the time budget")
     if not fitting:
         return _without_learning(Xs, ys, vs, found, pilot, left, time_budget, memory_budget,
                                  tolerance, rate, slowdown, notes)

@@ -45,7 +45,7 @@ import numpy as np
 from .. import kernels
 from ..errors import TimeBudgetExceeded
 from ..inference import optimize
-from . import auto_costs, auto_progress, auto_validation, variance_calibration
+from . import auto_budget, auto_costs, auto_progress, auto_validation, variance_calibration
 
 __all__ = ["calibrate_validated", "calibrate_held_out", "HELD_OUT_ROWS", "HELD_OUT_SHARE"]
 
@@ -67,6 +67,8 @@ COPY_STEPS = 24
 #: Held-back rows whose prediction is timed to price the prediction of all of them.
 PROBE_ROWS = 50
 NOT_CALIBRATED = "predictive variance not calibrated: "
+#: What :func:`scalegp.estimators.auto_budget.cut` records where its price does not fit.
+CUT_NOT_RUN = "the variance calibration: not run"
 #: What a calibration's failure raises; the chosen model is kept without one, and the
 #: note says why.
 FAILURES = (ValueError, ArithmeticError, np.linalg.LinAlgError)
@@ -102,6 +104,7 @@ def calibrate_held_out(estimator, X, y, *, step_seconds: float, left: float, rng
     copy_price = COPY_STEPS * step_seconds + _prediction_price(estimator, X[held])
     price = copy_price + learn_price
     if price > left:
+        auto_budget.cut(CUT_NOT_RUN)
         return None, (NOT_CALIBRATED + f"its held-out conditioning and GP of the log ratios "
                       f"were priced at {price:.3g} s with {max(left, 0):.3g} s left")
     auto_progress.stage("calibrating the predictive variance on held-back rows")
@@ -151,6 +154,8 @@ def _learn(X, errors, variances, folds, price: float, left: float):
     for the five fold conditionings, ``CALIBRATION_FINISH`` of ``price``): (calibration if
     accepted else None, note)."""
     if not math.isfinite(price) or price > left:
+        if math.isfinite(price):
+            auto_budget.cut(CUT_NOT_RUN)
         return None, (NOT_CALIBRATED + f"its exact GP of the log ratios was priced at "
                       f"{price:.3g} s with {max(left, 0):.3g} s left")
     auto_progress.stage("calibrating the predictive variance by the inputs")
@@ -160,6 +165,7 @@ def _learn(X, errors, variances, folds, price: float, left: float):
         with optimize.deadline(end):
             calibration = variance_calibration.learn(X, errors, variances, folds)
     except TimeBudgetExceeded:
+        auto_budget.cut("the variance calibration: stopped and not used")
         return None, (NOT_CALIBRATED + f"its exact GP of the log ratios (priced at "
                       f"{price:.3g} s) was stopped at the time budget")
     except FAILURES as error:        # the fitted model stands; only its calibration fails

@@ -61,6 +61,7 @@ from sklearn.base import clone
 
 from ..errors import FitQualityWarning, TimeBudgetExceeded
 from ..metrics import gaussian_log_density
+from . import auto_budget
 from .auto_validation import (Scored, conditioned_residuals, fixed_copy, learn_then_score,
                               standardized)
 
@@ -133,6 +134,7 @@ def nested_score(scored, X, y, *, end: float, sample_noise_variance=None):
     price = scored.first_seconds
     left = end - time.perf_counter()
     if price > left:
+        auto_budget.cut("the nested cross-validation: not run")
         return (f"nested cross-validation not measured: {what}, a fold priced at "
                 f"{price:.3g} s, {max(left, 0.0):.3g} s left; the cross-validated scores "
                 "above are at hyperparameters learned on all rows (optimistic)"), [], None
@@ -141,6 +143,7 @@ def nested_score(scored, X, y, *, end: float, sample_noise_variance=None):
         rmse, nlpd, baseline = nested_cross_validation(
             scored, X, y, end=end, sample_noise_variance=sample_noise_variance)
     except TimeBudgetExceeded as error:
+        auto_budget.cut("the nested cross-validation: stopped")
         return (f"nested cross-validation stopped ({what}): {error}; the cross-validated "
                 "scores above are at hyperparameters learned on all rows (optimistic)"), [], None
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
@@ -182,6 +185,7 @@ def one_scale_fallback(scored, nested: Nested, X, y, *, end: float,
     price = scored.first_seconds + nested.seconds
     left = end - time.perf_counter()
     if price > left:
+        auto_budget.cut(f"{name}, where the chosen model showed no skill: not tried")
         return None, None, (f"{name} not tried where the chosen model showed no skill: "
                             f"priced at {price:.3g} s, {max(left, 0.0):.3g} s left")
     estimator = clone(scored.estimator).set_params(
@@ -196,6 +200,8 @@ def one_scale_fallback(scored, nested: Nested, X, y, *, end: float,
         rmse, nlpd, baseline = nested_cross_validation(
             twin, X, y, end=end, sample_noise_variance=sample_noise_variance)
     except TimeBudgetExceeded:
+        auto_budget.cut(f"{name}, where the chosen model showed no skill: stopped and not "
+                        "used")
         return None, None, (f"{name}, tried where the chosen model showed no skill, "
                             "stopped at the time budget: not used")
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:

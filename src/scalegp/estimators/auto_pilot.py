@@ -12,6 +12,7 @@ subsample's sparsity biases them (spatial data).
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -23,7 +24,7 @@ from . import auto_validation
 from .exact import ExactGPRegressor
 
 __all__ = ["Pilot", "run_pilot", "best_pilot", "at_full_density", "kernel_families",
-           "pilot_kernel", "holdout_nlpd"]
+           "pilot_kernel", "holdout_nlpd", "held_back_measures"]
 
 #: Starting length scales of the pilot (standardized units): a long start on a rough field
 #: can end in the noise-only optimum (l large, s2 = var y), a short one finds the field.
@@ -208,3 +209,44 @@ def best_pilot(Xs, ys, rng, families, sample_noise_variance=None) -> tuple[Pilot
 
 def _family_name(family) -> str:
     return family if isinstance(family, str) else type(family).__name__
+
+
+#: Resamples of the bootstrap-t bounds of :func:`held_back_measures`.
+BOOTSTRAP_RESAMPLES = 400
+
+
+def held_back_measures(error2, exact2, kl) -> tuple[float, float, float, float]:
+    """(R, its upper bound, mean KL, its upper bound) on n held-back rows, from the squared
+    errors of a candidate (e^2) and of the exact GP (e*^2) and the KL divergences there.
+
+    R^2 = mean(e^2) / mean(e*^2). Each bound is a nominal one-sided 95 % bootstrap-t bound
+    on the log scale. Squared errors have a heavy tail, which skews the statistic: in
+    ``tests/test_auto.py::test_held_back_upper_bounds_cover_the_population_values`` (n =
+    150) these bounds cover the population values in 92.4 % (R) and 94.5 % (KL) of
+    samples, the delta method's and the percentile bootstrap's in 89 %. The bound:
+    t = log R^2 with se = sd(e^2 / mean(e^2) - e*^2 / mean(e*^2)) / sqrt(n) (the delta
+    method), the 5 % quantile q of (t_b - t) / se_b over ``BOOTSTRAP_RESAMPLES`` row
+    resamples (seeded: the bound is a function of the rows), and the bound
+    sqrt(exp(t - q se)); likewise for log mean(KL).
+    """
+    error2, exact2, kl = (np.asarray(a, dtype=float) for a in (error2, exact2, kl))
+    n = error2.size
+    rows = np.random.default_rng(0).integers(0, n, (BOOTSTRAP_RESAMPLES, n))
+
+    def log_ratio(a, b):            # log mean(a) - log mean(b) and its delta-method se
+        mean_a, mean_b = a.mean(-1, keepdims=True), b.mean(-1, keepdims=True)
+        se = np.std(a / mean_a - b / mean_b, axis=-1) / np.sqrt(n)
+        return np.log(mean_a[..., 0]) - np.log(mean_b[..., 0]), se
+
+    def upper(a, b):
+        if not (a.mean() > 0 and b.mean() > 0):     # a zero mean: no spread to bound
+            return 0.0 if b.mean() > 0 else np.inf
+        t, se = log_ratio(a, b)
+        t_b, se_b = log_ratio(a[rows], b[rows])
+        valid = se_b > 0
+        q = np.quantile((t_b[valid] - t) / se_b[valid], 0.05) if valid.any() else 0.0
+        return float(np.exp(t - q * se))
+
+    ones = np.ones(n)
+    return (math.sqrt(error2.mean() / max(exact2.mean(), 1e-300)),
+            math.sqrt(upper(error2, exact2)), float(kl.mean()), upper(kl, ones))

@@ -79,6 +79,11 @@ class Selection:
     #: (:class:`scalegp.estimators.hyperparameter_average.HyperparameterAverage`), else
     #: None; likewise kept with the GPRegressor.
     average: object = None
+    #: What the time budget skipped or shortened, each a phrase
+    #: (:mod:`scalegp.estimators.auto_budget`): empty where every step ran in full, and the
+    #: model then depends on the rows and ``random_state`` alone; None where not recorded
+    #: (``select`` called directly, or a model file written before it was).
+    time_cuts: list | None = None
 
     @property
     def configuration(self) -> dict:
@@ -103,7 +108,17 @@ class Selection:
                                                      for _, attribute, fmt in columns)
                         + f" | {mark} |")
         return "\n".join(rows + ["", f"chosen: {self.chosen.name}: {self.reason}"]
-                         + [f"note: {note}" for note in self.notes])
+                         + [f"note: {note}" for note in self.notes] + self._time_line())
+
+    def _time_line(self) -> list:
+        if self.time_cuts is None:
+            return []
+        if not self.time_cuts:
+            return ["time budget: every step ran in full (the same rows and random_state "
+                    "give this model again)"]
+        return [f"time budget: it cut {'; '.join(self.time_cuts)}. A refit with the same "
+                "random_state can differ where a step's seconds decide; a larger "
+                "time_budget runs more of them"]
 
     def to_json(self) -> dict:
         """The table, the choice and the budgets as JSON values (stored in model files)."""
@@ -112,7 +127,7 @@ class Selection:
                 "chosen": self.chosen.name, "reason": self.reason,
                 "time_budget": self.time_budget, "memory_budget": self.memory_budget,
                 "tolerance": self.tolerance, "rate": self.rate, "slowdown": self.slowdown,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "time_cuts": self.time_cuts}
 
     @classmethod
     def from_json(cls, value: dict) -> Selection:
@@ -123,6 +138,8 @@ class Selection:
         chosen = next((c for c in found if c.name == value["chosen"]), None)
         if chosen is None:
             raise ValueError(f"the chosen candidate {value['chosen']!r} is not in the table")
+        cuts = value.get("time_cuts")
         return cls(found, chosen, str(value["reason"]), None, value["time_budget"],
                    value["memory_budget"], value["tolerance"], value["rate"],
-                   value["slowdown"], list(value.get("notes", [])))
+                   value["slowdown"], list(value.get("notes", [])),
+                   time_cuts=None if cuts is None else [str(cut) for cut in cuts])

@@ -40,6 +40,7 @@ from ..engine.hyperparameters import Hyperparameters
 from ..engine.systems import EigenSystem
 from ..errors import ConvergenceWarning, FitQualityWarning, NonFiniteResultError
 from ..inference.optimize import DEADLINE_MESSAGE, learn_hyperparameters, learn_widening
+from . import auto_budget
 from .training_data import (InMemoryData, Staged, StreamedData, probe_indices,
                             repeated_records)
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -116,8 +117,10 @@ def _learn(make_objective, objective, box, stage, widens, n_restarts, rng, ftol=
 
 
 def _not_converged(result) -> tuple[str, type]:
-    """The diagnostic of learning that stopped without converging."""
+    """The diagnostic of learning that stopped without converging (one stopped at its
+    deadline is recorded as a cut of ``auto``'s time budget, :mod:`.auto_budget`)."""
     if result.message == DEADLINE_MESSAGE:
+        auto_budget.cut("a learning stopped at its deadline before it converged")
         return (f"the hyperparameter optimizer (L-BFGS-B) stopped without converging after "
                 f"{result.n_evaluations} evaluation(s): its learning reached the time "
                 "budget, and the hyperparameters are the best point found, not a maximum "

@@ -27,7 +27,7 @@ from .. import kernels, metrics
 from ..errors import TimeBudgetExceeded
 from .._validation import as_generator, check_level
 from ..inference import optimize
-from . import auto, auto_calibration, auto_progress, configuration, replicates
+from . import auto, auto_budget, auto_calibration, auto_progress, configuration, replicates
 from .exact import ExactGPRegressor
 from .lowrank import LowRankGPRegressor
 from .transformers import KERNEL_CONSTRAINT, RANDOM_STATE_CONSTRAINT, KernelParamsMixin
@@ -113,9 +113,9 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         ``tolerance``); False: never.
     random_state : None, int or Generator
         Seeds the pilot's subsample, the folds, the restarts, the average's chains and the
-        chosen estimator. Where ``auto``'s time budget binds, the fit is not reproducible:
-        what fits in the time left depends on the machine's speed at that moment
-        (docs/choosing.md, "What does not work well (yet)").
+        chosen estimator. Where ``auto``'s time budget cuts a step (``selection_.time_cuts``
+        lists them), the fit is not reproducible: what fits depends on the machine's speed
+        at that moment (docs/choosing.md, "What does not work well (yet)").
 
     Attributes
     ----------
@@ -217,8 +217,7 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, y_numeric=True)
         self.variance_calibration_ = self.replicates_ = self.hyperparameter_average_ = None
         if not is_auto:
-            params = {} if sample_noise_variance is None else {
-                "sample_noise_variance": sample_noise_variance}
+            params = _noise_params(sample_noise_variance)
             self.selection_ = None
             self.estimator_ = self._explicit().fit(X, y, progress=progress, **params)
             return self
@@ -226,10 +225,11 @@ class GPRegressor(KernelParamsMixin, RegressorMixin, BaseEstimator):
         if self.replicates_ is not None:      # learned on the group means (Eq. R.1)
             X, y = self.replicates_.inputs, self.replicates_.means
             sample_noise_variance = self.replicates_.known_variances()
-        params = {} if sample_noise_variance is None else {
-            "sample_noise_variance": sample_noise_variance}
-        with auto_progress.reporting(progress, self._time_budget(), started):
+        params = _noise_params(sample_noise_variance)
+        with auto_progress.reporting(progress, self._time_budget(), started), \
+                auto_budget.recording() as cuts:
             self.selection_ = self._select(X, y, sample_noise_variance, started)
+            self.selection_.time_cuts = cuts      # the same list: later cuts join it
             if self.replicates_ is not None:
                 self.selection_.notes.insert(0, self.replicates_.note())
             if self.selection_.estimator is not None:     # learned on all rows already
@@ -479,6 +479,12 @@ def _explicit_estimator(config, local, kernel, common: dict):
     return LowRankGPRegressor(approximation=config, local=local, kernel=kernel, **common)
 
 
+def _noise_params(sample_noise_variance) -> dict:
+    """The keyword arguments that pass known noise variances to a fit, where given."""
+    return {} if sample_noise_variance is None else {
+        "sample_noise_variance": sample_noise_variance}
+
+
 def _exact_from_two_starts(model, estimator, X, y, params, end):
     """An exact GP the pilot chose learns from the pilot's values and from the default
     start (length scales 1, the given noise variance); the higher log likelihood is kept
@@ -508,6 +514,7 @@ def _exact_from_two_starts(model, estimator, X, y, params, end):
             note += f" (the default start's is {-gain:.3g} lower)"
     except TimeBudgetExceeded:
         note += " (a second start from the default one did not fit the time budget)"
+        auto_budget.cut("the exact GP's second start: stopped and not used")
     model.selection_.notes.append(note)
     for message in kept:
         warnings.warn(message.message, message.category, stacklevel=3)

@@ -69,7 +69,7 @@ from sklearn.base import clone
 from ..errors import TimeBudgetExceeded
 from ..inference.hamiltonian import hamiltonian_draws, negative_hessian
 from ..metrics import gaussian_log_density
-from . import auto_progress, auto_validation
+from . import auto_budget, auto_progress, auto_validation
 from .exact import ExactGPRegressor
 from .vecchia import VecchiaGPRegressor
 
@@ -385,6 +385,7 @@ def integrate_validated(X, y, candidates: list, best, *, end: float, rng,
     started = time.perf_counter()
     predicted = timed_price(estimator, X, y, chosen.cv_folds, end - started)
     if started + predicted > end:
+        auto_budget.cut("the average over the hyperparameters: not run")
         return None, None, skipped + (f"priced at {predicted:.3g} s with "
                                       f"{max(end - started, 0.0):.3g} s left")
     auto_progress.stage("integrating out the hyperparameters")
@@ -394,6 +395,7 @@ def integrate_validated(X, y, candidates: list, best, *, end: float, rng,
             average = integrate(estimator, X, y, rng, end)
             errors, variances = cross_validated(average, estimator, chosen.cv_folds, end)
     except TimeBudgetExceeded:
+        auto_budget.cut("the average over the hyperparameters: stopped and not used")
         return None, None, skipped + "stopped at the time budget"
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as error:
         return None, None, skipped + f"failed: {error}"
