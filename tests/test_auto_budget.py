@@ -5,6 +5,7 @@ list where every step ran in full, and then the fit repeats itself."""
 import warnings
 
 import numpy as np
+import pytest
 
 import scalegp as sg
 from scalegp.estimators import auto, auto_budget, hyperparameter_average
@@ -44,7 +45,7 @@ def test_a_fit_the_budget_does_not_cut_repeats_itself():
     second = quiet_fit(sg.GPRegressor(random_state=3, time_budget=120), X, y)
     assert first.selection_.time_cuts == [] and second.selection_.time_cuts == []
     assert first.selection_.table().splitlines()[-1].startswith(
-        "time budget: every step ran in full")
+        "time budget: no step was cut")
     assert "8 random restart(s)" in first.selection_.table()
     X_test = np.random.default_rng(1).uniform(-2, 2, (20, 2))
     for a, b in zip(first.predict(X_test, return_std=True),
@@ -83,3 +84,6 @@ def test_the_cuts_survive_the_model_files_json_and_older_files_say_nothing():
     older = auto.Selection.from_json(value)
     assert older.time_cuts is None
     assert not older.table().splitlines()[-1].startswith("time budget")
+    value["time_cuts"] = "restarts"             # altered: refused, not read letter by letter
+    with pytest.raises(ValueError, match="time_cuts must be a list of strings"):
+        auto.Selection.from_json(value)

@@ -114,8 +114,8 @@ class Selection:
         if self.time_cuts is None:
             return []
         if not self.time_cuts:
-            return ["time budget: every step ran in full (the same rows and random_state "
-                    "give this model again)"]
+            return ["time budget: no step was cut (the same rows and an integer "
+                    "random_state give this model again)"]
         return [f"time budget: it cut {'; '.join(self.time_cuts)}. A refit with the same "
                 "random_state can differ where a step's seconds decide; a larger "
                 "time_budget runs more of them"]
@@ -139,7 +139,11 @@ class Selection:
         if chosen is None:
             raise ValueError(f"the chosen candidate {value['chosen']!r} is not in the table")
         cuts = value.get("time_cuts")
+        if cuts is not None and not (isinstance(cuts, list)
+                                     and all(isinstance(cut, str) for cut in cuts)):
+            raise ValueError(f"the selection's time_cuts must be a list of strings, got "
+                             f"{cuts!r}")
         return cls(found, chosen, str(value["reason"]), None, value["time_budget"],
                    value["memory_budget"], value["tolerance"], value["rate"],
                    value["slowdown"], list(value.get("notes", [])),
-                   time_cuts=None if cuts is None else [str(cut) for cut in cuts])
+                   time_cuts=None if cuts is None else list(cuts))

@@ -75,7 +75,8 @@ Gaussian kernel on most. So where the budget allows, nothing is predicted:
    calibration's) but for the first ``FIRST_RESTART_ROUNDS`` rounds. Short of that end
    all ``RESTARTS_PER_CANDIDATE`` run, whatever the machine's speed, so that a fit the
    budget does not cut depends on the rows and ``random_state`` alone
-   (:mod:`scalegp.estimators.auto_budget`). Where that end has passed, the calibration runs and no restart (on the panel's wine the restarts
+   (:mod:`scalegp.estimators.auto_budget`). Where that end has passed, the calibration
+   runs and no restart (on the panel's wine the restarts
    ran to 54 s of 60 and left 6.3 s for a calibration priced at 8.8 s; auto-panel.md,
    session 15). A likelihood has local optima: on the panel's concrete data the exact GP
    with the Matern-5/2 kernel gained 3.8 nats from four random starts in its box
