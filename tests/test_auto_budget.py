@@ -2,25 +2,13 @@
 ``selection_.time_cuts``): recorded where a step is skipped or shortened for time, an empty
 list where every step ran in full, and then the fit repeats itself."""
 
-import warnings
-
 import numpy as np
 import pytest
 
 import scalegp as sg
 from scalegp.estimators import auto, auto_budget, hyperparameter_average
 
-
-def smooth(n, d=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (n, d))
-    return X, np.sin(X[:, 0]) + 0.5 * np.cos(X[:, -1]) + 0.1 * rng.standard_normal(n)
-
-
-def quiet_fit(model, X, y):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return model.fit(X, y)
+from .test_gp_regressor import quiet_fit, smooth
 
 
 def test_cuts_are_recorded_once_inside_a_recording_only():
